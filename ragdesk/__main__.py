@@ -1,0 +1,3 @@
+from ragdesk.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""The command line: `ragdesk [--data-dir D] [-v] COMMAND ...`; no command starts the GUI."""

@@ -1,0 +1,9 @@
+"""`ragdesk eval ...`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub.add_parser("eval", help="(being built)")

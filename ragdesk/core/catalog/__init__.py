@@ -1,0 +1,22 @@
+"""The catalog: one SQLite database (through SQLAlchemy) that tracks snapshots, index
+variants, import jobs, model packs and which snapshot is active."""
+
+from ragdesk.core.catalog.catalog import (
+    Catalog,
+    ImportJobRecord,
+    IndexVariantRecord,
+    ModelPackRecord,
+    SnapshotRecord,
+    SnapshotState,
+)
+from ragdesk.core.catalog.migrations import SCHEMA_VERSION
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Catalog",
+    "ImportJobRecord",
+    "IndexVariantRecord",
+    "ModelPackRecord",
+    "SnapshotRecord",
+    "SnapshotState",
+]

@@ -1,0 +1,87 @@
+"""Versioned schema migrations, applied in place on open.
+
+The schema version lives in SQLite's ``PRAGMA user_version``. A new catalog runs every step
+from version 0, so fresh and upgraded catalogs go through the same code. Each step runs in
+one transaction together with the version bump: a crash mid-migration leaves the old schema.
+Never edit a released step; append a new one.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, text
+
+STEPS: list[list[str]] = [
+    # 1: the first schema.
+    [
+        """CREATE TABLE snapshots (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            slug TEXT NOT NULL UNIQUE,
+            folder TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('importing', 'ready', 'failed')),
+            passages INTEGER NOT NULL DEFAULT 0,
+            encoder_id TEXT,
+            dim INTEGER,
+            source TEXT,
+            error TEXT,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE index_variants (
+            id INTEGER PRIMARY KEY,
+            snapshot_id INTEGER NOT NULL REFERENCES snapshots(id) ON DELETE CASCADE,
+            variant TEXT NOT NULL,
+            file TEXT NOT NULL,
+            bytes INTEGER NOT NULL DEFAULT 0,
+            recall_at_20 REAL,
+            created_at TEXT NOT NULL,
+            UNIQUE (snapshot_id, variant)
+        )""",
+        """CREATE TABLE import_jobs (
+            id INTEGER PRIMARY KEY,
+            snapshot_id INTEGER REFERENCES snapshots(id) ON DELETE SET NULL,
+            kind TEXT NOT NULL,
+            state TEXT NOT NULL,
+            done INTEGER NOT NULL DEFAULT 0,
+            total INTEGER,
+            message TEXT,
+            started_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )""",
+        "CREATE TABLE app_state (key TEXT PRIMARY KEY, value TEXT)",
+    ],
+    # 2: model packs, encoder family and per-variant measurements.
+    [
+        "ALTER TABLE snapshots ADD COLUMN encoder_family TEXT",
+        "ALTER TABLE snapshots ADD COLUMN default_pack TEXT",
+        "ALTER TABLE index_variants ADD COLUMN bytes_per_passage REAL",
+        "ALTER TABLE index_variants ADD COLUMN params TEXT",
+        "ALTER TABLE import_jobs ADD COLUMN pid INTEGER",
+        """CREATE TABLE model_packs (
+            name TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            question_encoder TEXT,
+            passage_encoder TEXT,
+            generator TEXT,
+            generator_kind TEXT,
+            details TEXT,
+            created_at TEXT NOT NULL
+        )""",
+    ],
+]
+
+SCHEMA_VERSION = len(STEPS)
+
+
+def current_version(conn: Connection) -> int:
+    return int(conn.execute(text("PRAGMA user_version")).scalar_one())
+
+
+def migrate(conn: Connection, target: int = SCHEMA_VERSION) -> int:
+    """Bring the schema to ``target``; returns the version found before. Caller commits."""
+    found = current_version(conn)
+    for version in range(found + 1, target + 1):
+        for statement in STEPS[version - 1]:
+            conn.execute(text(statement))
+        # PRAGMA cannot take bound parameters; version is an int we computed.
+        conn.execute(text(f"PRAGMA user_version = {int(version)}"))
+    return found

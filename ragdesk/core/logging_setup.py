@@ -1,0 +1,39 @@
+"""Logging to a rotating file in the data directory, and to stderr when asked."""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+from pathlib import Path
+
+_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+
+
+def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if getattr(h, "_ragdesk", False):
+            root.removeHandler(h)
+            h.close()
+    root.setLevel(logging.DEBUG)
+    if logs_dir is not None:
+        try:
+            logs_dir.mkdir(parents=True, exist_ok=True)
+            fh = logging.handlers.RotatingFileHandler(
+                logs_dir / "ragdesk.log", maxBytes=2_000_000, backupCount=3, encoding="utf-8"
+            )
+        except OSError:
+            fh = None
+        if fh is not None:
+            fh.setLevel(logging.DEBUG)
+            fh.setFormatter(logging.Formatter(_FORMAT))
+            fh._ragdesk = True  # type: ignore[attr-defined]
+            root.addHandler(fh)
+    if verbosity > 0:
+        sh = logging.StreamHandler()
+        sh.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
+        sh.setFormatter(logging.Formatter(_FORMAT))
+        sh._ragdesk = True  # type: ignore[attr-defined]
+        root.addHandler(sh)
+    for noisy in ("urllib3", "httpx", "httpcore", "filelock", "huggingface_hub"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

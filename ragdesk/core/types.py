@@ -1,0 +1,72 @@
+"""Plain data types shared by retrieval, the engine, evaluation and the GUI."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: int
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved passage: ``score`` is the exact inner product d(z)·q(x)."""
+
+    id: int
+    title: str
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class RetrievedDoc:
+    """A passage as the engine used it: rank order, score and p(z|x)."""
+
+    id: int
+    title: str
+    text: str
+    score: float
+    prob: float
+    snapshot: str | None = None
+
+
+@dataclass(frozen=True)
+class AnswerToken:
+    """One generated token and its source attribution (K floats summing to 1).
+
+    RAG-Token: p(z | x, y_i, y_<i). RAG-Sequence: the running posterior p(z | x, y_<=i).
+    """
+
+    id: int
+    text: str
+    posterior: list[float]
+
+    @property
+    def source(self) -> int:
+        return max(range(len(self.posterior)), key=self.posterior.__getitem__)
+
+
+@dataclass
+class Answer:
+    question: str
+    text: str
+    token_ids: list[int]
+    tokens: list[AnswerToken]
+    docs: list[RetrievedDoc]
+    logprob: float
+    mode: str
+    decoding: str | None = None
+    snapshot: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+    cancelled: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        for t, tok in zip(d["tokens"], self.tokens, strict=True):
+            t["source"] = tok.source
+        return d

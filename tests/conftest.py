@@ -1,0 +1,69 @@
+"""Shared fixtures: tiny random models (built once, cached by builder source), data dirs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Tiny DPR / BART / causal-LM / RAG checkpoints saved like real ones (a few seconds)."""
+    from ragdesk.core.testing.tiny_models import build_tiny_models
+
+    return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
+
+
+@pytest.fixture()
+def data_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    return d
+
+
+@pytest.fixture()
+def cli(data_dir: Path, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
+    """Run the CLI in-process against a temp data dir; returns (exit code, stdout, stderr)."""
+    from ragdesk.cli.main import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(["--data-dir", str(data_dir), *argv])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+@pytest.fixture()
+def nq_dev_path() -> Path:
+    p = SHARED_DATA / "nq-open-dev.jsonl"
+    if not p.exists():
+        pytest.skip(f"{p} is not present")
+    return p
+
+
+def run_cli_subprocess(*argv: str, env: dict[str, str] | None = None,
+                       timeout: float = 300) -> subprocess.CompletedProcess[str]:  # noqa: F821
+    import subprocess
+
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run([sys.executable, "-m", "ragdesk", *argv], capture_output=True,
+                          text=True, env=e, timeout=timeout)
+
+
+@pytest.fixture()
+def run_cli() -> Iterator[object]:
+    yield run_cli_subprocess

@@ -1,0 +1,40 @@
+"""The core never imports Qt, the GUI or the CLI (also enforced by import-linter)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parents[1] / "ragdesk" / "core"
+FORBIDDEN = ("PySide6", "PyQt5", "PyQt6", "shiboken6", "ragdesk.ui", "ragdesk.cli")
+
+
+def test_core_sources_import_no_qt() -> None:
+    offenders = []
+    for py in CORE.rglob("*.py"):
+        tree = ast.parse(py.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for n in names:
+                if n.startswith(FORBIDDEN):
+                    offenders.append(f"{py.relative_to(CORE)}: {n}")
+    assert offenders == []
+
+
+def test_importing_the_core_loads_no_qt_module() -> None:
+    code = (
+        "import sys, pkgutil, importlib, ragdesk.core as c\n"
+        "for m in pkgutil.walk_packages(c.__path__, 'ragdesk.core.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "bad = [m for m in sys.modules if m.startswith(('PySide6', 'shiboken6'))]\n"
+        "print(bad); raise SystemExit(1 if bad else 0)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
