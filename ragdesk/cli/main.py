@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         setup_logging(None, args.verbose)
         if args.self_test:
-            from ragdesk.core.selftest import run_self_test
+            from ragdesk.selftest import run_self_test
 
             return run_self_test()
         ctx.data.ensure()
