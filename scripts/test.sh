@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh test
 export QT_QPA_PLATFORM=offscreen
-.venv/bin/ruff check ragdesk tests bench
+.venv/bin/ruff check .
 .venv/bin/mypy
 .venv/bin/lint-imports
 .venv/bin/python -m pytest "$@"
