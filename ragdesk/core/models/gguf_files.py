@@ -1,0 +1,137 @@
+"""Causal LMs from ``.gguf`` files, through transformers' GGUF loader.
+
+transformers reads a GGUF by parsing its whole metadata (for Gemma 3, 262,144 vocabulary
+strings) and dequantizing every tensor into float32. For the starter pack's 253 MB Gemma 3
+270M file that took minutes of CPU time here, mostly building the tokenizer. So the first load
+also writes what it built, in ordinary Hugging Face layout (``config.json``, float32
+``model.safetensors``, ``tokenizer.json``), to a folder next to the file named
+``<file>.hf/``; later loads read that folder in about a second. The folder records the size
+and modification time of the GGUF it came from and is rebuilt when they change. If the folder
+cannot be written the model still loads, just slowly every time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+SOURCE_FILE = "ragdesk-gguf-source.json"
+
+
+def cache_dir_for(gguf_path: Path) -> Path:
+    return gguf_path.with_name(gguf_path.name + ".hf")
+
+
+def _source_stamp(gguf_path: Path) -> dict[str, Any]:
+    st = gguf_path.stat()
+    return {"file": gguf_path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def cache_is_valid(gguf_path: Path) -> bool:
+    cache = cache_dir_for(gguf_path)
+    try:
+        recorded = json.loads((cache / SOURCE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(recorded == _source_stamp(gguf_path) and (cache / "model.safetensors").is_file()
+                and (cache / "config.json").is_file())
+
+
+def _load_from_gguf(gguf_path: Path, dtype: torch.dtype, prog: Progress,
+                    cancel: CancelToken | None) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, name = str(gguf_path.parent), gguf_path.name
+    try:
+        prog.set(0, "reading the GGUF tokenizer (slow the first time)")
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        prog.set(1, "dequantizing the GGUF weights")
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype)
+    except RagdeskError:
+        raise
+    except Exception as exc:  # a damaged file can fail anywhere in the parser
+        raise MissingModelError(
+            f"The GGUF file {gguf_path} could not be loaded as a causal language model: {exc}",
+            "ragdesk loads decoder-only GGUF models that transformers supports (Llama, Gemma, "
+            "Qwen, Mistral, GPT-2, ...); check that the file is complete.") from exc
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise MissingModelError(f"{gguf_path} holds an encoder-decoder model; ragdesk loads "
+                                "GGUF files only as decoder-only generators.")
+    return model.eval(), tokenizer
+
+
+def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
+    """Save the converted model next to the GGUF, atomically (staging folder + rename)."""
+    from safetensors.torch import save_model
+
+    cache = cache_dir_for(gguf_path)
+    try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{cache.name}.", dir=gguf_path.parent))
+    except OSError as exc:
+        log.warning("Not caching the converted GGUF (%s cannot be written: %s); it will be "
+                    "converted again next time.", gguf_path.parent, exc)
+        return
+    try:
+        config = model.config.to_dict()
+        # The weights are dequantized float32 now; the GGUF quantizer must not come back.
+        config.pop("quantization_config", None)
+        (staging / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+        model.generation_config.save_pretrained(str(staging))
+        save_model(model, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.save_pretrained(str(staging))
+        (staging / SOURCE_FILE).write_text(json.dumps(_source_stamp(gguf_path)),
+                                           encoding="utf-8")
+        if cache.exists():
+            shutil.rmtree(cache)
+        os.replace(staging, cache)
+    except OSError as exc:
+        log.warning("Could not cache the converted GGUF in %s: %s", cache, exc)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def load_gguf_causal_lm(
+    gguf_path: Path,
+    *,
+    dtype: torch.dtype | None = None,
+    use_cache: bool = True,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> tuple[Any, Any]:
+    """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dtype = dtype or torch.float32
+    prog = Progress(3, f"loading {gguf_path.name}", progress)
+    if use_cache and cache_is_valid(gguf_path):
+        cache = cache_dir_for(gguf_path)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(cache))
+            model = AutoModelForCausalLM.from_pretrained(str(cache), use_safetensors=True,
+                                                         dtype=dtype)
+            prog.set(3, f"loaded {gguf_path.name}")
+            return model.eval(), tokenizer
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("The converted copy %s is unusable (%s); converting the GGUF again.",
+                        cache, exc)
+    model, tokenizer = _load_from_gguf(gguf_path, dtype, prog, cancel)
+    if use_cache:
+        prog.set(2, "saving a converted copy for faster starts")
+        _write_cache(gguf_path, model, tokenizer)
+    prog.set(3, f"loaded {gguf_path.name}")
+    return model, tokenizer

