@@ -162,10 +162,12 @@ class TextEncoder:
         else:
             enc = self.tokenizer(list(texts), padding=True, truncation=True,
                                  max_length=self.max_length, return_tensors="pt")
+        device = next(self.model.parameters()).device
+        inputs = {k: v.to(device) for k, v in enc.items()
+                  if k in ("input_ids", "attention_mask", "token_type_ids")}
         with torch.inference_mode():
-            out = self.model(**{k: v for k, v in enc.items()
-                                if k in ("input_ids", "attention_mask", "token_type_ids")})
-            pooled = self._pool(out, enc["attention_mask"])
+            out = self.model(**inputs)
+            pooled = self._pool(out, inputs["attention_mask"])
         return pooled.float().cpu().numpy().astype(np.float32, copy=False)
 
     def encode(
