@@ -1,0 +1,330 @@
+"""Step through a finished answer one token at a time, watching the document posterior move.
+
+Step 0 is "before the first token": the bars show the retrieval prior p(z|x). Step i ≥ 1 shows
+the answer up to token i, token i itself, and the posterior stored with it
+(RAG-Token: p(z | x, y_i, y_<i); RAG-Sequence: the running p(z | x, y_≤i)). Nothing is
+recomputed: the bars are the floats in ``Answer.tokens[i - 1].posterior``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QFont,
+    QFontMetrics,
+    QKeyEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.ui.explore.palette import ink, muted, rank_colour
+
+MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence"}
+POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
+
+ROW_PX = 26
+LABEL_FRACTION = 0.42
+VALUE_PX = 52
+
+
+class PosteriorBars(QWidget):
+    """Horizontal bars, one per passage, labelled "[n] title", with the value at the end."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._labels: list[str] = []
+        self._values: list[float] = []
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+
+    def set_data(self, labels: Sequence[str], values: Sequence[float]) -> None:
+        if len(labels) != len(values):
+            raise ValueError("one label per value")
+        self._labels = list(labels)
+        self._values = [float(v) for v in values]
+        self.updateGeometry()
+        self.update()
+
+    def values(self) -> list[float]:
+        return list(self._values)
+
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    def track_rects(self) -> list[QRectF]:
+        """Where each bar may extend (value 1.0 fills its track)."""
+        left = self.width() * LABEL_FRACTION
+        width = max(1.0, self.width() - left - VALUE_PX - 8)
+        return [QRectF(left, 4 + i * ROW_PX + 4, width, ROW_PX - 8)
+                for i in range(len(self._values))]
+
+    def bar_rects(self) -> list[QRectF]:
+        """The painted bars: each track's width times the value."""
+        out = []
+        for track, v in zip(self.track_rects(), self._values, strict=True):
+            r = QRectF(track)
+            r.setWidth(track.width() * min(1.0, max(0.0, v)))
+            out.append(r)
+        return out
+
+    def sizeHint(self) -> QSize:
+        return QSize(360, 8 + ROW_PX * max(1, len(self._values)))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(200, 8 + ROW_PX * max(1, len(self._values)))
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        fm = QFontMetrics(self.font())
+        left = self.width() * LABEL_FRACTION
+        bold = QFont(self.font())
+        bold.setBold(True)
+        for i, (track, bar, label, v) in enumerate(zip(self.track_rects(), self.bar_rects(),
+                                                      self._labels, self._values, strict=True)):
+            p.fillRect(track, ink(self.palette(), 26))
+            p.fillRect(bar, rank_colour(i))
+            row = QRectF(0, track.top() - 4, left - 8, ROW_PX)
+            p.setPen(self.palette().text().color())
+            p.setFont(self.font())
+            p.drawText(row, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter),
+                       fm.elidedText(label, Qt.TextElideMode.ElideRight, int(row.width())))
+            p.setFont(bold)
+            p.setPen(muted(self.palette()))
+            p.drawText(QRectF(track.right() + 6, row.top(), VALUE_PX, ROW_PX),
+                       int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
+                       f"{v:.3f}")
+        p.end()
+
+
+class AnswerSteps(QWidget):
+    """One answer at one step: heading, the answer so far, the chosen token and the bars."""
+
+    def __init__(self, answer: Answer, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.answer = answer
+        self._step = 0
+        mode = MODE_NAMES.get(answer.mode, answer.mode)
+        posterior = POSTERIOR_NAMES.get(answer.mode, "document posterior")
+        self.heading = QLabel(f"<b>{html.escape(mode)}</b>"
+                              f"{' · ' + html.escape(answer.decoding) if answer.decoding else ''}",
+                              self)
+        self.text_label = QLabel(self)
+        self.text_label.setTextFormat(Qt.TextFormat.RichText)
+        self.text_label.setWordWrap(True)
+        self.text_label.setMinimumHeight(48)
+        self.text_label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.text_label.setFrameShape(QFrame.Shape.StyledPanel)
+        self.text_label.setBackgroundRole(QPalette.ColorRole.Base)
+        self.text_label.setAutoFillBackground(True)
+        self.text_label.setMargin(6)
+        self.token_label = QLabel(self)
+        self.token_label.setTextFormat(Qt.TextFormat.RichText)
+        self.caption = QLabel(self)
+        self.caption.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self._posterior_name = posterior
+        self.bars = PosteriorBars(self)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.heading)
+        lay.addWidget(self.text_label)
+        lay.addWidget(self.token_label)
+        lay.addWidget(self.caption)
+        lay.addWidget(self.bars)
+        lay.addStretch(1)
+        self._labels = [f"[{i + 1}] {d.title}" for i, d in enumerate(answer.docs)]
+        self.set_step(0)
+
+    @property
+    def step_count(self) -> int:
+        return len(self.answer.tokens)
+
+    @property
+    def step(self) -> int:
+        return self._step
+
+    def expected_values(self, step: int) -> list[float]:
+        """What the bars show at ``step`` (clamped to this answer's length)."""
+        s = min(max(0, step), self.step_count)
+        if s == 0:
+            return [d.prob for d in self.answer.docs]
+        return list(self.answer.tokens[s - 1].posterior)
+
+    def set_step(self, step: int) -> None:
+        s = min(max(0, step), self.step_count)
+        self._step = s
+        toks = self.answer.tokens
+        if s == 0:
+            self.text_label.setText("<i>(nothing generated yet)</i>")
+            self.token_label.setText(f"Step 0 of {self.step_count}: before the first token")
+            self.caption.setText("Retrieval prior p(z|x)")
+        else:
+            tok = toks[s - 1]
+            # Earlier tokens get a light tint of their main source, the current one a strong
+            # tint: the answer reads as a strip of where each piece came from.
+            done = "".join(_tinted(t, 0.16) for t in toks[: s - 1])
+            current = "<b>" + _tinted(tok, 0.5, mark_blank=True) + "</b>"
+            rest = "" if s == self.step_count else " …"
+            self.text_label.setText(f"<div style='white-space: pre-wrap'>{done}{current}"
+                                    f"{rest}</div>")
+            finished = " (finished)" if step > self.step_count else ""
+            self.token_label.setText(
+                f"Step {s} of {self.step_count}{finished}: chose "
+                f"<b>“{_visible(tok.text)}”</b> (id {tok.id}), mostly from "
+                f"<b style='color:{rank_colour(tok.source).name()}'>[{tok.source + 1}]</b>")
+            self.caption.setText(f"Document posterior {self._posterior_name}")
+        self.bars.set_data(self._labels, self.expected_values(s))
+
+
+def _same_question(a: Answer, b: Answer) -> bool:
+    return (a.question == b.question and a.snapshot == b.snapshot
+            and [d.id for d in a.docs] == [d.id for d in b.docs])
+
+
+def _tinted(tok: AnswerToken, alpha: float, mark_blank: bool = False) -> str:
+    c = rank_colour(tok.source)
+    text = tok.text
+    if mark_blank and not text.strip():
+        text = text.replace(" ", "␣").replace("\n", "⏎\n")
+    return (f"<span style='background-color: rgba({c.red()},{c.green()},{c.blue()},"
+            f"{alpha})'>{html.escape(text)}</span>")
+
+
+def _visible(text: str) -> str:
+    """Token text as HTML with its spaces and line breaks made visible."""
+    if not text.strip():
+        return html.escape(text.replace(" ", "␣").replace("\n", "⏎"))
+    return html.escape(text).replace("\n", "⏎")
+
+
+class StepThrough(QWidget):
+    """Slider, previous/next buttons and arrow keys over one answer or several side by side
+    (e.g. RAG-Token and RAG-Sequence for the same question)."""
+
+    stepChanged = Signal(int)
+
+    def __init__(self, answers: Sequence[Answer] = (), parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.panels: list[AnswerSteps] = []
+        self.question_label = QLabel(self)
+        self.question_label.setWordWrap(True)
+        self.question_label.setTextFormat(Qt.TextFormat.PlainText)
+        f = self.question_label.font()
+        f.setPointSizeF(f.pointSizeF() * 1.1)
+        f.setBold(True)
+        self.question_label.setFont(f)
+        self._panel_row = QHBoxLayout()
+        self._panel_row.setSpacing(18)
+        self.prev_button = QPushButton("◀ Previous", self)
+        self.next_button = QPushButton("Next ▶", self)
+        self.slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.slider.setTickPosition(QSlider.TickPosition.TicksBelow)
+        self.slider.setPageStep(5)
+        self.step_label = QLabel(self)
+        self.step_label.setMinimumWidth(QFontMetrics(self.font()).horizontalAdvance("0000 / 0000"))
+        self.step_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.prev_button.clicked.connect(lambda: self.set_step(self.step() - 1))
+        self.next_button.clicked.connect(lambda: self.set_step(self.step() + 1))
+        self.slider.valueChanged.connect(self._on_slider)
+        for b in (self.prev_button, self.next_button):
+            b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        controls = QHBoxLayout()
+        controls.addWidget(self.prev_button)
+        controls.addWidget(self.slider, 1)
+        controls.addWidget(self.next_button)
+        controls.addWidget(self.step_label)
+        self.empty_label = QLabel("Finish an answer to step through how it was generated.", self)
+        self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.question_label)
+        lay.addWidget(self.empty_label)
+        lay.addLayout(self._panel_row, 1)
+        lay.addLayout(controls)
+        self.set_answers(answers)
+
+    def set_answers(self, answers: Sequence[Answer]) -> None:
+        for p in self.panels:
+            self._panel_row.removeWidget(p)
+            p.deleteLater()
+        self.panels = [AnswerSteps(a, self) for a in answers]
+        for p in self.panels:
+            self._panel_row.addWidget(p, 1)
+        questions = {a.question for a in answers}
+        self.question_label.setText(" / ".join(sorted(questions)))
+        self.empty_label.setVisible(not self.panels)
+        n = self.step_count
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, n)
+        self.slider.setValue(0)
+        self.slider.blockSignals(False)
+        self.set_step(0)
+
+    def show_answer(self, answer: Answer) -> None:
+        """Show ``answer``; if the view shows an answer of the other mode to the same question
+        on the same snapshot and passages, keep it and show both side by side (RAG-Token on
+        the left)."""
+        others = [p.answer for p in self.panels
+                  if p.answer.mode != answer.mode and _same_question(p.answer, answer)]
+        pair = [answer, *others[:1]]
+        pair.sort(key=lambda a: (a.mode != "token", a.mode))
+        self.set_answers(pair)
+
+    def answers(self) -> list[Answer]:
+        return [p.answer for p in self.panels]
+
+    @property
+    def step_count(self) -> int:
+        return max((p.step_count for p in self.panels), default=0)
+
+    def step(self) -> int:
+        return self.slider.value()
+
+    def set_step(self, step: int) -> None:
+        s = min(max(0, step), self.step_count)
+        if self.slider.value() != s:
+            self.slider.setValue(s)  # comes back through _on_slider
+            return
+        self._apply(s)
+
+    def _on_slider(self, value: int) -> None:
+        self._apply(value)
+
+    def _apply(self, s: int) -> None:
+        for p in self.panels:
+            p.set_step(s)
+        n = self.step_count
+        self.prev_button.setEnabled(s > 0)
+        self.next_button.setEnabled(s < n)
+        self.slider.setEnabled(n > 0)
+        self.step_label.setText(f"{s} / {n}")
+        self.stepChanged.emit(s)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        moves: dict[int, int] = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1, Qt.Key.Key_Up: -1,
+                 Qt.Key.Key_Down: 1, Qt.Key.Key_PageUp: -5, Qt.Key.Key_PageDown: 5}
+        if key in moves:
+            self.set_step(self.step() + moves[key])
+        elif key == Qt.Key.Key_Home:
+            self.set_step(0)
+        elif key == Qt.Key.Key_End:
+            self.set_step(self.step_count)
+        else:
+            super().keyPressEvent(event)
+            return
+        event.accept()
