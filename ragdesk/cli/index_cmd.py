@@ -3,9 +3,53 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import Any
 
 from ragdesk.cli.common import human_bytes, print_json, print_table
 from ragdesk.core.app import AppContext
+from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.progress import terminal_printer
+
+IMPORT_EPILOG = """\
+formats (detected from the file, or given with --format):
+  jsonl           one {"title": ..., "text": ...} object per line ("id" optional)
+  dpr-tsv         DPR's psgs_w100.tsv: header id<TAB>text<TAB>title, one passage per row
+  wiki-xml        a MediaWiki XML dump, .xml or .xml.bz2 (articles only, redirects skipped)
+  vital-articles  the starter pack's Wikipedia Vital Articles: use SOURCE "vital-articles"
+
+Articles are split into non-overlapping 100-word passages, as DPR did.
+
+examples:
+  ragdesk index import vital-articles --name starter
+      the offline starter snapshot (all-MiniLM-L6-v2 from the starter pack is the default
+      encoder for this source)
+  ragdesk index import psgs_w100.tsv --name wiki-2018 \\
+      --encoder facebook/dpr-ctx_encoder-multiset-base --embeddings wiki_2018.npy
+      precomputed passage vectors (row i = passage i) instead of encoding
+  ragdesk index import enwiki-20161220-pages-articles.xml.bz2 --name wiki-2016 \\
+      --encoder facebook/dpr-ctx_encoder-single-nq-base
+
+An interrupted import (Ctrl-C, crash, power cut) resumes from its last committed batch
+when the same command is run again.
+"""
+
+QUANTIZE_EPILOG = """\
+variants:
+  flat      exact search over the stored embeddings (always present)
+  hnsw-sq8  HNSW graph over 8-bit scalar-quantized vectors (the RAG paper's layout)
+  ivf-pq    inverted lists of product-quantized codes: the smallest in memory
+
+hnsw-sq8 and ivf-pq pick candidates; the best --rerank of them are re-scored exactly from
+the memory-mapped embeddings, so returned scores are always exact inner products. Unless
+--nprobe/--ef-search and --rerank are given, the cheapest setting that reaches
+--target-recall is chosen: recall@20 against exact search, measured on --queries stand-in
+questions made from sampled passages, or on real questions with --questions.
+
+example:
+  ragdesk index quantize starter --variant ivf-pq --make-default
+"""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -16,8 +60,86 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=cmd_list)
 
+    imp = isub.add_parser("import", help="import a snapshot from passages or a Wikipedia dump",
+                          epilog=IMPORT_EPILOG,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    imp.add_argument("source", metavar="SOURCE",
+                     help='a file (JSONL, DPR TSV, MediaWiki XML/.xml.bz2, Vital Articles '
+                     'JSON) or "vital-articles" for the starter pack\'s articles')
+    imp.add_argument("--name", required=True, help="name of the new snapshot")
+    imp.add_argument("--encoder", metavar="MODEL",
+                     help="passage encoder: a Hugging Face model id in the local cache or a "
+                     "model folder (DPR context encoder or sentence-transformers model); "
+                     "defaults to the starter pack's all-MiniLM-L6-v2 for vital-articles")
+    imp.add_argument("--format", dest="fmt",
+                     choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles"],
+                     help="source format (default: detected)")
+    imp.add_argument("--limit", type=int, metavar="N", help="import at most N passages")
+    imp.add_argument("--embeddings", type=Path, metavar="NPY",
+                     help="precomputed passage vectors (.npy, row i = passage i) instead of "
+                     "encoding")
+    imp.add_argument("--default-pack", metavar="PACK",
+                     help="model pack to answer with when this snapshot is active")
+    imp.add_argument("--batch-size", type=int, default=64, metavar="N",
+                     help="passages encoded per batch (default 64)")
+    imp.add_argument("--json", action="store_true", help="print the new snapshot as JSON")
+    imp.set_defaults(func=cmd_import)
+
+    q = isub.add_parser("quantize", help="build another index variant from the embeddings",
+                        epilog=QUANTIZE_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("--variant", required=True, choices=["flat", "hnsw-sq8", "ivf-pq"])
+    q.add_argument("--nlist", type=int, help="ivf-pq: number of inverted lists")
+    q.add_argument("--m", type=int, help="ivf-pq: PQ sub-quantizers (bytes per vector at 8 "
+                   "bits); must divide the dimension")
+    q.add_argument("--nbits", type=int, help="ivf-pq: bits per sub-quantizer (default 8)")
+    q.add_argument("--nprobe", type=int, help="ivf-pq: lists searched per query")
+    q.add_argument("--hnsw-m", type=int, dest="M", help="hnsw-sq8: graph degree (default 32)")
+    q.add_argument("--ef-construction", type=int, help="hnsw-sq8: build beam (default 80)")
+    q.add_argument("--ef-search", type=int, help="hnsw-sq8: search beam")
+    q.add_argument("--rerank", type=int, help="candidates re-scored exactly per query")
+    q.add_argument("--target-recall", type=float, default=0.95,
+                   help="recall@20 the tuner aims for (default 0.95)")
+    q.add_argument("--queries", type=int, default=1000,
+                   help="queries used to measure recall (default 1000)")
+    q.add_argument("--questions", type=Path, metavar="JSONL",
+                   help='tune on real questions: a JSONL file with a "question" per line '
+                   "(e.g. NQ-open), instead of stand-ins made from the passages")
+    q.add_argument("--question-encoder", metavar="MODEL",
+                   help="encoder for --questions (default: the snapshot's encoder, for "
+                   "sentence-transformers snapshots)")
+    q.add_argument("--make-default", action="store_true",
+                   help="search this snapshot with this variant from now on")
+    q.add_argument("--json", action="store_true", help="print the result as JSON")
+    q.set_defaults(func=cmd_quantize)
+
+    sw = isub.add_parser("switch", help="make a snapshot the active one")
+    sw.add_argument("name", metavar="NAME")
+    sw.add_argument("--variant", choices=["flat", "hnsw-sq8", "ivf-pq"],
+                    help="also choose which of its index variants is searched")
+    sw.set_defaults(func=cmd_switch)
+
+    v = isub.add_parser("verify", help="check a snapshot's checksums and that it answers")
+    v.add_argument("name", metavar="NAME")
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(func=cmd_verify)
+
+    rm = isub.add_parser("remove", help="delete a snapshot (or one of its index variants)")
+    rm.add_argument("name", metavar="NAME")
+    rm.add_argument("--variant", choices=["hnsw-sq8", "ivf-pq"],
+                    help="remove only this index variant")
+    rm.set_defaults(func=cmd_remove)
+
+
+def _progress() -> Any:
+    return terminal_printer(sys.stderr)
+
 
 def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import recover
+
+    recover(ctx.data, ctx.catalog)
     snaps = ctx.catalog.list_snapshots()
     if args.json:
         print_json([s.to_json() for s in snaps])
@@ -33,8 +155,108 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
             + ")"
             for v in s.variants
         )
-        rows.append(["*" if s.active else "", s.name, s.state, f"{s.passages:,}",
+        state = s.state + (f": {s.error}" if s.error and s.state != "ready" else "")
+        rows.append(["*" if s.active else "", s.name, state, f"{s.passages:,}",
                      f"{s.encoder_id or '-'} ({s.dim or '-'}d)", variants or "-",
                      s.created_at])
     print_table(["", "name", "state", "passages", "encoder", "variants", "created"], rows)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import import_snapshot
+
+    rec = import_snapshot(ctx.data, ctx.catalog, args.source, name=args.name,
+                          encoder=args.encoder, fmt=args.fmt, limit=args.limit,
+                          embeddings=args.embeddings, default_pack=args.default_pack,
+                          progress=_progress(), batch_size=args.batch_size)
+    if args.json:
+        print_json(rec.to_json())
+    else:
+        active = " It is the active snapshot." if rec.active else ""
+        print(f"Imported {rec.name!r}: {rec.passages:,} passages, encoder {rec.encoder_id} "
+              f"({rec.dim}-d).{active}")
+    return 0
+
+
+def cmd_quantize(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import quantize_snapshot
+
+    keys = ("nlist", "m", "nbits", "nprobe", "M", "ef_construction", "ef_search", "rerank")
+    params = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
+    vectors = _question_vectors(args, ctx) if args.questions else None
+    res = quantize_snapshot(ctx.data, ctx.catalog, args.name, args.variant, params=params,
+                            target_recall=args.target_recall, queries=args.queries,
+                            make_default=args.make_default, query_vectors=vectors,
+                            progress=_progress())
+    if args.json:
+        print_json(res.to_json())
+    else:
+        settings = ", ".join(f"{k}={v}" for k, v in sorted(res.params.items()))
+        print(f"{res.snapshot}: {res.variant} built in {res.build_s:.1f}s, "
+              f"{human_bytes(res.bytes)} ({res.bytes_per_passage:.1f} B/passage), "
+              f"recall@20 {res.recall_at_20:.3f}" + (f" [{settings}]" if settings else ""))
+    return 0
+
+
+def _question_vectors(args: argparse.Namespace, ctx: AppContext) -> Any:
+    from ragdesk.core.encoders import ST_FAMILY, load_encoder
+    from ragdesk.core.errors import BadInputError
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.snapshots.quantize import read_question_texts
+
+    index = open_snapshot(ctx.data, ctx.catalog, args.name, "flat")
+    try:
+        model = args.question_encoder
+        if model is None:
+            if index.encoder.family != ST_FAMILY:
+                raise BadInputError(
+                    f"The snapshot {args.name!r} was built with a DPR passage encoder; its "
+                    "questions need the matching question encoder.",
+                    hint="Pass --question-encoder MODEL.")
+            model = index.encoder.id
+        encoder = load_encoder(model, role="question")
+        index.check_query_encoder(encoder.info)
+    finally:
+        index.close()
+    texts = read_question_texts(args.questions, args.queries)
+    return encoder.encode(texts, progress=_progress())
+
+
+def cmd_switch(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import SnapshotLibrary, set_default_variant
+
+    if args.variant:
+        set_default_variant(ctx.data, ctx.catalog, args.name, args.variant)
+    lib = SnapshotLibrary(ctx.data, ctx.catalog)
+    try:
+        index = lib.switch(args.name)
+        print(f"Active snapshot: {index.name} ({index.size:,} passages, {index.variant} "
+              "index).")
+    finally:
+        lib.close()
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import verify_snapshot
+
+    report = verify_snapshot(ctx.data, ctx.catalog, args.name, progress=_progress(),
+                             raise_on_error=not args.json)
+    if args.json:
+        print_json(report.to_json())
+        return 0 if report.ok else CorruptSnapshotError.exit_code
+    print(f"{args.name}: OK ({len(report.checked)} checks: {', '.join(report.checked)}).")
+    return 0
+
+
+def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.snapshots import remove_snapshot, remove_variant
+
+    if args.variant:
+        remove_variant(ctx.data, ctx.catalog, args.name, args.variant)
+        print(f"Removed the {args.variant} index of {args.name!r}.")
+    else:
+        remove_snapshot(ctx.data, ctx.catalog, args.name)
+        print(f"Removed snapshot {args.name!r}.")
     return 0

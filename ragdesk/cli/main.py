@@ -20,7 +20,7 @@ EXIT_CANCELLED = 130
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd
+    from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd, train_cmd
 
     parser = argparse.ArgumentParser(
         prog="ragdesk",
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     models_cmd.register(sub)
     ask_cmd.register(sub)
     eval_cmd.register(sub)
+    train_cmd.register(sub)
     gui = sub.add_parser("gui", help="start the desktop app (the default)")
     gui.set_defaults(func=_run_gui)
     return parser

@@ -1,0 +1,148 @@
+"""`ragdesk train ...`: fine-tune a model pack with RAG's end-to-end recipe."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ragdesk.cli.common import print_json
+from ragdesk.core.app import AppContext
+from ragdesk.core.progress import CancelToken
+
+EPILOG = """\
+The question encoder and the generator are trained jointly from (question, answer) pairs; the
+passage encoder and the snapshot's index stay fixed. p(z|x) is recomputed from the snapshot's
+stored passage vectors, so the answer's likelihood trains the retriever too.
+
+Files are NQ-open JSONL: one {"question": "...", "answer": ["...", ...]} per line; training
+uses the first answer. After every epoch the --eval questions are evaluated (top-k retrieval
+accuracy, exact match) and the retrieval-collapse guard compares the entropy of p(z|x) and the
+number of distinct top-1 passages with the first evaluation (see docs/finetuning.md).
+
+Checkpoints go to OUT/checkpoint-<step> after every epoch (and on Ctrl-C); running the same
+command again resumes from the newest one. The result is saved in OUT/final and registered
+as a custom model pack.
+
+examples:
+  ragdesk train train.jsonl --snapshot vital-articles --pack starter --out runs/ft1 \\
+      --eval dev.jsonl --epochs 1 --docs 5 --generator-layers 2 --limit 300
+  ragdesk ask --pack starter-ft "who wrote hamlet"
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("train", help="fine-tune a model pack on question/answer pairs",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("train", type=Path, metavar="TRAIN.jsonl", help="training questions")
+    p.add_argument("--snapshot", metavar="NAME",
+                   help="snapshot to retrieve from (default: the active one)")
+    p.add_argument("--pack", required=True, metavar="PACK", help="model pack to start from")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR",
+                   help="folder for checkpoints and the trained models")
+    p.add_argument("--name", metavar="PACK_NAME",
+                   help="name of the pack to register (default: PACK-ft)")
+    p.add_argument("--no-register", action="store_true",
+                   help="do not register the result as a model pack")
+    p.add_argument("--mode", choices=["token", "sequence"], default="token",
+                   help="RAG-Token or RAG-Sequence loss (default token)")
+    p.add_argument("--docs", type=int, default=5, metavar="K",
+                   help="passages retrieved per question (default 5)")
+    p.add_argument("--epochs", type=int, default=1, metavar="N", help="default 1")
+    p.add_argument("--lr", type=float, default=3e-5, help="AdamW learning rate (default 3e-5)")
+    p.add_argument("--question-encoder-lr", type=float, metavar="LR",
+                   help="learning rate of the question encoder (default: --lr)")
+    p.add_argument("--batch-size", type=int, default=8, metavar="N",
+                   help="questions per optimizer step (default 8)")
+    p.add_argument("--weight-decay", type=float, default=0.01, help="default 0.01")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--generator-layers", type=int, metavar="N",
+                   help="train only the generator's last N decoder blocks (0: freeze the "
+                   "generator; default: train all of it)")
+    p.add_argument("--freeze-question-encoder", action="store_true",
+                   help="train the generator only")
+    p.add_argument("--limit", type=int, metavar="N", help="use the first N training questions")
+    p.add_argument("--eval", type=Path, metavar="DEV.jsonl", dest="eval_path",
+                   help="questions evaluated before training and after every epoch")
+    p.add_argument("--eval-limit", type=int, metavar="N",
+                   help="use the first N evaluation questions")
+    p.add_argument("--em-limit", type=int, metavar="N",
+                   help="answer only the first N evaluation questions for exact match "
+                   "(retrieval metrics use all of them)")
+    p.add_argument("--no-eval-before", action="store_true",
+                   help="skip the evaluation before training")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
+                   help="also checkpoint every STEPS optimizer steps (default: each epoch)")
+    p.add_argument("--keep-checkpoints", type=int, default=1, metavar="N",
+                   help="checkpoints kept in OUT, newest first (default 1)")
+    p.add_argument("--on-collapse", choices=["warn", "stop", "freeze-retriever"],
+                   default="warn",
+                   help="what the retrieval-collapse guard does (default warn)")
+    p.add_argument("--device", metavar="DEVICE",
+                   help="torch device (default: cuda when available, else cpu)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_train)
+
+
+def _cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
+    """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
+    token = CancelToken()
+
+    def handler(signum: int, frame: Any) -> None:
+        if token.cancelled:
+            raise KeyboardInterrupt
+        token.cancel()
+        print("\nragdesk: stopping after this step and writing a checkpoint "
+              "(Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread (tests driving main() from a worker)
+        previous = None
+    return token, previous
+
+
+def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.progress import terminal_printer
+    from ragdesk.core.training import TrainConfig, train_pack
+
+    config = TrainConfig(
+        mode=args.mode, n_docs=args.docs, epochs=args.epochs, lr=args.lr,
+        question_encoder_lr=args.question_encoder_lr, batch_size=args.batch_size,
+        weight_decay=args.weight_decay, seed=args.seed,
+        train_question_encoder=not args.freeze_question_encoder,
+        generator_layers=args.generator_layers, checkpoint_every=args.checkpoint_every,
+        keep_checkpoints=args.keep_checkpoints,
+        eval_em_limit=args.em_limit, evaluate_before=not args.no_eval_before,
+        on_collapse=args.on_collapse)
+
+    def report(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    cancel, previous = _cancel_on_ctrl_c()
+    try:
+        result = train_pack(
+            ctx.data, ctx.catalog, args.train, snapshot=args.snapshot, pack=args.pack,
+            out=args.out, config=config, eval_path=args.eval_path, name=args.name,
+            register=not args.no_register, train_limit=args.limit,
+            eval_limit=args.eval_limit, device=args.device,
+            progress=terminal_printer(sys.stderr), cancel=cancel, report=report)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    st = result.state
+    if args.json:
+        print_json({"out": str(result.out_dir), "final": str(result.final_dir),
+                    "pack": result.pack, "steps": st.step, "epochs": st.epoch,
+                    "stopped": st.stopped, "evaluations": st.evaluations,
+                    "resumed_from": str(result.resumed_from) if result.resumed_from else None})
+        return 0
+    print(f"Trained {st.step} steps; models in {result.final_dir}")
+    if st.stopped:
+        print(f"Stopped early: {st.stopped}")
+    if result.pack:
+        print(f"Registered the model pack {result.pack!r}: "
+              f"ragdesk ask --pack {result.pack} \"...\"")
+    return 0

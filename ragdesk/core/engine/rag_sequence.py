@@ -1,0 +1,308 @@
+"""RAG-Sequence decoding: ``p(y|x) = Σ_z p(z|x) Π_i p(y_i | x, z, y_<i)``.
+
+Beam search (or greedy) runs under every passage at once, one batch item per passage, the
+passages encoded once. Then:
+
+* ``thorough``: the union of the hypotheses is scored under every passage, one
+  teacher-forced decoder pass per passage that reuses the encoder outputs (transformers'
+  ``RagSequenceForGeneration.generate`` re-encodes every passage once per hypothesis);
+* ``fast``: no extra pass; ``p(y|x,z) ≈ 0`` for a hypothesis passage z did not produce, and
+  ``p(y|x,z)`` of the ones it did produce comes from the search itself.
+
+Scores follow ``RagSequenceForGeneration.get_nll``: targets equal to the padding token do
+not count, and a leading BOS is not scored when every hypothesis starts with it. One
+deliberate difference: transformers adds ``log p(z|x)`` at the second target position and
+so drops it for a one-token hypothesis (an immediate EOS); ragdesk always adds it.
+
+Streaming: thorough decoding emits the answer when it is chosen. Fast greedy decoding emits a
+token as soon as every hypothesis that can still win shares it (a running hypothesis can only
+lose probability, so one whose bound falls below the best finished answer is out); fast beam
+search emits at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running_posteriors
+from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
+from ragdesk.core.engine.generators import Generator, PassageContext
+from ragdesk.core.engine.options import DecodeOptions, check_mode, passages_of
+from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
+from ragdesk.core.progress import CancelToken
+from ragdesk.core.types import Answer, Hit
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass
+class Candidate:
+    tokens: list[int]
+    # raw log p(y_t | x, z, y_<t) [T] per passage that produced it (fast decoding)
+    produced_by: dict[int, torch.Tensor]
+
+
+def _scored(tokens: Sequence[int], pad: int, skip_first: bool) -> torch.Tensor:
+    import torch
+
+    mask = torch.tensor([t != pad for t in tokens], dtype=torch.bool)
+    if skip_first and len(tokens) > 0:
+        mask[0] = False
+    return mask
+
+
+def _is_bos(tokens: Sequence[int], bos: int | None) -> bool:
+    return bos is not None and len(tokens) > 0 and tokens[0] == bos
+
+
+def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+            cancel: CancelToken | None, on_step: object = None
+            ) -> tuple[list[list[Hypothesis]], bool, GreedySearch | BeamSearch]:
+    """Per-passage search in one batch; returns each passage's hypotheses (best first)."""
+    import torch
+
+    k, nb = ctx.n_docs, opts.num_beams
+    settings = generator.settings
+    lp_now: torch.Tensor | None = None
+
+    def extras(rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        assert lp_now is not None
+        return lp_now[rows.reshape(-1), tokens.reshape(-1)].view(*rows.shape, 1)
+
+    cancelled = False
+    if nb == 1:
+        greedy = GreedySearch(k, settings, max_new_tokens=opts.max_new_tokens,
+                              min_new_tokens=opts.min_new_tokens, extras_dim=1)
+        logits = ctx.first_logits
+        rows = None
+        while True:
+            lp_now = torch.log_softmax(logits, dim=-1)
+            tokens = greedy.step(logits, extras)
+            if callable(on_step):
+                on_step(greedy)
+            if greedy.done:
+                break
+            if cancel is not None and cancel.cancelled:
+                cancelled = True
+                break
+            if rows is None:
+                rows = ctx.rows(torch.arange(k), opts.max_new_tokens)
+            logits = rows.step(tokens)
+        return [[h] for h in greedy.hypotheses()], cancelled, greedy
+
+    beam = BeamSearch(k, nb, settings, max_new_tokens=opts.max_new_tokens,
+                      min_new_tokens=opts.min_new_tokens, extras_dim=1)
+    logits = ctx.first_logits.repeat_interleave(nb, dim=0)
+    beam_rows = None
+    while True:
+        lp_now = torch.log_softmax(logits, dim=-1)
+        order = beam.step(lp_now, extras)
+        if beam.done:
+            break
+        if cancel is not None and cancel.cancelled:
+            cancelled = True
+            break
+        if beam_rows is None:
+            beam_rows = ctx.rows(torch.arange(k).repeat_interleave(nb), opts.max_new_tokens)
+        beam_rows.reorder(order)
+        last = beam.running_sequences[:, :, beam.cur_len - 1].reshape(-1)
+        logits = beam_rows.step(last)
+    if cancelled:
+        return [beam.running(z) for z in range(k)], True, beam
+    return [beam.finished(z) for z in range(k)], False, beam
+
+
+def _union(per_passage: list[list[Hypothesis]]) -> list[Candidate]:
+    """Distinct hypotheses in the order transformers deduplicates them (passage, then rank)."""
+    seen: dict[tuple[int, ...], Candidate] = {}
+    for z, hyps in enumerate(per_passage):
+        for h in hyps:
+            key = tuple(h.tokens)
+            cand = seen.get(key)
+            if cand is None:
+                cand = seen[key] = Candidate(list(h.tokens), {})
+            cand.produced_by.setdefault(z, h.extras[:, 0])
+    return list(seen.values())
+
+
+class _GreedyStreamer:
+    """Fast greedy: emit the prefix shared by every hypothesis that can still win."""
+
+    def __init__(self, generator: Generator, doc_lp: torch.Tensor,
+                 emitter: TokenEmitter) -> None:
+        self.generator = generator
+        self.doc_lp = doc_lp
+        self.emitter = emitter
+
+    def __call__(self, greedy: GreedySearch) -> None:
+        import torch
+
+        if greedy.done:
+            return
+        pad = self.generator.settings.pad_token_id
+        hyps = greedy.hypotheses()
+        running = [bool(u) for u in greedy.unfinished.tolist()]
+        finished: dict[tuple[int, ...], list[float]] = {}
+        groups: dict[tuple[int, ...], list[float]] = {}
+        for z, h in enumerate(hyps):
+            lp = h.extras[:, 0]
+            with_first = float(lp[_scored(h.tokens, pad, False)].sum())
+            without_first = float(lp[_scored(h.tokens, pad, True)].sum())
+            if running[z]:  # upper bound: it can only lose probability from here
+                groups.setdefault(tuple(h.tokens), []).append(
+                    float(self.doc_lp[z]) + max(with_first, without_first))
+            else:  # lower bound of its final score
+                finished.setdefault(tuple(h.tokens), []).append(
+                    float(self.doc_lp[z]) + min(with_first, without_first))
+
+        def lse(xs: list[float]) -> float:
+            return float(torch.logsumexp(torch.tensor(xs), dim=0))
+
+        contenders: list[list[int]] = []
+        best = max((lse(v) for v in finished.values()), default=float("-inf"))
+        for toks, v in finished.items():
+            if lse(v) >= best:
+                contenders.append(list(toks))
+        for toks, v in groups.items():
+            if lse(v) >= best:
+                contenders.append(list(toks))
+        prefix = common_prefix(contenders)
+        if len(prefix) > self.emitter.consumed:
+            self.emitter.emit(prefix, _fast_prefix_posteriors(
+                prefix, [[h] for h in hyps], self.doc_lp, pad,
+                self.generator.settings.bos_token_id))
+
+
+def _fast_prefix_posteriors(tokens: list[int], per_passage: list[list[Hypothesis]],
+                            doc_lp: torch.Tensor, pad: int, bos: int | None) -> torch.Tensor:
+    """Running posterior over the passages that produced each prefix of ``tokens``."""
+    import torch
+
+    t, k = len(tokens), len(per_passage)
+    token_lp = torch.full((t, k), float("-inf"))
+    for z, hyps in enumerate(per_passage):
+        best_len = 0
+        for h in hyps:
+            n = 0
+            while n < min(t, len(h.tokens)) and h.tokens[n] == tokens[n]:
+                n += 1
+            if n > best_len:
+                best_len = n
+                token_lp[:n, z] = h.extras[:n, 0]
+    scored = _scored(tokens, pad, _is_bos(tokens, bos))
+    # a passage that produced the prefix up to i but not token i+1 is out from i+1 on
+    cum_out = torch.isinf(token_lp).cumsum(dim=0) > 0
+    lp = torch.where(cum_out, torch.full_like(token_lp, float("-inf")),
+                     torch.where(scored[:, None], token_lp, torch.zeros_like(token_lp)))
+    cum = doc_lp[None, :] + lp.cumsum(dim=0)
+    return torch.softmax(cum, dim=-1)
+
+
+def rag_sequence_generate(
+    generator: Generator,
+    question: str,
+    docs: Sequence[Hit],
+    *,
+    decoding: str = "thorough",
+    num_beams: int = 1,
+    max_new_tokens: int = 32,
+    min_new_tokens: int = 0,
+    on_token: TokenCallback | None = None,
+    cancel: CancelToken | None = None,
+    snapshot: str | None = None,
+) -> Answer:
+    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores)."""
+    import torch
+
+    check_mode("sequence", decoding)
+    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
+    passages = passages_of(docs)
+    t0 = time.perf_counter()
+    doc_lp = doc_log_probs(docs)
+    ctx = generator.prepare(question, passages)
+    t_enc = time.perf_counter()
+    emitter = TokenEmitter(generator, on_token)
+    pad = generator.settings.pad_token_id
+    bos = generator.settings.bos_token_id
+    streamer = (_GreedyStreamer(generator, doc_lp, emitter)
+                if decoding == "fast" and opts.num_beams == 1 else None)
+
+    with torch.inference_mode():
+        per_passage, cancelled, _ = _search(ctx, generator, opts, cancel, streamer)
+        t_dec = time.perf_counter()
+        cands = _union(per_passage)
+        skip_first = all(_is_bos(c.tokens, bos) for c in cands)
+        if decoding == "thorough" and not cancelled:
+            token_lp, stopped = _rescore(ctx, cands, pad, cancel)
+            cancelled = cancelled or stopped
+        else:
+            token_lp = None
+        if token_lp is not None:
+            scores = _thorough_scores(cands, token_lp, doc_lp, pad, skip_first)
+        else:
+            scores = _fast_scores(cands, doc_lp, pad, skip_first)
+        best_i = int(torch.topk(scores, 1)[1][0])
+    t_score = time.perf_counter()
+    best = cands[best_i]
+
+    if token_lp is not None:
+        lp = token_lp[:, best_i, :len(best.tokens)].T  # [T, K]
+        posteriors = running_posteriors(doc_lp, lp, _scored(best.tokens, pad,
+                                                            _is_bos(best.tokens, bos)))
+    else:
+        posteriors = _fast_prefix_posteriors(best.tokens, per_passage, doc_lp, pad, bos)
+    emitter.emit(best.tokens, posteriors)
+    timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc}
+    if token_lp is not None:
+        timings["rescore_s"] = t_score - t_dec
+    return Answer(
+        question=question, text=emitter.text(), token_ids=list(emitter.ids),
+        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
+        logprob=float(scores[best_i]), mode="sequence", decoding=decoding, snapshot=snapshot,
+        timings=timings, cancelled=cancelled)
+
+
+def _rescore(ctx: PassageContext, cands: list[Candidate], pad: int,
+             cancel: CancelToken | None) -> tuple[torch.Tensor | None, bool]:
+    """log p(y_t | x, z, y_<t) [K, N, T] for every candidate under every passage."""
+    import torch
+
+    n = len(cands)
+    t = max(len(c.tokens) for c in cands)
+    hyps = torch.full((n, t), pad, dtype=torch.long)
+    for i, c in enumerate(cands):
+        hyps[i, :len(c.tokens)] = torch.tensor(c.tokens, dtype=torch.long)
+    out = torch.empty((ctx.n_docs, n, t), dtype=torch.float32)
+    for z in range(ctx.n_docs):
+        if cancel is not None and cancel.cancelled:
+            return None, True
+        out[z] = ctx.score(z, hyps)
+    return out, False
+
+
+def _thorough_scores(cands: list[Candidate], token_lp: torch.Tensor, doc_lp: torch.Tensor,
+                     pad: int, skip_first: bool) -> torch.Tensor:
+    import torch
+
+    n, t = token_lp.shape[1], token_lp.shape[2]
+    mask = torch.zeros((n, t), dtype=torch.bool)
+    for i, c in enumerate(cands):
+        mask[i, :len(c.tokens)] = _scored(c.tokens, pad, skip_first)
+    ll = torch.where(mask[None], token_lp, torch.zeros_like(token_lp)).sum(dim=2)  # [K, N]
+    return torch.logsumexp(ll + doc_lp[:, None], dim=0)
+
+
+def _fast_scores(cands: list[Candidate], doc_lp: torch.Tensor, pad: int,
+                 skip_first: bool) -> torch.Tensor:
+    import torch
+
+    scores = torch.empty(len(cands))
+    for i, c in enumerate(cands):
+        mask = _scored(c.tokens, pad, skip_first)
+        parts = torch.stack([doc_lp[z] + lp[mask].sum() for z, lp in c.produced_by.items()])
+        scores[i] = torch.logsumexp(parts, dim=0)
+    return scores

@@ -1,0 +1,162 @@
+"""RAG-Token decoding: ``p(y|x) = Π_i Σ_z p(z|x) p(y_i | x, z, y_<i)``.
+
+Every step runs the decoder once over ``beams × K`` rows (each with its own KV cache, the
+passages encoded once), marginalizes the next-token distribution over the K passages and
+feeds the chosen token to all K rows of its beam. Greedy and beam search pick the same tokens
+as ``RagTokenForGeneration.generate``; the per-passage joint scores of each chosen token ride
+along through the beams and give its sources ``p(z | x, y_i, y_<i)``.
+
+Streaming: greedy emits each token as it is chosen; beam search emits the prefix that all
+sequences still able to win share, so tokens appear as soon as no beam can change them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
+from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
+from ragdesk.core.engine.generators import Generator
+from ragdesk.core.engine.options import DecodeOptions, passages_of
+from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
+from ragdesk.core.progress import CancelToken
+from ragdesk.core.types import Answer, Hit
+
+if TYPE_CHECKING:
+    import torch
+
+
+class _Marginal:
+    """Per-step marginalization over the K passage rows of each beam."""
+
+    def __init__(self, doc_lp: torch.Tensor) -> None:
+        self.doc_lp = doc_lp
+        self.k = int(doc_lp.shape[0])
+        self.joint: torch.Tensor | None = None  # [beams, K, V]
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits [beams*K, V] -> marginal log-probs [beams, V] (transformers' marginalize)."""
+        import torch
+
+        seq_lp = torch.log_softmax(logits, dim=-1).view(-1, self.k, logits.shape[-1])
+        self.joint = seq_lp + self.doc_lp[None, :, None]
+        return torch.logsumexp(self.joint, dim=1)
+
+    def extras(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The K joint scores of the chosen (beam, token) pairs: [B, C, K]."""
+        assert self.joint is not None
+        picked = self.joint[rows.reshape(-1), :, tokens.reshape(-1)]  # [B*C, K]
+        return picked.view(*rows.shape, self.k)
+
+
+def rag_token_generate(
+    generator: Generator,
+    question: str,
+    docs: Sequence[Hit],
+    *,
+    num_beams: int = 1,
+    max_new_tokens: int = 32,
+    min_new_tokens: int = 0,
+    on_token: TokenCallback | None = None,
+    cancel: CancelToken | None = None,
+    snapshot: str | None = None,
+) -> Answer:
+    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores)."""
+    import torch
+
+    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
+    passages = passages_of(docs)
+    t0 = time.perf_counter()
+    doc_lp = doc_log_probs(docs)
+    k = len(passages)
+    ctx = generator.prepare(question, passages)
+    t_enc = time.perf_counter()
+    marg = _Marginal(doc_lp)
+    emitter = TokenEmitter(generator, on_token)
+    cancelled = False
+    nb = opts.num_beams
+    settings = generator.settings
+
+    def stop_requested() -> bool:
+        return cancel is not None and cancel.cancelled
+
+    with torch.inference_mode():
+        if nb == 1:
+            greedy = GreedySearch(1, settings, max_new_tokens=opts.max_new_tokens,
+                                  min_new_tokens=opts.min_new_tokens, extras_dim=k)
+            logits = ctx.first_logits
+            rows = None
+            while True:
+                token = greedy.step(marg(logits), marg.extras)
+                hyp = greedy.hypotheses()[0]
+                emitter.emit(hyp.tokens, token_posteriors(hyp.extras))
+                if greedy.done:
+                    break
+                if stop_requested():
+                    cancelled = True
+                    break
+                if rows is None:
+                    rows = ctx.rows(torch.arange(k), opts.max_new_tokens)
+                logits = rows.step(token.repeat_interleave(k))
+            best = greedy.hypotheses()[0]
+        else:
+            beam = BeamSearch(1, nb, settings, max_new_tokens=opts.max_new_tokens,
+                              min_new_tokens=opts.min_new_tokens, extras_dim=k)
+            logits = ctx.first_logits
+            beam_rows = None
+            while True:
+                m = marg(logits)
+                if m.shape[0] == 1:  # first step: every beam starts from the same rows
+                    m = m.expand(nb, -1)
+                    assert marg.joint is not None
+                    marg.joint = marg.joint.expand(nb, -1, -1)
+                order = beam.step(torch.log_softmax(m, dim=-1), marg.extras)
+                _stream_decided(beam, emitter)
+                if beam.done:
+                    break
+                if stop_requested():
+                    cancelled = True
+                    break
+                if beam_rows is None:
+                    beam_rows = ctx.rows(torch.arange(k).repeat(nb), opts.max_new_tokens)
+                row_order = (order[:, None] * k + torch.arange(k)[None, :]).reshape(-1)
+                beam_rows.reorder(row_order)
+                last = beam.running_sequences[0, :, beam.cur_len - 1]
+                logits = beam_rows.step(last.repeat_interleave(k))
+            best = beam.running(0)[0] if cancelled else beam.finished(0, 1)[0]
+    t_dec = time.perf_counter()
+
+    posteriors = token_posteriors(best.extras)
+    if not cancelled:
+        emitter.emit(best.tokens, posteriors)
+    logprob = _logprob(best, generator.settings.pad_token_id)
+    return Answer(
+        question=question, text=emitter.text(), token_ids=list(emitter.ids),
+        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
+        logprob=logprob, mode="token", decoding=None, snapshot=snapshot,
+        timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
+        cancelled=cancelled)
+
+
+def _stream_decided(beam: BeamSearch, emitter: TokenEmitter) -> None:
+    """Emit the tokens no remaining beam can change."""
+    if beam.done:
+        return  # the final hypothesis is emitted by the caller
+    prefix = common_prefix(beam.contenders(0))
+    if len(prefix) > emitter.consumed:
+        lead = beam.running(0)[0]
+        emitter.emit(prefix, token_posteriors(lead.extras[:len(prefix)]))
+
+
+def _logprob(hyp: Hypothesis, pad_token_id: int) -> float:
+    """``Σ_i log Σ_z p(z|x) p(y_i|x,z,y_<i)``; padding-token targets do not count, as in
+    transformers' ``RagTokenForGeneration.get_nll``."""
+    import torch
+
+    if not hyp.tokens:
+        return 0.0
+    per_token = torch.logsumexp(hyp.extras, dim=-1)
+    keep = torch.tensor([t != pad_token_id for t in hyp.tokens])
+    return float(per_token[keep].sum())

@@ -1,0 +1,277 @@
+"""The evaluation loop behind ``ragdesk eval``.
+
+Retrieval is always measured, in batches: questions are encoded ``batch_size`` at a time and
+searched as one matrix, and a question counts as a hit at k when one of its top-k passages
+contains a normalized gold answer (DPR's convention, see :mod:`.metrics`). Unless
+``retrieval_only``, every question then goes through the engine for an answer, scored with EM
+and token F1.
+
+"Answerable" questions are those with a gold answer somewhere in the snapshot (one pass over
+all passages); on a small snapshot the figures over that subset are the honest ones.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragdesk.core.evaluation.metrics import (
+    DEFAULT_KS,
+    AnswerMatcher,
+    exact_match,
+    passage_string,
+    token_f1,
+    top_k_accuracy,
+)
+from ragdesk.core.evaluation.questions import Question
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.types import Hit, Passage, RetrievedDoc
+
+PASSAGE_CHUNK = 2000
+
+
+class QuestionEncoder(Protocol):
+    def encode(self, texts: list[str], batch_size: int = ...,
+               progress: ProgressCallback | None = ...,
+               cancel: CancelToken | None = ...) -> np.ndarray: ...
+
+
+class PassageSource(Protocol):
+    """What the answerable scan needs from a snapshot."""
+
+    @property
+    def size(self) -> int: ...
+
+    def get_passages(self, ids: Sequence[int]) -> list[Passage]: ...
+
+
+# (questions, question vectors [n, dim], k) -> top-k hits per question, best first.
+BatchRetriever = Callable[[Sequence[str], np.ndarray, int], list[list[Hit]]]
+# question -> the engine's Answer (anything with .text, .docs and .timings).
+Answerer = Callable[[str], Any]
+
+
+@dataclass
+class QuestionResult:
+    line: int
+    question: str
+    answers: list[str]
+    answerable: bool | None
+    first_hit_rank: int | None  # 0-based rank of the first passage with an answer
+    docs: list[dict[str, Any]]  # the passages cited in --out
+    prediction: str | None = None
+    em: float | None = None
+    f1: float | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "question": self.question, "answers": self.answers,
+                "prediction": self.prediction, "em": self.em, "f1": self.f1,
+                "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
+                "docs": self.docs, "timings": self.timings}
+
+
+@dataclass
+class EvalReport:
+    results: list[QuestionResult]
+    ks: tuple[int, ...]
+    retrieval_only: bool
+    timings: dict[str, float]
+    config: dict[str, Any]
+
+    def _summary(self, rows: list[QuestionResult]) -> dict[str, Any]:
+        def mean(vals: list[float]) -> float | None:
+            return float(np.mean(vals)) if vals else None
+
+        return {
+            "n": len(rows),
+            "em": None if self.retrieval_only else mean([r.em or 0.0 for r in rows]),
+            "f1": None if self.retrieval_only else mean([r.f1 or 0.0 for r in rows]),
+            "top_k_accuracy": top_k_accuracy([r.first_hit_rank for r in rows], self.ks),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        out = self._summary(self.results)
+        known = [r for r in self.results if r.answerable is not None]
+        if len(known) == len(self.results):
+            out["answerable"] = self._summary([r for r in self.results if r.answerable])
+        else:
+            out["answerable"] = None
+        out["timings"] = self.timings
+        out["config"] = self.config
+        return out
+
+
+def _batches(items: Sequence[Any], size: int) -> Iterator[tuple[int, Sequence[Any]]]:
+    for start in range(0, len(items), size):
+        yield start, items[start:start + size]
+
+
+class _PassageStringCache:
+    """:func:`passage_string` per passage id, so a passage retrieved for many questions is
+    normalized once."""
+
+    def __init__(self) -> None:
+        self._cache: dict[int, str] = {}
+
+    def get(self, hit: Hit | RetrievedDoc) -> str:
+        s = self._cache.get(hit.id)
+        if s is None:
+            s = passage_string(hit.title, hit.text)
+            self._cache[hit.id] = s
+        return s
+
+
+def answerable_flags(
+    source: PassageSource,
+    questions: Sequence[Question],
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    chunk: int = PASSAGE_CHUNK,
+) -> list[bool]:
+    """Whether any passage of ``source`` contains a gold answer of each question.
+
+    Passages are read and normalized a chunk at a time; within a chunk, a word -> passages
+    map narrows each answer to the passages holding its rarest word before the exact
+    whole-word test, and questions already found answerable are not searched again.
+    """
+    matchers = [AnswerMatcher(q.answers) for q in questions]
+    found = [False] * len(questions)
+    pending = [i for i, m in enumerate(matchers) if m.needles]
+    total = source.size
+    prog = Progress(total, "finding answerable questions", progress)
+    for start in range(0, total, chunk):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        ids = list(range(start, min(total, start + chunk)))
+        strings = [passage_string(p.title, p.text) for p in source.get_passages(ids)]
+        postings: dict[str, list[int]] = {}
+        for j, s in enumerate(strings):
+            for tok in set(s.split()):
+                postings.setdefault(tok, []).append(j)
+        still = []
+        for i in pending:
+            if _any_match(matchers[i], strings, postings):
+                found[i] = True
+            else:
+                still.append(i)
+        pending = still
+        prog.update(len(ids))
+    return found
+
+
+def _any_match(m: AnswerMatcher, strings: list[str], postings: dict[str, list[int]]) -> bool:
+    for toks, needle in zip(m.token_needles, m.needles, strict=True):
+        lists = [postings.get(t) for t in set(toks)]
+        if any(lst is None for lst in lists):
+            continue
+        shortest = min((lst for lst in lists if lst is not None), key=len)
+        if any(needle in strings[j] for j in shortest):
+            return True
+    return False
+
+
+def evaluate(
+    questions: Sequence[Question],
+    *,
+    encoder: QuestionEncoder,
+    retrieve_batch: BatchRetriever,
+    passages: PassageSource | None = None,
+    answer: Answerer | None = None,
+    ks: Iterable[int] = DEFAULT_KS,
+    cite: int = 5,
+    batch_size: int = 64,
+    config: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> EvalReport:
+    """Run retrieval for every question (and generation when ``answer`` is given).
+
+    ``passages`` (the snapshot) enables the answerable subset; ``cite`` passages per question
+    go into the per-question results.
+    """
+    ks_t = tuple(sorted(set(ks)))
+    depth = max(max(ks_t), cite)
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    flags: list[bool] | None = None
+    if passages is not None:
+        t0 = time.perf_counter()
+        flags = answerable_flags(passages, questions, progress, cancel)
+        timings["answerable_scan_s"] = time.perf_counter() - t0
+
+    texts = [q.question for q in questions]
+    matchers = [AnswerMatcher(q.answers) for q in questions]
+    cache = _PassageStringCache()
+    results: list[QuestionResult] = []
+    encode_s = search_s = 0.0
+    prog = Progress(len(questions), "retrieving", progress)
+    for start, batch in _batches(texts, batch_size):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        t0 = time.perf_counter()
+        vecs = encoder.encode(list(batch), batch_size=batch_size)
+        t1 = time.perf_counter()
+        hit_lists = retrieve_batch(batch, vecs, depth)
+        t2 = time.perf_counter()
+        encode_s += t1 - t0
+        search_s += t2 - t1
+        for j, hits in enumerate(hit_lists):
+            i = start + j
+            q = questions[i]
+            first = next((r for r, h in enumerate(hits) if matchers[i].matches(cache.get(h))),
+                         None)
+            docs = [_doc_json(r, h, matchers[i].matches(cache.get(h)))
+                    for r, h in enumerate(hits[:cite])]
+            results.append(QuestionResult(line=q.line, question=q.question,
+                                          answers=list(q.answers),
+                                          answerable=None if flags is None else flags[i],
+                                          first_hit_rank=first, docs=docs))
+        prog.update(len(batch))
+    n = max(1, len(questions))
+    timings["question_encoding_s"] = encode_s
+    timings["search_s"] = search_s
+    timings["retrieval_per_question_ms"] = 1000.0 * (encode_s + search_s) / n
+
+    if answer is not None:
+        gen_s = 0.0
+        prog = Progress(len(questions), "answering", progress)
+        for i, q in enumerate(questions):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            t0 = time.perf_counter()
+            ans = answer(q.question)
+            dt = time.perf_counter() - t0
+            gen_s += dt
+            r = results[i]
+            r.prediction = str(ans.text)
+            r.em = exact_match(r.prediction, q.answers)
+            r.f1 = token_f1(r.prediction, q.answers)
+            r.timings = {"answer_s": dt,
+                         **{k: float(v) for k, v in (getattr(ans, "timings", {}) or {}).items()}}
+            # Cite what the generator actually read, which --out readers want to inspect.
+            used = list(getattr(ans, "docs", []) or [])
+            if used:
+                r.docs = [_doc_json(rank, d, matchers[i].matches(cache.get(d)))
+                          for rank, d in enumerate(used)]
+            prog.update(1)
+        timings["generation_s"] = gen_s
+        timings["answer_per_question_ms"] = 1000.0 * gen_s / n
+    timings["total_s"] = time.perf_counter() - t_start
+    return EvalReport(results=results, ks=ks_t, retrieval_only=answer is None,
+                      timings=timings, config=dict(config or {}))
+
+
+def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"rank": rank, "id": int(hit.id), "title": hit.title,
+                         "text": hit.text, "score": float(hit.score),
+                         "has_answer": contains_answer}
+    prob = getattr(hit, "prob", None)
+    if prob is not None:
+        d["prob"] = float(prob)
+    return d

@@ -1,0 +1,503 @@
+"""``import_snapshot``: read a source, encode it in committed batches, rename it into place.
+
+The snapshot is built in ``staging/<slug>/``. ``build.json`` there records the phase and the
+number of passages whose embeddings are committed; a killed import run again with the same
+arguments resumes from that point. Only a complete folder (manifest and checksums written)
+is renamed to ``snapshots/<slug>/``, and only then does the catalog say ``ready``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragdesk.core.atomic import fsync_dir, write_json_atomic
+from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
+from ragdesk.core.catalog.catalog import slugify, utcnow
+from ragdesk.core.encoders import EncoderInfo, TextEncoder, load_encoder, passage_input
+from ragdesk.core.errors import (
+    AlreadyExistsError,
+    BadInputError,
+    Cancelled,
+    CatalogError,
+    DiskFullError,
+    NotFoundError,
+    RagdeskError,
+    is_disk_full,
+)
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.snapshots import locks
+from ragdesk.core.snapshots.chunking import PassageRow, passages
+from ragdesk.core.snapshots.lifecycle import mark_ready, recover
+from ragdesk.core.snapshots.manifest import (
+    EMBEDDINGS_FILE,
+    FLAT,
+    MANIFEST_FILE,
+    Manifest,
+    VariantEntry,
+    checksum_files,
+    read_manifest,
+    write_manifest,
+)
+from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
+from ragdesk.core.snapshots.sources import Source, open_source
+from ragdesk.core.snapshots.starter import VITAL_ARTICLES, starter_encoder_path
+
+log = logging.getLogger(__name__)
+
+STATE_FILE = "build.json"
+PHASE_PASSAGES = "passages"
+PHASE_EMBEDDINGS = "embeddings"
+PASSAGE_BATCH = 2000
+COPY_ROWS = 65536
+JOB_UPDATE_INTERVAL_S = 1.0
+EMBEDDING_DTYPES = (np.float16, np.float32)
+
+
+def _disk_full(exc: OSError, path: Path) -> RagdeskError | OSError:
+    if is_disk_full(exc):
+        return DiskFullError(f"The disk is full while writing {path}.")
+    return exc
+
+
+def _preallocate(path: Path, nbytes: int) -> None:
+    """Reserve the embeddings' blocks now: a memory-mapped write to a sparse file on a full
+    disk kills the process with SIGBUS instead of raising an error."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        if hasattr(os, "posix_fallocate"):
+            os.posix_fallocate(fd, 0, nbytes)
+    except OSError as exc:
+        raise _disk_full(exc, path) from exc
+    finally:
+        os.close(fd)
+
+
+def _open_precomputed(path: Path, info: EncoderInfo) -> np.ndarray:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise NotFoundError(f"The embeddings file {path} does not exist.")
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise BadInputError(f"is not a NumPy .npy array ({exc}).", path=path,
+                            hint="Save the passage vectors with numpy.save(PATH, array).") \
+            from exc
+    if not isinstance(arr, np.ndarray):
+        raise BadInputError("is an .npz archive, not one .npy array.", path=path)
+    if arr.ndim != 2:
+        raise BadInputError(f"holds an array of shape {arr.shape}; expected [passages, "
+                            f"{info.dim}].", path=path)
+    if arr.shape[1] != info.dim:
+        raise BadInputError(
+            f"holds {arr.shape[1]}-dimensional vectors, but the encoder {info.id} makes "
+            f"{info.dim}-dimensional ones.", path=path,
+            hint="Pass the encoder that computed these embeddings with --encoder.")
+    if arr.dtype not in (np.float16, np.float32, np.float64):
+        raise BadInputError(f"holds {arr.dtype} values; expected float16 or float32.", path=path)
+    return arr
+
+
+@dataclass
+class _Plan:
+    """Everything an import needs, checked before the catalog is touched."""
+
+    name: str
+    slug: str
+    source: Source
+    encoder: TextEncoder
+    limit: int | None
+    precomputed: np.ndarray | None
+    precomputed_path: Path | None
+    batch_size: int
+    default_pack: str | None
+
+    def fingerprint(self) -> dict[str, Any]:
+        emb: dict[str, Any] | None = None
+        if self.precomputed_path is not None:
+            st = self.precomputed_path.stat()
+            emb = {"path": str(self.precomputed_path), "size": st.st_size,
+                   "mtime_ns": st.st_mtime_ns}
+        return {"source": self.source.fingerprint(), "limit": self.limit,
+                "encoder": self.encoder.info.to_json(), "embeddings": emb}
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        if self.precomputed is not None and self.precomputed.dtype == np.float16:
+            return np.dtype(np.float16)
+        return np.dtype(np.float32)
+
+
+class _Build:
+    """The resumable work inside the staging folder."""
+
+    def __init__(self, plan: _Plan, staging: Path, catalog: Catalog, job_id: int,
+                 progress: ProgressCallback | None, cancel: CancelToken | None) -> None:
+        self.plan = plan
+        self.staging = staging
+        self.catalog = catalog
+        self.job_id = job_id
+        self.progress = progress
+        self.cancel = cancel
+        self.state: dict[str, Any] = {}
+        self._job_t = 0.0
+
+    # ---- state -----------------------------------------------------------------------
+
+    def _save_state(self) -> None:
+        write_json_atomic(self.staging / STATE_FILE, self.state)
+
+    def _load_or_reset(self) -> None:
+        """Resume a matching earlier attempt; anything else in the way is discarded."""
+        path = self.staging / STATE_FILE
+        state: dict[str, Any] | None = None
+        if path.exists():
+            try:
+                import json
+
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                state = None
+        if state is not None and state.get("fingerprint") == self.plan.fingerprint():
+            self.state = state
+            return
+        if self.staging.exists():
+            log.info("discarding staging folder %s from a different import", self.staging)
+            shutil.rmtree(self.staging)
+        try:
+            self.staging.mkdir(parents=True)
+        except OSError as exc:
+            raise _disk_full(exc, self.staging) from exc
+        self.state = {"fingerprint": self.plan.fingerprint(), "phase": PHASE_PASSAGES}
+        self._save_state()
+
+    def _job(self, done: int, total: int | None, message: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._job_t >= JOB_UPDATE_INTERVAL_S:
+            self._job_t = now
+            self.catalog.update_job(self.job_id, done=done, total=total, message=message)
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None:
+            self.cancel.raise_if_cancelled()
+
+    # ---- phases ----------------------------------------------------------------------
+
+    def run(self) -> Manifest:
+        if (self.staging / MANIFEST_FILE).exists():
+            try:
+                return read_manifest(self.staging)  # complete; only the rename was missing
+            except RagdeskError:
+                (self.staging / MANIFEST_FILE).unlink()
+        self._load_or_reset()
+        if self.state["phase"] == PHASE_PASSAGES:
+            self._read_passages()
+        n = int(self.state["passages"])
+        writer = PassageWriter(self.staging / PASSAGES_FILE)
+        try:
+            if writer.count != n:
+                raise RuntimeError(f"staging holds {writer.count} passages, expected {n}")
+            if self.plan.precomputed is not None:
+                self._copy_embeddings(n)
+            else:
+                self._encode(writer, n)
+        finally:
+            writer.close()
+        return self._write_manifest(n)
+
+    def _read_passages(self) -> None:
+        """Stream the source into passages.sqlite; restarted from scratch if interrupted."""
+        db = self.staging / PASSAGES_FILE
+        for leftover in (db, db.with_name(db.name + "-journal"), self.staging / EMBEDDINGS_FILE):
+            leftover.unlink(missing_ok=True)
+        src, limit = self.plan.source, self.plan.limit
+        writer = PassageWriter(db)
+        prog = Progress(src.size, f"reading {src.path.name}", self.progress)
+        batch: list[PassageRow] = []
+        n = 0
+        try:
+            for row in passages(src.documents()):
+                if limit is not None and n >= limit:
+                    break
+                batch.append(row)
+                n += 1
+                if len(batch) >= PASSAGE_BATCH:
+                    self._check_cancel()
+                    writer.add(batch)
+                    batch = []
+                    msg = f"reading {src.path.name}: {n:,} passages"
+                    prog.set(src.bytes_read, msg)
+                    self._job(n, None, msg)
+            if batch:
+                writer.add(batch)
+        finally:
+            writer.close()
+        if n == 0:
+            raise BadInputError("contains no passages: no article text was found in it.",
+                                path=src.path)
+        prog.set(src.size, f"read {n:,} passages from {src.path.name}")
+        self.state.update(phase=PHASE_EMBEDDINGS, passages=n, encoded=0)
+        self._save_state()
+
+    def _open_embeddings(self, n: int, dim: int) -> np.ndarray:
+        path = self.staging / EMBEDDINGS_FILE
+        dtype = self.plan.dtype
+        if int(self.state.get("encoded", 0)) == 0 or not path.exists():
+            try:
+                mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, dim))
+                del mm
+            except OSError as exc:
+                raise _disk_full(exc, path) from exc
+            _preallocate(path, path.stat().st_size)
+            self.state["encoded"] = 0
+        try:
+            mm = np.lib.format.open_memmap(path, mode="r+")
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(f"cannot reopen {path}: {exc}") from exc
+        if mm.shape != (n, dim) or mm.dtype != dtype:
+            raise RuntimeError(f"{path} has shape {mm.shape}, expected {(n, dim)}")
+        return mm
+
+    def _commit(self, mm: np.ndarray, done: int, total: int, msg: str) -> None:
+        """Make the rows written so far durable, then record how far they go."""
+        try:
+            mm.flush()  # type: ignore[attr-defined]
+        except OSError as exc:
+            raise _disk_full(exc, self.staging / EMBEDDINGS_FILE) from exc
+        self.state["encoded"] = done
+        self._save_state()
+        self._job(done, total, msg, force=done >= total)
+
+    def _encode(self, writer: PassageWriter, n: int) -> None:
+        enc = self.plan.encoder
+        mm = self._open_embeddings(n, enc.info.dim)
+        # Longest first, ties by id: the same order (and batch boundaries) on every run,
+        # so a resumed import computes exactly what an uninterrupted one would.
+        lengths = writer.lengths()
+        order = np.lexsort((np.arange(n), -lengths))
+        done = int(self.state.get("encoded", 0))
+        bs = self.plan.batch_size
+        if done % bs and done < n:
+            done -= done % bs  # an earlier run used another batch size; redo a partial batch
+        msg = "encoding passages" if done == 0 else f"encoding passages (resumed at {done:,})"
+        prog = Progress(n, msg, self.progress, start_done=done)
+        prog.set(done)
+        written = done
+        try:
+            # Every batch is committed (msync + state file): a few milliseconds against the
+            # hundreds a real encoder spends per batch.
+            for start in range(done, n, bs):
+                self._check_cancel()
+                ids = order[start:start + bs]
+                rows = writer.fetch(ids.tolist())
+                inputs = [passage_input(enc, title, text) for title, text in rows]
+                mm[ids] = enc.encode_batch(inputs)  # type: ignore[arg-type]
+                written = start + len(ids)
+                self._commit(mm, written, n, msg)
+                prog.set(written)
+        except (Cancelled, KeyboardInterrupt):
+            if written > int(self.state.get("encoded", 0)):
+                self._commit(mm, written, n, msg)  # keep every finished batch for the resume
+            raise
+        del mm
+
+    def _copy_embeddings(self, n: int) -> None:
+        src = self.plan.precomputed
+        assert src is not None
+        path = self.plan.precomputed_path
+        limited = self.plan.limit is not None and n == self.plan.limit
+        if src.shape[0] != n and not (limited and src.shape[0] >= n):
+            raise BadInputError(
+                f"has {src.shape[0]:,} rows, but the source gives {n:,} passages; row i must "
+                "be the vector of passage i.", path=path,
+                hint="Passages are the source's articles split into 100-word blocks (DPR TSV "
+                "rows are used as they are).")
+        mm = self._open_embeddings(n, src.shape[1])
+        done = int(self.state.get("encoded", 0))
+        prog = Progress(n, "copying embeddings", self.progress, start_done=done)
+        for start in range(done, n, COPY_ROWS):
+            self._check_cancel()
+            stop = min(n, start + COPY_ROWS)
+            block = np.asarray(src[start:stop])
+            if not np.isfinite(block).all():
+                bad = start + int(np.argwhere(~np.isfinite(block))[0][0])
+                raise BadInputError(f"row {bad} holds a NaN or infinite value.", path=path)
+            mm[start:stop] = block.astype(mm.dtype, copy=False)
+            self._commit(mm, stop, n, "copying embeddings")
+            prog.set(stop)
+        del mm
+
+    def _write_manifest(self, n: int) -> Manifest:
+        info = self.plan.encoder.info
+        files = checksum_files(self.staging, [PASSAGES_FILE, EMBEDDINGS_FILE], "checksumming",
+                               self.progress, self.cancel)
+        emb_bytes = n * info.dim * self.plan.dtype.itemsize
+        src = self.plan.source
+        source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
+                                  "limit": self.plan.limit}
+        if self.plan.precomputed_path is not None:
+            source["embeddings"] = str(self.plan.precomputed_path)
+        manifest = Manifest(
+            name=self.plan.name, slug=self.plan.slug, created=utcnow(), source=source,
+            passages=n, encoder=info, embeddings_dtype=self.plan.dtype.name, dim=info.dim,
+            variants={FLAT: VariantEntry(EMBEDDINGS_FILE, emb_bytes, {}, 1.0, 0.0)},
+            default_variant=FLAT, files=files,
+        )
+        write_manifest(self.staging, manifest)
+        (self.staging / STATE_FILE).unlink(missing_ok=True)
+        fsync_dir(self.staging)
+        return manifest
+
+
+class MissingEncoderArgument(BadInputError):
+    def __init__(self) -> None:
+        super().__init__("An encoder is needed to embed the passages.",
+                         hint="Pass --encoder with a Hugging Face model id or a model folder "
+                         "(a DPR context encoder or a sentence-transformers model).")
+
+
+def _resolve_encoder(encoder: str | os.PathLike[str] | TextEncoder | None,
+                     source: str | os.PathLike[str]) -> TextEncoder:
+    if isinstance(encoder, TextEncoder):
+        return encoder
+    if encoder is None:
+        if str(source) != VITAL_ARTICLES:
+            raise MissingEncoderArgument()
+        encoder = starter_encoder_path()
+    return load_encoder(encoder, role="passage")
+
+
+def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name: str,
+          encoder: str | os.PathLike[str] | TextEncoder | None, fmt: str | None,
+          limit: int | None, embeddings: Path | None, default_pack: str | None,
+          batch_size: int) -> _Plan:
+    name = name.strip()
+    if not name:
+        raise BadInputError("A snapshot needs a name.", hint="Pass --name NAME.")
+    if limit is not None and limit < 1:
+        raise BadInputError(f"--limit must be at least 1, not {limit}.")
+    if batch_size < 1:
+        raise BadInputError(f"The batch size must be at least 1, not {batch_size}.")
+    existing = catalog.find_snapshot(name)
+    if existing is not None and existing.state == SnapshotState.READY.value:
+        raise AlreadyExistsError(f"A snapshot named {name!r} already exists.",
+                                 f"Pick another name, or remove it first with "
+                                 f"`ragdesk index remove {name}`.")
+    if existing is not None:
+        pid = locks.running_import_pid(catalog, existing)
+        if pid is not None:
+            raise AlreadyExistsError(f"The snapshot {name!r} is being imported by process "
+                                     f"{pid}.", "Wait for it to finish, or cancel it.")
+        slug = existing.slug
+    else:
+        slug = slugify(name)
+        clash = [s.name for s in catalog.list_snapshots() if s.slug == slug]
+        if clash:
+            raise AlreadyExistsError(f"The name {name!r} gives the folder name {slug!r}, which "
+                                     f"the snapshot {clash[0]!r} already uses.")
+    src = open_source(source, fmt)
+    enc = _resolve_encoder(encoder, source)
+    precomputed = None
+    emb_path = None
+    if embeddings is not None:
+        emb_path = Path(embeddings).expanduser().resolve()
+        precomputed = _open_precomputed(emb_path, enc.info)
+    return _Plan(name, slug, src, enc, limit, precomputed, emb_path, batch_size, default_pack)
+
+
+def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
+    final = data.snapshot_dir(slug)
+    if final.exists():
+        raise CatalogError(f"The folder {final} already exists but the catalog does not list a "
+                           "ready snapshot there.",
+                           "Move it aside (or remove the snapshot) and import again.")
+    data.snapshots_dir.mkdir(parents=True, exist_ok=True)
+    os.rename(staging, final)
+    fsync_dir(data.snapshots_dir)
+    fsync_dir(data.staging_dir)
+    return final
+
+
+def import_snapshot(
+    data: DataDir,
+    catalog: Catalog,
+    source: str | os.PathLike[str],
+    *,
+    name: str,
+    encoder: str | os.PathLike[str] | TextEncoder | None,
+    fmt: str | None = None,
+    limit: int | None = None,
+    embeddings: Path | None = None,
+    default_pack: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    batch_size: int = 64,
+) -> SnapshotRecord:
+    """Import a snapshot (see the module docstring); resumes an interrupted import of the
+    same name and arguments. ``encoder`` may be None only for the Vital Articles source,
+    which then uses the starter pack's all-MiniLM-L6-v2."""
+    data.ensure()
+    recover(data, catalog)
+    plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
+                 batch_size)
+    name = plan.name
+    if not locks.claim(name):
+        raise AlreadyExistsError(f"The snapshot {name!r} is already being imported here.")
+    try:
+        info = plan.encoder.info
+        fields: dict[str, Any] = {
+            "encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
+            "source": plan.source.label, "default_pack": default_pack,
+        }
+        if catalog.find_snapshot(name) is None:
+            catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
+                                 state=SnapshotState.IMPORTING, **fields)
+        else:
+            catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
+                                    passages=0, **fields)
+        job_id = catalog.create_job("import", name, pid=os.getpid())
+        staging = data.staging_dir / plan.slug
+        try:
+            manifest = _Build(plan, staging, catalog, job_id, progress, cancel).run()
+            _rename_into_place(data, staging, plan.slug)
+            mark_ready(catalog, name, manifest)
+            catalog.update_job(job_id, state="done", done=manifest.passages,
+                               total=manifest.passages, message="done")
+        except BaseException as exc:
+            _fail(catalog, name, job_id, staging, exc)
+            raise
+        if catalog.active_snapshot() is None:
+            catalog.set_active(name)
+        return catalog.get_snapshot(name)
+    finally:
+        locks.release(name)
+
+
+def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseException) -> None:
+    """Record the failure; keep the staging folder only when running again can resume."""
+    if isinstance(exc, OSError) and is_disk_full(exc):
+        exc = DiskFullError(str(exc))
+    resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, DiskFullError))
+    if isinstance(exc, (Cancelled, KeyboardInterrupt)):
+        message, job_state = "Cancelled; run the same import again to resume.", "cancelled"
+    elif isinstance(exc, RagdeskError):
+        message, job_state = exc.message, "failed"
+    else:
+        message, job_state = f"{type(exc).__name__}: {exc}", "failed"
+    if isinstance(exc, DiskFullError):
+        message += " Free some space and run the same import again to resume."
+    if not resumable:
+        shutil.rmtree(staging, ignore_errors=True)
+    try:
+        catalog.update_snapshot(name, state=SnapshotState.FAILED, error=message)
+        catalog.update_job(job_id, state=job_state, message=message)
+    except RagdeskError:
+        log.warning("could not record the failed import of %s", name, exc_info=True)

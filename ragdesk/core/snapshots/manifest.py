@@ -1,0 +1,137 @@
+"""``manifest.json``: what a snapshot holds, how it was made, and a checksum of every file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragdesk.core.atomic import write_json_atomic
+from ragdesk.core.encoders import EncoderInfo
+from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+
+MANIFEST_FILE = "manifest.json"
+EMBEDDINGS_FILE = "embeddings.npy"
+FORMAT_NAME = "ragdesk-snapshot"
+FORMAT_VERSION = 1
+FLAT = "flat"
+_HASH_BLOCK = 1 << 22
+
+
+@dataclass
+class VariantEntry:
+    """One searchable index over the embeddings. ``flat`` searches the embeddings themselves."""
+
+    file: str
+    bytes: int
+    params: dict[str, Any] = field(default_factory=dict)
+    recall_at_20: float | None = None
+    build_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.bytes, "params": self.params,
+                "recall_at_20": self.recall_at_20, "build_s": self.build_s}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> VariantEntry:
+        return cls(file=str(d["file"]), bytes=int(d["bytes"]), params=dict(d.get("params") or {}),
+                   recall_at_20=d.get("recall_at_20"), build_s=d.get("build_s"))
+
+
+@dataclass
+class Manifest:
+    name: str
+    slug: str
+    created: str
+    source: dict[str, Any]
+    passages: int
+    encoder: EncoderInfo
+    embeddings_dtype: str
+    dim: int
+    variants: dict[str, VariantEntry]
+    default_variant: str
+    files: dict[str, dict[str, Any]]  # relative name -> {"size", "sha256"}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "name": self.name,
+            "slug": self.slug,
+            "created": self.created,
+            "source": self.source,
+            "passages": self.passages,
+            "encoder": self.encoder.to_json(),
+            "embeddings": {"file": EMBEDDINGS_FILE, "dtype": self.embeddings_dtype,
+                           "shape": [self.passages, self.dim]},
+            "variants": {k: v.to_json() for k, v in self.variants.items()},
+            "default_variant": self.default_variant,
+            "files": self.files,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Manifest:
+        if d.get("format") != FORMAT_NAME:
+            raise ValueError("not a ragdesk snapshot manifest")
+        if int(d.get("format_version", 0)) > FORMAT_VERSION:
+            raise ValueError(f"format version {d['format_version']} is newer than this ragdesk")
+        emb = d["embeddings"]
+        return cls(
+            name=str(d["name"]), slug=str(d["slug"]), created=str(d["created"]),
+            source=dict(d.get("source") or {}), passages=int(d["passages"]),
+            encoder=EncoderInfo.from_json(d["encoder"]), embeddings_dtype=str(emb["dtype"]),
+            dim=int(emb["shape"][1]),
+            variants={k: VariantEntry.from_json(v) for k, v in d["variants"].items()},
+            default_variant=str(d.get("default_variant") or FLAT),
+            files={str(k): dict(v) for k, v in d["files"].items()},
+        )
+
+
+def read_manifest(folder: Path) -> Manifest:
+    path = folder / MANIFEST_FILE
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise CorruptSnapshotError(f"{path} is missing.") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptSnapshotError(f"{path} cannot be read ({exc}).") from exc
+    try:
+        return Manifest.from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CorruptSnapshotError(f"{path} is not a valid snapshot manifest ({exc}).") from exc
+
+
+def write_manifest(folder: Path, manifest: Manifest) -> None:
+    write_json_atomic(folder / MANIFEST_FILE, manifest.to_json())
+
+
+def sha256_file(path: Path, progress: Progress | None = None,
+                cancel: CancelToken | None = None) -> str:
+    """Checksum in 4 MiB blocks; advances ``progress`` by bytes read."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            block = fh.read(_HASH_BLOCK)
+            if not block:
+                break
+            h.update(block)
+            if progress is not None:
+                progress.update(len(block))
+    return h.hexdigest()
+
+
+def checksum_files(folder: Path, names: list[str], message: str,
+                   progress: ProgressCallback | None = None,
+                   cancel: CancelToken | None = None) -> dict[str, dict[str, Any]]:
+    total = sum((folder / n).stat().st_size for n in names)
+    prog = Progress(total, message, progress)
+    out: dict[str, dict[str, Any]] = {}
+    for n in names:
+        p = folder / n
+        out[n] = {"size": p.stat().st_size, "sha256": sha256_file(p, prog, cancel)}
+    return out

@@ -1,0 +1,189 @@
+"""``quantize_snapshot``: build another index variant from the stored embeddings.
+
+No re-encoding: the variant is trained and filled from ``embeddings.npy``. Its recall@20 is
+measured against exact search on sampled passage vectors, and unless the search knobs are
+given, the cheapest probes/candidates setting that reaches ``target_recall`` is chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragdesk.core.catalog import Catalog
+from ragdesk.core.errors import BadInputError
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.snapshots import faiss_variants as fv
+from ragdesk.core.snapshots import locks
+from ragdesk.core.snapshots.index import load_embeddings
+from ragdesk.core.snapshots.lifecycle import snapshot_folder
+from ragdesk.core.snapshots.manifest import VariantEntry, read_manifest, sha256_file, write_manifest
+
+BUILD_KEYS = {fv.IVF_PQ: ("nlist", "m", "nbits"), fv.HNSW_SQ8: ("M", "ef_construction")}
+SEARCH_KEYS = {fv.IVF_PQ: "nprobe", fv.HNSW_SQ8: "ef_search"}
+DEFAULT_TARGET_RECALL = 0.95
+DEFAULT_QUERIES = 1000
+
+
+@dataclass(frozen=True)
+class QuantizeResult:
+    snapshot: str
+    variant: str
+    file: str
+    bytes: int
+    bytes_per_passage: float
+    recall_at_20: float
+    params: dict[str, Any]
+    build_s: float
+    tuned_on: str = ""
+    tuning: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"snapshot": self.snapshot, "variant": self.variant, "file": self.file,
+                "bytes": self.bytes, "bytes_per_passage": self.bytes_per_passage,
+                "recall_at_20": self.recall_at_20, "params": self.params,
+                "build_s": self.build_s, "tuned_on": self.tuned_on}
+
+
+def quantize_snapshot(
+    data: DataDir,
+    catalog: Catalog,
+    name: str,
+    variant: str,
+    *,
+    params: dict[str, Any] | None = None,
+    target_recall: float = DEFAULT_TARGET_RECALL,
+    queries: int = DEFAULT_QUERIES,
+    make_default: bool = False,
+    query_vectors: np.ndarray | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> QuantizeResult:
+    """Build (or rebuild) ``variant`` of snapshot ``name`` and record it.
+
+    ``params`` may hold build settings (ivf-pq: nlist, m, nbits; hnsw-sq8: M,
+    ef_construction) and search settings (nprobe or ef_search, rerank); search settings
+    that are not given are tuned to reach ``target_recall``. Recall is measured on
+    ``query_vectors`` (real questions, encoded) when given, otherwise on ``queries``
+    stand-in questions made from sampled passages (``faiss_variants.sample_queries``).
+    """
+    fv.check_variant(variant)
+    params = dict(params or {})
+    if not 0 < target_recall <= 1:
+        raise BadInputError(f"The target recall must be in (0, 1], not {target_recall}.")
+    if queries < 1:
+        raise BadInputError(f"At least one query is needed to measure recall, not {queries}.")
+    folder, slug = snapshot_folder(data, catalog, name)
+    manifest = read_manifest(folder)
+    emb = load_embeddings(folder, manifest)
+    n, dim = emb.shape
+    prog = Progress(None, "exact search for the tuning queries", progress)
+    prog.set(0)
+    if query_vectors is not None:
+        sample = np.ascontiguousarray(query_vectors, dtype=np.float32)
+        if sample.ndim != 2 or sample.shape[1] != dim or len(sample) == 0:
+            raise BadInputError(f"The tuning queries have shape {sample.shape}; the snapshot "
+                                f"{name!r} holds {dim}-d vectors.")
+        tuned_on = f"{len(sample)} given queries"
+    else:
+        sample = fv.sample_queries(emb, queries)
+        tuned_on = f"{len(sample)} sampled passages turned to cosine {fv.PROXY_COSINE}"
+    _, exact_ids = fv.exact_search(emb, sample, fv.RECALL_K)
+
+    tuning: list[dict[str, Any]] = []
+    if variant == fv.FLAT:
+        entry = manifest.variants[fv.FLAT]
+        file, nbytes, chosen, recall, build_s = entry.file, entry.bytes, {}, 1.0, 0.0
+    else:
+        unknown = set(params) - set(BUILD_KEYS[variant]) - {SEARCH_KEYS[variant], "rerank"}
+        if unknown:
+            raise BadInputError(f"{variant} has no parameter {sorted(unknown)[0]!r}.",
+                                hint=f"It takes {', '.join(BUILD_KEYS[variant])}, "
+                                f"{SEARCH_KEYS[variant]} and rerank.")
+        build = fv.default_params(variant, n, dim)
+        build.update({k: int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
+        _check_build(variant, build, n, dim)
+        t0 = time.perf_counter()
+        index = fv.build_index(variant, build, emb, progress, cancel)
+        build_s = time.perf_counter() - t0
+        searcher = fv.RerankSearcher(emb, index, variant, build, 0)
+        knob = SEARCH_KEYS[variant]
+        prog.set(0, f"measuring recall@20 of {variant}")
+        res = fv.tune(
+            searcher, sample, exact_ids, target=target_recall,
+            knobs=(int(params[knob]),) if knob in params else None,
+            reranks=(int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)
+        chosen = {**build, **res.params}
+        recall, tuning = res.recall, res.table
+        file = fv.index_file(variant)
+        path = folder / file
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        with locks.snapshot_lock(data.snapshots_dir, slug):
+            fv.write_index(index, path)
+            nbytes = path.stat().st_size
+            checksum = sha256_file(path)
+            # A crash between the rename above and this manifest write leaves a valid index
+            # whose checksum `verify` reports as stale; running quantize again fixes it.
+            manifest = read_manifest(folder)
+            manifest.files[file] = {"size": nbytes, "sha256": checksum}
+            manifest.variants[variant] = VariantEntry(file, nbytes, chosen, recall,
+                                                      round(build_s, 3))
+            if make_default:
+                manifest.default_variant = variant
+            write_manifest(folder, manifest)
+    if variant == fv.FLAT and make_default and manifest.default_variant != fv.FLAT:
+        with locks.snapshot_lock(data.snapshots_dir, slug):
+            manifest = read_manifest(folder)
+            manifest.default_variant = fv.FLAT
+            write_manifest(folder, manifest)
+    catalog.upsert_variant(name, variant, file, bytes=nbytes, bytes_per_passage=nbytes / n,
+                           recall_at_20=recall, params=chosen)
+    return QuantizeResult(name, variant, file, nbytes, nbytes / n, recall, chosen,
+                          round(build_s, 3), tuned_on, tuning)
+
+
+def read_question_texts(path: Path, limit: int | None = None) -> list[str]:
+    """The ``"question"`` of each line of a JSONL file (the NQ-open layout)."""
+    out: list[str] = []
+    if not Path(path).is_file():
+        raise BadInputError("does not exist or is not a file.", path=path)
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                raise BadInputError(f"is not a JSON line ({exc}).", path=path,
+                                    line=lineno) from exc
+            q = obj.get("question") if isinstance(obj, dict) else None
+            if not isinstance(q, str) or not q.strip():
+                raise BadInputError('has no "question" string.', path=path, line=lineno)
+            out.append(q)
+            if limit is not None and len(out) >= limit:
+                break
+    if not out:
+        raise BadInputError("holds no questions.", path=path)
+    return out
+
+
+def _check_build(variant: str, build: dict[str, Any], n: int, dim: int) -> None:
+    if variant == fv.IVF_PQ:
+        nlist, m, nbits = int(build["nlist"]), int(build["m"]), int(build["nbits"])
+        if not 1 <= nlist <= n:
+            raise BadInputError(f"nlist must be between 1 and the {n:,} passages, not {nlist}.")
+        if m < 1 or dim % m:
+            raise BadInputError(f"m (PQ bytes) must divide the dimension {dim}; {m} does not.")
+        if not 1 <= nbits <= 16 or n < (1 << nbits):
+            raise BadInputError(f"nbits={nbits} needs at least {1 << nbits} passages and at "
+                                "most 16 bits.")
+    else:
+        if int(build["M"]) < 2:
+            raise BadInputError(f"M must be at least 2, not {build['M']}.")

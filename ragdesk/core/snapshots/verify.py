@@ -1,0 +1,162 @@
+"""``verify_snapshot``: every checksum, then that every variant answers correctly."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragdesk.core.catalog import Catalog
+from ragdesk.core.errors import CorruptSnapshotError, RagdeskError
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.snapshots.index import SnapshotIndex
+from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, read_manifest, sha256_file
+from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
+
+log = logging.getLogger(__name__)
+
+PROBES = 5  # passages used as queries to check each variant
+
+
+@dataclass
+class VerifyReport:
+    name: str
+    folder: str
+    checked: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "folder": self.folder, "ok": self.ok,
+                "checked": self.checked, "problems": self.problems}
+
+
+def _check_answers(index: SnapshotIndex, report: VerifyReport) -> None:
+    """Search with stored passage vectors: scores must be the exact inner products, and each
+    passage must come back for its own vector (always for exact search; for most probes
+    from a compressed index, whose candidates are approximate)."""
+    emb = index.embeddings()
+    n = index.size
+    rows = np.unique(np.linspace(0, n - 1, num=min(PROBES, n)).astype(np.int64))
+    queries = np.asarray(emb[rows], dtype=np.float32)
+    k = min(10, n)
+    scores, ids = index.search_ids(queries, k)
+    label = f"index {index.variant}"
+    found = 0
+    for q, row, srow, irow in zip(queries, rows, scores, ids, strict=True):
+        valid = irow >= 0
+        if not valid.any():
+            report.problems.append(f"{label}: returned no passage for passage {row}'s vector.")
+            return
+        if (irow[valid] >= n).any():
+            report.problems.append(f"{label}: returned ids outside the {n:,} passages.")
+            return
+        exact = np.asarray(emb[irow[valid]], dtype=np.float32) @ q
+        if not np.allclose(exact, srow[valid], rtol=1e-3, atol=1e-3):
+            report.problems.append(f"{label}: scores differ from the exact inner products.")
+            return
+        self_score = float(q @ q)
+        tol = 1e-3 * max(1.0, abs(self_score))
+        if row in irow or srow[0] >= self_score - tol:
+            found += 1
+    needed = len(rows) if index.variant == "flat" else (len(rows) + 1) // 2
+    if found < needed:
+        report.problems.append(
+            f"{label}: finds only {found} of {len(rows)} passages by their own vectors; the "
+            "index does not match the embeddings.")
+        return
+    index.get_passages([int(i) for i in ids[ids >= 0][:k]])
+    report.checked.append(f"{label} answers")
+
+
+def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
+                    progress: ProgressCallback | None = None,
+                    cancel: CancelToken | None = None,
+                    raise_on_error: bool = True) -> VerifyReport:
+    """Check a snapshot; raises :class:`CorruptSnapshotError` listing every problem found
+    (or, with ``raise_on_error=False``, returns them in the report)."""
+    rec = catalog.get_snapshot(name)
+    folder = data.snapshot_dir(rec.slug)
+    report = VerifyReport(name, str(folder))
+    if rec.state != "ready":
+        report.problems.append(f"the catalog marks it {rec.state}"
+                               + (f": {rec.error}" if rec.error else "."))
+    if not folder.is_dir():
+        report.problems.append(f"its folder {folder} is missing.")
+        return _finish(report, raise_on_error)
+    try:
+        manifest = read_manifest(folder)
+    except RagdeskError as exc:
+        report.problems.append(exc.message)
+        return _finish(report, raise_on_error)
+    report.checked.append("manifest.json")
+
+    needed = {PASSAGES_FILE, EMBEDDINGS_FILE} | {v.file for v in manifest.variants.values()}
+    for f in sorted(needed - set(manifest.files)):
+        report.problems.append(f"{f}: not listed in the manifest's checksums.")
+    total = sum(int(m.get("size", 0)) for m in manifest.files.values())
+    prog = Progress(total, "verifying checksums", progress)
+    for fname, meta in sorted(manifest.files.items()):
+        path = folder / fname
+        if not path.is_file():
+            report.problems.append(f"{fname}: missing.")
+            continue
+        size = path.stat().st_size
+        if size != int(meta["size"]):
+            report.problems.append(f"{fname}: {size:,} bytes, the manifest says "
+                                   f"{int(meta['size']):,}.")
+            prog.update(int(meta["size"]))
+            continue
+        digest = sha256_file(path, prog, cancel)
+        if digest != meta["sha256"]:
+            report.problems.append(f"{fname}: checksum mismatch (expected "
+                                   f"{str(meta['sha256'])[:12]}…, found {digest[:12]}…); "
+                                   "the file is corrupt.")
+        else:
+            report.checked.append(f"{fname} checksum")
+    if rec.passages != manifest.passages:
+        report.problems.append(f"the catalog lists {rec.passages:,} passages, the manifest "
+                               f"{manifest.passages:,}.")
+    if rec.dim is not None and rec.dim != manifest.dim:
+        report.problems.append(f"the catalog says {rec.dim}-d vectors, the manifest "
+                               f"{manifest.dim}-d.")
+    if report.problems:
+        return _finish(report, raise_on_error)
+
+    for variant in sorted(manifest.variants):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        try:
+            index = SnapshotIndex(name, folder, manifest, variant)
+        except RagdeskError as exc:
+            report.problems.append(f"index {variant}: {exc.message}")
+            continue
+        try:
+            if index._passages.count() != manifest.passages:
+                report.problems.append(f"{PASSAGES_FILE}: holds a different number of passages "
+                                       f"than the manifest's {manifest.passages:,}.")
+            _check_answers(index, report)
+        except RagdeskError as exc:
+            report.problems.append(f"index {variant}: {exc.message}")
+        except Exception as exc:  # a damaged index can fail in any way; report it
+            log.debug("verify %s/%s", name, variant, exc_info=True)
+            report.problems.append(f"index {variant}: search failed ({exc}).")
+        finally:
+            index.close()
+    return _finish(report, raise_on_error)
+
+
+def _finish(report: VerifyReport, raise_on_error: bool) -> VerifyReport:
+    if report.problems and raise_on_error:
+        listing = "\n  - ".join(report.problems)
+        raise CorruptSnapshotError(
+            f"The snapshot {report.name!r} is damaged:\n  - {listing}",
+            f"Remove it with `ragdesk index remove {report.name}` and import it again (a "
+            "damaged index variant alone can be rebuilt with `ragdesk index quantize`).")
+    return report

@@ -1,0 +1,93 @@
+"""Streaming reader of MediaWiki XML dumps: one page in memory at a time."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from ragdesk.core.errors import BadInputError
+from ragdesk.core.snapshots.wikitext import wikitext_to_text
+
+REDIRECT_PREFIX = "#redirect"
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _child(elem: ET.Element, name: str) -> ET.Element | None:
+    for c in elem:
+        if _local(c.tag) == name:
+            return c
+    return None
+
+
+def _article(page: ET.Element, namespace_names: set[str]) -> tuple[str, str] | None:
+    """(title, plain text) of an article page; None for redirects and other namespaces."""
+    title_el = _child(page, "title")
+    title = (title_el.text or "").strip() if title_el is not None else ""
+    ns_el = _child(page, "ns")
+    if ns_el is not None:
+        if (ns_el.text or "").strip() != "0":
+            return None
+    elif ":" in title and title.split(":", 1)[0].strip().lower() in namespace_names:
+        return None  # dumps older than schema 0.5 have no <ns>; go by the title prefix
+    if _child(page, "redirect") is not None:
+        return None
+    revisions = [c for c in page if _local(c.tag) == "revision"]
+    if not revisions:
+        return None
+    text_el = _child(revisions[-1], "text")
+    wikitext = (text_el.text or "") if text_el is not None else ""
+    if wikitext.lstrip()[: len(REDIRECT_PREFIX)].lower() == REDIRECT_PREFIX:
+        return None
+    text = wikitext_to_text(wikitext)
+    return (title, text) if text else None
+
+
+def iter_articles(stream: IO[bytes], path: Path, compressed: bool) -> Iterator[tuple[str, str]]:
+    """Yield (title, text) for each article of a dump, clearing parsed pages as it goes."""
+    where = " of the decompressed XML" if compressed else ""
+    namespace_names: set[str] = set()
+    root: ET.Element | None = None
+    try:
+        for event, elem in ET.iterparse(stream, events=("start", "end")):
+            if root is None:
+                root = elem
+                if _local(elem.tag) != "mediawiki":
+                    raise BadInputError(
+                        f"is XML but not a MediaWiki dump (its root element is "
+                        f"<{_local(elem.tag)}>).", path=path)
+                continue
+            if event != "end":
+                continue
+            tag = _local(elem.tag)
+            if tag == "namespaces":
+                namespace_names = {
+                    (n.text or "").strip().lower() for n in elem
+                    if n.get("key") not in (None, "0") and n.text
+                }
+            elif tag == "page":
+                article = _article(elem, namespace_names)
+                root.clear()  # keeps memory flat on multi-gigabyte dumps
+                if article is not None:
+                    yield article
+    except ET.ParseError as exc:
+        line, col = exc.position
+        reason = str(exc).rsplit(": line", 1)[0]
+        raise BadInputError(
+            f"is not well-formed XML: {reason} (column {col}{where}).", path=path, line=line,
+            hint="The dump may be truncated or damaged; download it again.",
+        ) from exc
+    except EOFError as exc:
+        raise BadInputError(
+            "ends early: the .bz2 file is truncated (an incomplete download?).", path=path,
+            hint="Download the dump again and check its size or checksum.",
+        ) from exc
+    except OSError as exc:
+        if compressed:
+            raise BadInputError(f"is a damaged .bz2 file ({exc}).", path=path,
+                                hint="Download the dump again.") from exc
+        raise

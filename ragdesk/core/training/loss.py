@@ -1,0 +1,55 @@
+"""The two RAG training objectives (Lewis et al. 2020, section 2.1 and 2.4).
+
+Both take the retrieval scores ``d(z)·q(x)`` of the top-K passages and the teacher-forced
+log-probabilities ``log p(y_i | x, z, y_<i)`` of the answer tokens under every passage, so
+that the loss reaches the question encoder through ``p(z|x) = softmax_z(d(z)·q(x))`` and the
+generator through the token log-probabilities.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+MODES = ("token", "sequence")
+
+
+def doc_log_probs(doc_scores: torch.Tensor) -> torch.Tensor:
+    """log p(z|x) over the K retrieved passages; ``doc_scores`` is [B, K]."""
+    import torch
+
+    return torch.log_softmax(doc_scores.float(), dim=-1)
+
+
+def rag_sequence_nll(doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
+                     mask: torch.Tensor) -> torch.Tensor:
+    """-log Σ_z p(z|x) Π_i p(y_i | x, z, y_<i), one value per question.
+
+    ``doc_scores`` [B, K]; ``token_logprobs`` [B, K, T]; ``mask`` [B, T] is 1 on real answer
+    tokens and 0 on padding (answers of different lengths in one batch).
+    """
+    import torch
+
+    seq = (token_logprobs.float() * mask[:, None, :].float()).sum(-1)  # [B, K]
+    return -torch.logsumexp(doc_log_probs(doc_scores) + seq, dim=-1)
+
+
+def rag_token_nll(doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
+                  mask: torch.Tensor) -> torch.Tensor:
+    """-Σ_i log Σ_z p(z|x) p(y_i | x, z, y_<i), one value per question (shapes as above)."""
+    import torch
+
+    per_token = torch.logsumexp(
+        doc_log_probs(doc_scores)[:, :, None] + token_logprobs.float(), dim=1)  # [B, T]
+    return -(per_token * mask.float()).sum(-1)
+
+
+def rag_nll(mode: str, doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
+            mask: torch.Tensor) -> torch.Tensor:
+    if mode == "sequence":
+        return rag_sequence_nll(doc_scores, token_logprobs, mask)
+    if mode == "token":
+        return rag_token_nll(doc_scores, token_logprobs, mask)
+    raise ValueError(f"mode must be one of {MODES}, not {mode!r}")

@@ -1,0 +1,341 @@
+"""The GUI's one door into the core.
+
+Only this module imports ragdesk.core's snapshot, engine and model packages, and only inside
+methods, so that opening the window never waits on torch, transformers or faiss. Every method
+that does real work is meant to be called from a worker thread; the small value types below
+are what crosses into widgets.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.core.errors import Cancelled, RagdeskError
+from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.types import Answer, AnswerToken
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
+
+log = logging.getLogger(__name__)
+
+IMPORT_FORMATS: dict[str, str] = {
+    "jsonl": "JSON lines, one {\"title\", \"text\"} per line (*.jsonl *.json)",
+    "dpr-tsv": "DPR passages TSV: id, text, title (*.tsv)",
+    "wiki-xml": "MediaWiki XML dump (*.xml *.xml.bz2)",
+    "vital-articles": "Wikipedia Vital Articles from the starter pack (no file needed)",
+}
+
+VARIANTS: dict[str, str] = {
+    "flat": "Exact inner product; 4 bytes per dimension",
+    "hnsw-sq8": "HNSW graph over 8-bit scalar-quantized vectors (the paper's layout)",
+    "ivf-pq": "Inverted lists + product quantization, re-ranked exactly; smallest",
+}
+
+
+@dataclass(frozen=True)
+class VariantInfo:
+    variant: str
+    bytes: int
+    bytes_per_passage: float | None
+    recall_at_20: float | None
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    name: str
+    state: str
+    passages: int
+    encoder: str | None
+    family: str | None
+    dim: int | None
+    created: str
+    source: str | None = None
+    error: str | None = None
+    active: bool = False
+    default_pack: str | None = None
+    variants: tuple[VariantInfo, ...] = ()
+    # Why the current model pack cannot query this snapshot; None when it can.
+    unusable_reason: str | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+@dataclass(frozen=True)
+class PackInfo:
+    name: str
+    kind: str
+    installed: bool
+    description: str = ""
+    size_bytes: int | None = None
+    question_encoder: str | None = None
+    passage_encoder: str | None = None
+    generator: str | None = None
+
+
+@dataclass(frozen=True)
+class AskParams:
+    mode: str = "token"
+    decoding: str = "fast"
+    n_docs: int = 5
+    num_beams: int = 1
+    max_new_tokens: int = 32
+    min_new_tokens: int = 0
+
+    @classmethod
+    def from_settings(cls, values: dict[str, Any]) -> AskParams:
+        d = cls()
+        return cls(
+            mode=str(values.get("mode", d.mode)),
+            decoding=str(values.get("decoding", d.decoding)),
+            n_docs=int(values.get("n_docs", d.n_docs)),
+            num_beams=int(values.get("num_beams", d.num_beams)),
+            max_new_tokens=int(values.get("max_new_tokens", d.max_new_tokens)),
+            min_new_tokens=int(values.get("min_new_tokens", d.min_new_tokens)),
+        )
+
+    def to_settings(self) -> dict[str, Any]:
+        return {"mode": self.mode, "decoding": self.decoding, "n_docs": self.n_docs,
+                "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens}
+
+
+@dataclass(frozen=True)
+class ErrorReport:
+    """What an error dialog shows: built on the worker thread, shown on the GUI thread."""
+
+    message: str
+    hint: str = ""
+    details: str = ""
+    is_bug: bool = False
+    cancelled: bool = False
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorReport:
+        if isinstance(exc, Cancelled):
+            return cls(exc.message, cancelled=True)
+        if isinstance(exc, RagdeskError):
+            return cls(exc.message, exc.hint or "")
+        if isinstance(exc, MemoryError):
+            return cls("ragdesk ran out of memory.",
+                       "Use fewer passages (K) or beams, or a smaller model pack.")
+        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(f"Something went wrong inside ragdesk: {type(exc).__name__}: {exc}",
+                   "This is a bug. The details below are also in the log file; please "
+                   "include them when you report it.", details=details, is_bug=True)
+
+
+@dataclass
+class VerifyReport:
+    name: str
+    ok: bool
+    text: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+OnToken = Callable[[AnswerToken], None]
+
+
+def _describe_pack(name: str, kind: str) -> str:
+    return {
+        "starter": "Offline starter pack: all-MiniLM-L6-v2 retriever, Gemma 3 270M generator",
+        "rag-sequence-nq": "The paper's RAG-Sequence (NQ) with DPR multiset passages",
+        "rag-token-nq": "The paper's RAG-Token (NQ) with DPR multiset passages",
+        "dpr-bart": "DPR single-NQ encoders with BART-large",
+    }.get(name, f"{kind} pack")
+
+
+class Backend:
+    """Facade over ragdesk.core for the GUI. Thread-safe where the docstrings say so."""
+
+    def __init__(self, ctx: AppContext) -> None:
+        self.ctx = ctx
+        # Open the catalog here, on the GUI thread, before any worker races to create it.
+        self.catalog = ctx.catalog
+        self._engine: Any = None
+        self._engine_pack: str | None = None
+        self._engine_lock = threading.Lock()
+        self._library: Any = None
+
+    # ---- reads (any thread) -------------------------------------------------------------
+
+    @property
+    def data(self) -> Any:
+        return self.ctx.data
+
+    def pack_name(self) -> str:
+        return str(self.ctx.settings.get("model_pack") or "starter")
+
+    def packs(self) -> list[PackInfo]:
+        from ragdesk.core import models
+
+        out: list[PackInfo] = []
+        for status in models.list_packs(self.catalog, self.data):
+            spec = status.spec
+            out.append(PackInfo(
+                name=status.name, kind=status.kind, installed=status.installed,
+                description=spec.description or _describe_pack(status.name, status.kind),
+                size_bytes=status.size_bytes, question_encoder=status.question_encoder,
+                passage_encoder=status.passage_encoder, generator=status.generator))
+        return out
+
+    def snapshots(self, pack: str | None = None) -> list[SnapshotInfo]:
+        """The catalog's snapshots, each marked with whether ``pack`` can query it."""
+        records = self.catalog.list_snapshots()
+        pack_spec = self._pack_spec(pack or self.pack_name())
+        out = []
+        for r in records:
+            reason = None
+            if r.state != "ready":
+                reason = {"importing": "still importing",
+                          "failed": "import failed"}.get(r.state, r.state)
+            elif pack_spec is not None:
+                reason = self._mismatch_reason(pack_spec, r)
+            out.append(SnapshotInfo(
+                name=r.name, state=r.state, passages=r.passages, encoder=r.encoder_id,
+                family=r.encoder_family, dim=r.dim, created=r.created_at, source=r.source,
+                error=r.error, active=r.active, default_pack=r.default_pack,
+                variants=tuple(VariantInfo(v.variant, v.bytes, v.bytes_per_passage,
+                                           v.recall_at_20) for v in r.variants),
+                unusable_reason=reason))
+        return out
+
+    def _pack_spec(self, name: str) -> Any:
+        try:
+            from ragdesk.core import models
+
+            return models.get_pack(self.catalog, name, self.data)
+        except RagdeskError:
+            return None
+
+    def _mismatch_reason(self, pack: Any, record: Any) -> str | None:
+        from ragdesk.core import models
+        from ragdesk.core.encoders import EncoderInfo
+        from ragdesk.core.models.packs import question_encoder_space
+
+        if not record.encoder_family or not record.dim:
+            return None  # unknown: let the engine decide and report precisely
+        info = EncoderInfo(id=record.encoder_id or "?", revision=None,
+                           family=record.encoder_family, pooling="", normalize=False,
+                           dim=int(record.dim))
+        try:
+            models.check_pack_matches_snapshot(pack, info, record.name)
+        except RagdeskError:
+            family, dim = question_encoder_space(pack)
+            return (f"needs {info.family} {info.dim}-d questions; the {pack.name} pack "
+                    f"gives {family} {dim}-d")
+        return None
+
+    def needs_first_run(self) -> bool:
+        """True when nothing could answer a question yet: no ready snapshot."""
+        return not any(s.state == "ready" for s in self.catalog.list_snapshots())
+
+    # ---- engine (the engine worker thread) ----------------------------------------------
+
+    def library(self) -> Any:
+        """The one SnapshotLibrary of this window: the engine reads it, switch writes it."""
+        with self._engine_lock:
+            if self._library is None:
+                from ragdesk.core.snapshots import SnapshotLibrary
+
+                self._library = SnapshotLibrary(self.data, self.catalog)
+            return self._library
+
+    def engine(self, pack: str) -> Any:
+        """Load the engine for ``pack`` once; later calls return the same object."""
+        library = self.library()
+        with self._engine_lock:
+            if self._engine is not None and self._engine_pack == pack:
+                return self._engine
+            from ragdesk.core.engine import engine_from_context
+
+            log.info("loading engine for pack %s", pack)
+            old, self._engine, self._engine_pack = self._engine, None, None
+            if old is not None:
+                old.library = None  # the shared library stays open
+            engine = engine_from_context(self.ctx, pack=pack)
+            engine.library = library
+            self._engine, self._engine_pack = engine, pack
+            return engine
+
+    def engine_loaded(self, pack: str) -> bool:
+        return self._engine is not None and self._engine_pack == pack
+
+    def answer(self, question: str, params: AskParams, *, pack: str, snapshot: str | None,
+               on_token: OnToken | None, cancel: CancelToken) -> Answer:
+        engine = self.engine(pack)
+        cancel.raise_if_cancelled()
+        return engine.answer(  # type: ignore[no-any-return]
+            question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
+            num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
+            min_new_tokens=params.min_new_tokens, snapshot=snapshot, on_token=on_token,
+            cancel=cancel)
+
+    # ---- writes (the serialized writer / job threads) ------------------------------------
+
+    def switch(self, name: str) -> None:
+        # Opens the snapshot before marking it active, so a broken one never becomes active.
+        self.library().switch(name)
+
+    def set_pack(self, name: str) -> None:
+        self.ctx.settings.set("model_pack", name)
+
+    def import_snapshot(self, source: str | None, *, name: str, encoder: str, fmt: str | None,
+                        limit: int | None, progress: ProgressCallback,
+                        cancel: CancelToken) -> str:
+        from ragdesk.core.snapshots import import_snapshot
+
+        if fmt == "vital-articles":
+            source = "vital-articles"  # the importer's name for the installed file
+        if source is None:
+            raise RagdeskError("Choose a file to import.")
+        rec = import_snapshot(self.data, self.catalog, source, name=name, encoder=encoder,
+                              fmt=fmt, limit=limit, progress=progress, cancel=cancel)
+        return str(rec.name)
+
+    def quantize(self, name: str, variant: str, progress: ProgressCallback,
+                 cancel: CancelToken) -> Any:
+        from ragdesk.core.snapshots import quantize_snapshot
+
+        return quantize_snapshot(self.data, self.catalog, name, variant, progress=progress,
+                                 cancel=cancel)
+
+    def verify(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> VerifyReport:
+        from ragdesk.core.snapshots import verify_snapshot
+
+        result = verify_snapshot(self.data, self.catalog, name, progress=progress, cancel=cancel)
+        return VerifyReport(name=name, ok=result.ok,
+                            text=f"{name}: all {len(result.checked)} checks passed; every "
+                            "checksum matches and the index answers.",
+                            extra=result.to_json())
+
+    def remove(self, name: str) -> None:
+        from ragdesk.core.snapshots import remove_snapshot
+
+        remove_snapshot(self.data, self.catalog, name)
+
+    def close(self) -> None:
+        """Release open snapshots; call after every worker has stopped."""
+        with self._engine_lock:
+            if self._library is not None:
+                self._library.close()
+                self._library = None
+            self._engine = None
+
+    def build_starter(self, progress: ProgressCallback, cancel: CancelToken) -> None:
+        from ragdesk.core import models
+
+        models.ensure_starter_snapshot(self.data, self.catalog, progress=progress, cancel=cancel)
+        self.set_pack("starter")
+
+    def download_pack(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> None:
+        from ragdesk.core import models
+
+        models.download_pack(self.catalog, name, progress=progress, cancel=cancel)
+        self.set_pack(name)

@@ -1,0 +1,644 @@
+"""The conversation: one card per question, its streamed answer coloured by source passage,
+a legend, citation chips and a line of facts about how the answer was made."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetrics,
+    QHelpEvent,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QTextCharFormat,
+    QTextCursor,
+)
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSizePolicy,
+    QTextBrowser,
+    QToolButton,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+from ragdesk.ui.backend import AskParams
+from ragdesk.ui.flow_layout import FlowLayout
+from ragdesk.ui.markdown import MODE_NAMES
+from ragdesk.ui.resources import icon
+from ragdesk.ui.theme import mix, passage_color, passage_tint
+
+
+def elide(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mode: str) -> str:
+    """The tooltip of one token: its text and its full distribution over the K passages."""
+    what = ("p(z | x, yᵢ, y&lt;ᵢ)" if mode == "token" else "running p(z | x, y≤ᵢ)")
+    src = tok.source
+    rows = []
+    for k, p in sorted(enumerate(tok.posterior), key=lambda kp: -kp[1]):
+        title = elide(docs[k].title, 34) if docs and k < len(docs) else f"passage {k + 1}"
+        bar = "█" * max(0, round(p * 24))
+        weight = "font-weight:600;" if k == src else ""
+        rows.append(
+            f"<tr><td style='color:{passage_color(k).name()}'>■</td>"
+            f"<td nowrap style='{weight}'>[{k + 1}] {html.escape(title)}</td>"
+            f"<td nowrap align='right' style='{weight}'>&nbsp;{p * 100:5.1f}%&nbsp;</td>"
+            f"<td nowrap style='color:{passage_color(k).name()}'>{bar}</td></tr>")
+    shown = html.escape(tok.text.strip() or repr(tok.text))
+    return (f"<div style='white-space:pre'><b>“{shown}”</b> &nbsp;from [{src + 1}]"
+            f"<br/><span style='font-size:small'>{what}</span></div>"
+            f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>")
+
+
+class TokenText(QTextBrowser):
+    """Answer text built token by token; each token's background is its source's tint."""
+
+    tokenClicked = Signal(int)  # token index
+
+    def __init__(self, mode: str = "token", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.mode = mode
+        self.tokens: list[AnswerToken] = []
+        self.spans: list[tuple[int, int]] = []  # document positions of each token's text
+        self.docs: list[RetrievedDoc] | None = None
+        self.focus_passage: int | None = None
+        self.setObjectName("TokenText")
+        self.setOpenLinks(False)
+        self.setOpenExternalLinks(False)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        # Tokens are reachable by mouse; the keyboard reaches passages through the chips.
+        self.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                     | Qt.TextInteractionFlag.TextSelectableByKeyboard
+                                     | Qt.TextInteractionFlag.LinksAccessibleByMouse)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        font = QFont(self.font())
+        font.setPointSizeF(font.pointSizeF() * 1.15)
+        self.setFont(font)
+        self.document().setDocumentMargin(2)
+        self.viewport().setAutoFillBackground(False)
+        self.setStyleSheet("QTextBrowser#TokenText { background: transparent; }")
+        self.anchorClicked.connect(self._on_anchor)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit_height)
+        self._fit_height()
+
+    # ---- content --------------------------------------------------------------------------
+
+    def append_token(self, tok: AnswerToken) -> None:
+        i = len(self.tokens)
+        self.tokens.append(tok)
+        text = tok.text if i else tok.text.lstrip()
+        body = text.lstrip()
+        lead = text[: len(text) - len(body)]
+        cursor = QTextCursor(self.document())
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        if lead:
+            cursor.insertText(lead, QTextCharFormat())
+        start = cursor.position()
+        cursor.insertText(body, self._format(i))
+        self.spans.append((start, cursor.position()))
+
+    def set_tokens(self, tokens: Sequence[AnswerToken]) -> None:
+        self.clear()
+        self.tokens, self.spans = [], []
+        for tok in tokens:
+            self.append_token(tok)
+
+    def set_docs(self, docs: Sequence[RetrievedDoc]) -> None:
+        self.docs = list(docs)
+
+    def set_focus_passage(self, k: int | None) -> None:
+        """Emphasise the tokens drawn from passage ``k`` (None: all equal)."""
+        if k == self.focus_passage:
+            return
+        self.focus_passage = k
+        self.restyle()
+
+    def restyle(self) -> None:
+        cursor = QTextCursor(self.document())
+        for i, (start, end) in enumerate(self.spans):
+            cursor.setPosition(start)
+            cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            cursor.setCharFormat(self._format(i))
+
+    def token_color(self, i: int) -> QColor:
+        return self.token_format(i).background().color()
+
+    def token_format(self, i: int) -> QTextCharFormat:
+        start, end = self.spans[i]
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        cursor.setPosition(min(end, start + 1), QTextCursor.MoveMode.KeepAnchor)
+        return cursor.charFormat()
+
+    def token_rect(self, i: int) -> QRectF:
+        start, end = self.spans[i]
+        cursor = QTextCursor(self.document())
+        cursor.setPosition(start)
+        a = self.cursorRect(cursor)
+        cursor.setPosition(max(start, end - 1))
+        b = self.cursorRect(cursor)
+        return QRectF(a.topLeft(), b.bottomRight()).normalized()
+
+    def token_at(self, pos: QPoint) -> int | None:
+        href = self.anchorAt(pos)
+        if href.startswith("tok:"):
+            try:
+                return int(href[4:])
+            except ValueError:
+                return None
+        return None
+
+    def _format(self, i: int) -> QTextCharFormat:
+        tok = self.tokens[i]
+        fmt = QTextCharFormat()
+        fmt.setAnchor(True)
+        fmt.setAnchorHref(f"tok:{i}")
+        # The app palette, not ours: our background is transparent, so our Base is too.
+        pal = QApplication.palette()
+        fmt.setForeground(pal.color(QPalette.ColorRole.Text))
+        if tok.posterior:
+            k = tok.source
+            tint = passage_tint(k, pal)
+            if self.focus_passage is not None and k != self.focus_passage:
+                tint = mix(tint, pal.color(QPalette.ColorRole.Base), 0.75)
+            elif self.focus_passage is not None:
+                fmt.setFontUnderline(True)
+                fmt.setUnderlineColor(passage_color(k))
+            fmt.setBackground(tint)
+        return fmt
+
+    # ---- interaction ---------------------------------------------------------------------
+
+    def _on_anchor(self, url: QUrl) -> None:
+        i = self.token_at_href(url.toString())
+        if i is not None:
+            self.tokenClicked.emit(i)
+
+    @staticmethod
+    def token_at_href(href: str) -> int | None:
+        if href.startswith("tok:"):
+            try:
+                return int(href[4:])
+            except ValueError:
+                return None
+        return None
+
+    def tooltip_html(self, i: int) -> str:
+        return distribution_html(self.tokens[i], self.docs, self.mode)
+
+    def viewportEvent(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            i = self.token_at(event.pos())
+            if i is not None:
+                QToolTip.showText(event.globalPos(), self.tooltip_html(i), self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            self.restyle()
+
+    # ---- sizing: as tall as its text, never scrolling --------------------------------------
+
+    def _fit_height(self, *_: object) -> None:
+        h = int(self.document().size().height()) + self.frameWidth() * 2 + 2
+        if self.height() != h:
+            self.setFixedHeight(max(h, self.fontMetrics().height() + 8))
+
+    def resizeEvent(self, event: object) -> None:
+        super().resizeEvent(event)  # type: ignore[arg-type]
+        self._fit_height()
+
+    def sizeHint(self) -> QSize:
+        return QSize(200, self.height())
+
+
+class Legend(QWidget):
+    """Colour swatches for passages 1..K with each one's share of the answer's tokens."""
+
+    passageClicked = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.k = 0
+        self.counts: list[int] = []
+        self.setMouseTracking(True)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self._rects: list[QRectF] = []
+        self.setToolTip("Colour of each source passage, with its share of the answer's tokens")
+
+    def set_counts(self, k: int, counts: Sequence[int]) -> None:
+        if k != self.k:
+            self.k = k
+            self.updateGeometry()
+        self.counts = list(counts)
+        self.update()
+
+    def sizeHint(self) -> QSize:
+        return QSize(300, QFontMetrics(self._font()).height() + 6)
+
+    def _font(self) -> QFont:
+        f = QFont(self.font())
+        f.setPointSizeF(f.pointSizeF() * 0.92)
+        return f
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setFont(self._font())
+        fm = QFontMetrics(self._font())
+        total = sum(self.counts) or 1
+        x = 0.0
+        h = fm.height()
+        y = (self.height() - h) / 2
+        self._rects = []
+        muted = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+        label = "Sources:"
+        p.setPen(muted)
+        p.drawText(QRectF(x, y, fm.horizontalAdvance(label) + 2, h),
+                   Qt.AlignmentFlag.AlignVCenter, label)
+        x += fm.horizontalAdvance(label) + 8
+        for k in range(self.k):
+            n = self.counts[k] if k < len(self.counts) else 0
+            text = f"[{k + 1}] {round(100 * n / total)}%"
+            sw = h * 0.8
+            rect = QRectF(x, y, sw + 4 + fm.horizontalAdvance(text), h)
+            if rect.right() > self.width():
+                break
+            self._rects.append(rect)
+            p.setPen(passage_color(k))
+            p.setBrush(passage_tint(k, self.palette()) if n else self.palette().base())
+            p.drawRoundedRect(QRectF(x, y + (h - sw) / 2, sw, sw), 3, 3)
+            p.setPen(self.palette().color(QPalette.ColorRole.Text) if n else muted)
+            p.drawText(QRectF(x + sw + 4, y, rect.width() - sw - 4, h),
+                       Qt.AlignmentFlag.AlignVCenter, text)
+            x = rect.right() + 12
+        p.end()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        for k, r in enumerate(self._rects):
+            if r.contains(event.position()):
+                self.passageClicked.emit(k)
+                return
+
+
+class CitationChip(QPushButton):
+    """``[n] Title  p`` — opens the passage in the inspector."""
+
+    def __init__(self, k: int, doc: RetrievedDoc, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.k = k
+        self.doc = doc
+        self.setObjectName("CitationChip")
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.setText(f"[{k + 1}]  {elide(doc.title, 38)}   {doc.prob:.2f}")
+        self.setToolTip(
+            f"<b>[{k + 1}] {html.escape(doc.title)}</b><br/>"
+            f"p(z|x) = {doc.prob:.3f} &nbsp;·&nbsp; score {doc.score:.2f}"
+            + (f" &nbsp;·&nbsp; {html.escape(doc.snapshot)}" if doc.snapshot else "")
+            + f"<br/><br/>{html.escape(elide(doc.text, 240))}")
+        c = passage_color(k).name()
+        self.setStyleSheet(f"QPushButton#CitationChip {{ border-left: 4px solid {c}; }}")
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+
+
+class AnswerCard(QFrame):
+    """One exchange: the question, the streamed answer and where it came from."""
+
+    passageClicked = Signal(object, int)  # card, passage rank (0-based)
+    tokenClicked = Signal(object, int)  # card, token index
+    activated = Signal(object)  # card (clicked: becomes the selected answer)
+    copyRequested = Signal(object)
+    heatmapRequested = Signal(object)
+
+    def __init__(self, request_id: int, question: str, params: AskParams,
+                 snapshot: str | None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.request_id = request_id
+        self.question = question
+        self.params = params
+        self.snapshot = snapshot
+        self.answer: Answer | None = None
+        self.state = "waiting"
+        self.selected = False
+        self.setObjectName("AnswerCard")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(16, 12, 16, 12)
+        lay.setSpacing(8)
+
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        self.question_label = QLabel(question)
+        self.question_label.setObjectName("QuestionText")
+        self.question_label.setWordWrap(True)
+        self.question_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        qf = QFont(self.question_label.font())
+        qf.setPointSizeF(qf.pointSizeF() * 1.2)
+        qf.setWeight(QFont.Weight.DemiBold)
+        self.question_label.setFont(qf)
+        head.addWidget(self.question_label, 1)
+        self.copy_button = self._tool_button("copy", "Copy this answer as Markdown")
+        self.copy_button.clicked.connect(lambda: self.copyRequested.emit(self))
+        self.heat_button = self._tool_button("heatmap", "Show the posterior heat map")
+        self.heat_button.clicked.connect(lambda: self.heatmapRequested.emit(self))
+        head.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
+        head.addWidget(self.heat_button, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(head)
+
+        self.status_label = QLabel()
+        self.status_label.setObjectName("CardStatus")
+        self.status_label.setWordWrap(True)
+        lay.addWidget(self.status_label)
+
+        self.text = TokenText(params.mode)
+        self.text.tokenClicked.connect(lambda i: self.tokenClicked.emit(self, i))
+        lay.addWidget(self.text)
+
+        self.legend = Legend()
+        self.legend.passageClicked.connect(lambda k: self.passageClicked.emit(self, k))
+        self.legend.setVisible(False)
+        lay.addWidget(self.legend)
+
+        self.chips_box = QWidget()
+        self.chips = FlowLayout(self.chips_box, spacing=6)
+        self.chips_box.setVisible(False)
+        lay.addWidget(self.chips_box)
+
+        self.meta_label = QLabel()
+        self.meta_label.setObjectName("CardMeta")
+        self.meta_label.setWordWrap(True)
+        lay.addWidget(self.meta_label)
+        self._set_status("Waiting for the engine…")
+        self._update_meta()
+
+    def _tool_button(self, icon_name: str, tip: str) -> QToolButton:
+        b = QToolButton()
+        b.setObjectName("CardButton")
+        b.setIcon(icon(icon_name))
+        b.setToolTip(tip)
+        b.setAutoRaise(True)
+        b.setEnabled(False)
+        return b
+
+    def refresh_icons(self) -> None:
+        self.copy_button.setIcon(icon("copy"))
+        self.heat_button.setIcon(icon("heatmap"))
+
+    # ---- streaming ------------------------------------------------------------------------
+
+    def set_running(self) -> None:
+        self.state = "running"
+        self._set_status("Retrieving passages and generating…")
+
+    def append_token(self, tok: AnswerToken) -> None:
+        if self.state != "running":
+            self.set_running()
+        if not self.text.tokens:
+            self.status_label.setVisible(False)
+            self.heat_button.setEnabled(True)
+        self.text.append_token(tok)
+        self._update_legend()
+
+    @property
+    def tokens(self) -> list[AnswerToken]:
+        return self.text.tokens
+
+    def finish(self, answer: Answer) -> None:
+        self.answer = answer
+        self.state = "cancelled" if answer.cancelled else "done"
+        self.text.mode = answer.mode
+        # The final answer is authoritative: RAG-Sequence's thorough decoding re-scores
+        # hypotheses at the end, so streamed tokens may differ from the chosen ones.
+        if [t.id for t in self.text.tokens] != [t.id for t in answer.tokens] or any(
+                a.posterior != b.posterior for a, b in zip(self.text.tokens, answer.tokens,
+                                                           strict=False)):
+            self.text.set_tokens(answer.tokens)
+        self.text.set_docs(answer.docs)
+        self._update_legend()
+        self._build_chips(answer.docs)
+        if not answer.tokens:
+            self._set_status("The model produced an empty answer.")
+        elif answer.cancelled:
+            self._set_status("Stopped.")
+        else:
+            self.status_label.setVisible(False)
+        self.copy_button.setEnabled(True)
+        self.heat_button.setEnabled(bool(answer.tokens))
+        self._update_meta()
+
+    def fail(self, message: str, cancelled: bool = False) -> None:
+        self.state = "cancelled" if cancelled else "failed"
+        text = "Stopped before the answer was finished." if cancelled else message
+        self._set_status(text, error=not cancelled)
+        self.copy_button.setEnabled(False)
+        self._update_meta()
+
+    def _set_status(self, text: str, error: bool = False) -> None:
+        self.status_label.setText(text)
+        self.status_label.setProperty("error", error)
+        self.status_label.style().unpolish(self.status_label)
+        self.status_label.style().polish(self.status_label)
+        self.status_label.setVisible(True)
+
+    def _update_legend(self) -> None:
+        toks = self.text.tokens
+        if not toks or not toks[0].posterior:
+            return
+        k = len(toks[0].posterior)
+        counts = [0] * k
+        for t in toks:
+            counts[t.source] += 1
+        self.legend.set_counts(k, counts)
+        self.legend.setVisible(True)
+
+    def _build_chips(self, docs: Sequence[RetrievedDoc]) -> None:
+        while self.chips.count():
+            item = self.chips.takeAt(0)
+            w = item.widget() if item is not None else None
+            if w is not None:
+                w.deleteLater()
+        for k, doc in enumerate(docs):
+            chip = CitationChip(k, doc)
+            chip.clicked.connect(lambda _=False, k=k: self.passageClicked.emit(self, k))
+            self.chips.addWidget(chip)
+        self.chips_box.setVisible(bool(docs))
+
+    def chip(self, k: int) -> CitationChip:
+        item = self.chips.itemAt(k)
+        w = item.widget() if item is not None else None
+        assert isinstance(w, CitationChip)
+        return w
+
+    def chip_widgets(self) -> list[CitationChip]:
+        out = []
+        for i in range(self.chips.count()):
+            item = self.chips.itemAt(i)
+            w = item.widget() if item is not None else None
+            if isinstance(w, CitationChip):
+                out.append(w)
+        return out
+
+    def _update_meta(self) -> None:
+        p = self.params
+        parts = [MODE_NAMES.get(p.mode, p.mode)]
+        if p.mode == "sequence":
+            parts.append(f"{p.decoding} decoding")
+        parts.append(f"K = {p.n_docs}")
+        if p.num_beams > 1:
+            parts.append(f"{p.num_beams} beams")
+        a = self.answer
+        snap = (a.snapshot if a is not None and a.snapshot else self.snapshot)
+        if snap:
+            parts.append(f"snapshot {snap}")
+        if a is not None:
+            parts.append(f"{len(a.tokens)} tokens")
+            total = a.timings.get("total_s")
+            if total:
+                parts.append(f"{total:.2f} s")
+            parts.append(f"log p(y|x) = {a.logprob:.2f}")
+        self.meta_label.setText("  ·  ".join(parts))
+
+    # ---- selection ------------------------------------------------------------------------
+
+    def set_selected(self, selected: bool) -> None:
+        self.selected = selected
+        self.setProperty("selected", selected)
+        self.style().unpolish(self)
+        self.style().polish(self)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        self.activated.emit(self)
+        super().mousePressEvent(event)
+
+
+class EmptyState(QWidget):
+    """What an empty conversation shows: what to do, and a few questions to try."""
+
+    exampleChosen = Signal(str)
+
+    EXAMPLES = (
+        "Who painted the Mona Lisa?",
+        "What causes the seasons on Earth?",
+        "When did the Roman Empire fall?",
+    )
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(24, 48, 24, 24)
+        lay.setSpacing(10)
+        lay.addStretch(1)
+        title = QLabel("Ask a question")
+        title.setObjectName("EmptyTitle")
+        tf = QFont(title.font())
+        tf.setPointSizeF(tf.pointSizeF() * 1.6)
+        tf.setWeight(QFont.Weight.DemiBold)
+        title.setFont(tf)
+        title.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        lay.addWidget(title)
+        self.hint = QLabel(
+            "ragdesk finds passages in the active Wikipedia snapshot and writes an answer from "
+            "them.<br/>Every word is coloured by the passage it came from; hover it for the "
+            "full distribution.")
+        self.hint.setObjectName("EmptyHint")
+        self.hint.setWordWrap(True)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        lay.addWidget(self.hint)
+        row = QHBoxLayout()
+        row.addStretch(1)
+        self.buttons: list[QPushButton] = []
+        for q in self.EXAMPLES:
+            b = QPushButton(q)
+            b.setObjectName("ExampleButton")
+            b.setCursor(Qt.CursorShape.PointingHandCursor)
+            b.clicked.connect(lambda _=False, q=q: self.exampleChosen.emit(q))
+            row.addWidget(b)
+            self.buttons.append(b)
+        row.addStretch(1)
+        lay.addLayout(row)
+        lay.addStretch(2)
+
+
+class ChatView(QScrollArea):
+    """A scrolling column of AnswerCards that follows the newest text while it streams."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ChatView")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.container = QWidget()
+        self.container.setObjectName("ChatContainer")
+        self.column = QVBoxLayout(self.container)
+        self.column.setContentsMargins(20, 16, 20, 16)
+        self.column.setSpacing(14)
+        self.empty = EmptyState()
+        self.column.addWidget(self.empty)
+        self.column.addStretch(1)
+        self.setWidget(self.container)
+        self.cards: list[AnswerCard] = []
+        self._stick = True
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range)
+
+    def add_card(self, card: AnswerCard) -> AnswerCard:
+        self.empty.setVisible(False)
+        self.column.insertWidget(self.column.count() - 1, card)
+        self.cards.append(card)
+        self._stick = True
+        QTimer.singleShot(0, self.scroll_to_bottom)
+        return card
+
+    def card(self, request_id: int) -> AnswerCard | None:
+        for c in self.cards:
+            if c.request_id == request_id:
+                return c
+        return None
+
+    def clear(self) -> None:
+        for c in self.cards:
+            self.column.removeWidget(c)
+            c.deleteLater()
+        self.cards = []
+        self.empty.setVisible(True)
+
+    def scroll_to_bottom(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _on_scrolled(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._stick = value >= bar.maximum() - 8
+
+    def _on_range(self, _lo: int, hi: int) -> None:
+        if self._stick:
+            self.verticalScrollBar().setValue(hi)

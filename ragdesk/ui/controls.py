@@ -1,0 +1,158 @@
+"""The controls panel: model pack, RAG mode, decoding, K, beams and answer length."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QLabel,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.ui.backend import AskParams, PackInfo
+
+MODES = (("token", "RAG-Token"), ("sequence", "RAG-Sequence"))
+DECODINGS = (("thorough", "Thorough"), ("fast", "Fast"))
+
+
+class ControlsPanel(QWidget):
+    paramsChanged = Signal(object)  # AskParams
+    packChanged = Signal(str)
+
+    def __init__(self, params: AskParams, pack: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ControlsPanel")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 10, 12, 10)
+        lay.setSpacing(10)
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setVerticalSpacing(8)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+
+        self.pack = QComboBox()
+        self.pack.setToolTip("The question encoder and generator that answer")
+        self._pack_names: list[str] = [pack]
+        self.pack.addItem(pack, pack)
+        self.pack.currentIndexChanged.connect(self._on_pack)
+        form.addRow(self._label("Model &pack", self.pack), self.pack)
+
+        self.mode = QComboBox()
+        for key, name in MODES:
+            self.mode.addItem(name, key)
+        self.mode.setToolTip(
+            "<b>RAG-Token</b> may draw each token from a different passage.<br/>"
+            "<b>RAG-Sequence</b> writes the whole answer from one passage at a time and "
+            "mixes the complete answers.")
+        form.addRow(self._label("&Mode", self.mode), self.mode)
+
+        self.decoding = QComboBox()
+        for key, name in DECODINGS:
+            self.decoding.addItem(name, key)
+        self.decoding.setToolTip(
+            "RAG-Sequence only. <b>Thorough</b> scores every candidate answer under every "
+            "passage; <b>Fast</b> skips those extra passes and streams as it goes.")
+        form.addRow(self._label("&Decoding", self.decoding), self.decoding)
+
+        self.n_docs = QSpinBox()
+        self.n_docs.setRange(1, 50)
+        self.n_docs.setToolTip("How many passages to retrieve and marginalize over (K)")
+        form.addRow(self._label("Passages &K", self.n_docs), self.n_docs)
+
+        self.beams = QSpinBox()
+        self.beams.setRange(1, 16)
+        self.beams.setToolTip("Beam width; 1 is greedy decoding")
+        form.addRow(self._label("&Beams", self.beams), self.beams)
+
+        self.max_len = QSpinBox()
+        self.max_len.setRange(1, 512)
+        self.max_len.setSuffix(" tokens")
+        self.max_len.setToolTip("The longest answer to generate")
+        form.addRow(self._label("Max &length", self.max_len), self.max_len)
+        lay.addLayout(form)
+
+        self.note = QLabel()
+        self.note.setObjectName("ControlsNote")
+        self.note.setWordWrap(True)
+        lay.addWidget(self.note)
+        lay.addStretch(1)
+
+        self._min_new_tokens = params.min_new_tokens
+        self.set_params(params)
+        for w in (self.mode, self.decoding):
+            w.currentIndexChanged.connect(self._changed)
+        for s in (self.n_docs, self.beams, self.max_len):
+            s.valueChanged.connect(self._changed)
+        self._select_pack(pack)
+
+    @staticmethod
+    def _label(text: str, buddy: QWidget) -> QLabel:
+        lab = QLabel(text)
+        lab.setBuddy(buddy)
+        return lab
+
+    def set_params(self, params: AskParams) -> None:
+        for w in (self.mode, self.decoding, self.n_docs, self.beams, self.max_len):
+            w.blockSignals(True)
+        self.mode.setCurrentIndex(max(0, self.mode.findData(params.mode)))
+        self.decoding.setCurrentIndex(max(0, self.decoding.findData(params.decoding)))
+        self.n_docs.setValue(params.n_docs)
+        self.beams.setValue(params.num_beams)
+        self.max_len.setValue(params.max_new_tokens)
+        for w in (self.mode, self.decoding, self.n_docs, self.beams, self.max_len):
+            w.blockSignals(False)
+        self._update_enabled()
+
+    def params(self) -> AskParams:
+        return AskParams(mode=str(self.mode.currentData()),
+                         decoding=str(self.decoding.currentData()),
+                         n_docs=self.n_docs.value(), num_beams=self.beams.value(),
+                         max_new_tokens=self.max_len.value(),
+                         min_new_tokens=self._min_new_tokens)
+
+    def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
+        names = [p.name for p in packs if p.installed]
+        if current not in names:
+            names.insert(0, current)
+        self.pack.blockSignals(True)
+        self.pack.clear()
+        for name in names:
+            info = next((p for p in packs if p.name == name), None)
+            self.pack.addItem(name, name)
+            if info is not None and info.description:
+                self.pack.setItemData(self.pack.count() - 1, info.description,
+                                      Qt.ItemDataRole.ToolTipRole)
+        self._pack_names = names
+        self.pack.blockSignals(False)
+        self._select_pack(current)
+
+    def _select_pack(self, name: str) -> None:
+        self.pack.blockSignals(True)
+        self.pack.setCurrentIndex(max(0, self.pack.findData(name)))
+        self.pack.blockSignals(False)
+
+    def _on_pack(self, index: int) -> None:
+        name = self.pack.itemData(index)
+        if name:
+            self.packChanged.emit(str(name))
+
+    def _update_enabled(self) -> None:
+        seq = self.mode.currentData() == "sequence"
+        self.decoding.setEnabled(seq)
+        if seq and self.decoding.currentData() == "thorough":
+            self.note.setText("Thorough RAG-Sequence re-scores the candidates after decoding, "
+                              "so the answer appears when it is complete.")
+        elif seq:
+            self.note.setText("Fast RAG-Sequence streams each token as it is decided.")
+        else:
+            self.note.setText("RAG-Token marginalizes over the passages at every token and "
+                              "streams as it goes.")
+
+    def _changed(self, *_: object) -> None:
+        self._update_enabled()
+        self.paramsChanged.emit(self.params())

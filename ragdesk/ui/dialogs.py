@@ -1,0 +1,171 @@
+"""Small shared dialogs: error reports, confirmations, and the job progress panel.
+
+Dialogs open window-modal with ``open()`` rather than ``exec()``, so the event loop (and the
+tokens streaming into the chat) keeps running while one is up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.progress import ProgressUpdate
+from ragdesk.ui.backend import ErrorReport
+from ragdesk.ui.resources import icon
+from ragdesk.ui.workers import Job
+
+log = logging.getLogger(__name__)
+
+
+def show_error(parent: QWidget | None, report: ErrorReport,
+               title: str = "ragdesk") -> QMessageBox:
+    """A readable dialog: what went wrong (message) and what to do (hint); never a traceback
+    unless the error is a bug, and then only under "Show Details"."""
+    box = QMessageBox(parent)
+    box.setObjectName("ErrorDialog")
+    box.setWindowTitle(title)
+    box.setIcon(QMessageBox.Icon.Critical if report.is_bug else QMessageBox.Icon.Warning)
+    box.setText(report.message)
+    if report.hint:
+        box.setInformativeText(report.hint)
+    if report.details:
+        box.setDetailedText(report.details)
+    box.setStandardButtons(QMessageBox.StandardButton.Ok)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    box.open()
+    return box
+
+
+def confirm(parent: QWidget, title: str, text: str, informative: str,
+            on_yes: Callable[[], None], yes_text: str = "Remove") -> QMessageBox:
+    box = QMessageBox(parent)
+    box.setObjectName("ConfirmDialog")
+    box.setWindowTitle(title)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setText(text)
+    box.setInformativeText(informative)
+    yes = box.addButton(yes_text, QMessageBox.ButtonRole.DestructiveRole)
+    cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setDefaultButton(cancel)
+    box.setEscapeButton(cancel)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+
+    def done(_result: int) -> None:
+        if box.clickedButton() is yes:
+            on_yes()
+
+    box.finished.connect(done)
+    box.open()
+    return box
+
+
+def fmt_seconds(s: float) -> str:
+    s = round(s)
+    if s >= 3600:
+        return f"{s // 3600} h {(s % 3600) // 60:02d} min"
+    if s >= 60:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s} s"
+
+
+def describe_progress(u: ProgressUpdate) -> str:
+    parts = []
+    if u.total:
+        parts.append(f"{u.done:,} of {u.total:,}")
+    elif u.done:
+        parts.append(f"{u.done:,}")
+    if u.rate:
+        parts.append(f"{u.rate:,.1f}/s")
+    if u.eta_s is not None and u.total:
+        parts.append(f"about {fmt_seconds(u.eta_s)} left")
+    return "  ·  ".join(parts)
+
+
+class JobPanel(QWidget):
+    """Title, progress bar with rate and ETA, and a Cancel button for the running job."""
+
+    cancelRequested = Signal(int)  # job id
+
+    def __init__(self, parent: QWidget | None = None, compact: bool = False) -> None:
+        super().__init__(parent)
+        self.setObjectName("JobPanel")
+        self.job: Job | None = None
+        self.last_update: ProgressUpdate | None = None
+        lay = QVBoxLayout(self) if not compact else QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(4 if not compact else 8)
+        self.title = QLabel()
+        self.title.setObjectName("JobTitle")
+        row = QHBoxLayout()
+        row.setSpacing(8)
+        self.bar = QProgressBar()
+        self.bar.setTextVisible(not compact)
+        self.bar.setMinimumWidth(120)
+        if compact:
+            self.bar.setMaximumWidth(160)
+            self.bar.setMaximumHeight(14)
+        self.cancel_button = QPushButton(icon("cancel"), "Cancel" if not compact else "")
+        self.cancel_button.setToolTip("Cancel this job (it stops after the current batch)")
+        self.cancel_button.clicked.connect(self._cancel)
+        self.detail = QLabel()
+        self.detail.setObjectName("JobDetail")
+        if compact:
+            lay.addWidget(self.title)
+            lay.addWidget(self.bar)
+            lay.addWidget(self.detail)
+            lay.addWidget(self.cancel_button)
+            self.cancel_button.setFlat(True)
+        else:
+            lay.addWidget(self.title)
+            row.addWidget(self.bar, 1)
+            row.addWidget(self.cancel_button)
+            lay.addLayout(row)  # type: ignore[attr-defined]
+            lay.addWidget(self.detail)
+        self.setVisible(False)
+
+    def start(self, job: Job) -> None:
+        self.job = job
+        self.last_update = None
+        self.title.setText(job.title)
+        self.bar.setRange(0, 0)  # busy until the first update says how much there is
+        self.detail.setText("Starting…")
+        self.cancel_button.setEnabled(job.cancellable)
+        self.setVisible(True)
+
+    def update_progress(self, job: Job, u: ProgressUpdate) -> None:
+        if self.job is None or job.id != self.job.id:
+            self.start(job)
+        self.last_update = u
+        if u.total:
+            self.bar.setRange(0, 1000)
+            self.bar.setValue(round(1000 * (u.fraction or 0.0)))
+        else:
+            self.bar.setRange(0, 0)
+        if u.message:
+            self.title.setText(f"{job.title} — {u.message}")
+        self.detail.setText(describe_progress(u))
+
+    def finish(self, job: Job, text: str = "") -> None:
+        if self.job is not None and job.id == self.job.id:
+            self.job = None
+            self.setVisible(False)
+            if text:
+                self.detail.setText(text)
+
+    def _cancel(self) -> None:
+        if self.job is not None:
+            self.cancel_button.setEnabled(False)
+            self.detail.setText("Cancelling after the current batch…")
+            self.cancelRequested.emit(self.job.id)

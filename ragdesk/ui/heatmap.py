@@ -1,0 +1,381 @@
+"""The posterior heat map (the paper's Figure 2): passages down, answer tokens across, each
+cell the probability that the token came from that passage. Painted with QPainter."""
+
+from __future__ import annotations
+
+import bisect
+import html
+from collections.abc import Sequence
+
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QFontMetricsF,
+    QKeyEvent,
+    QLinearGradient,
+    QMouseEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QPen,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QScrollArea,
+    QSizePolicy,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.types import AnswerToken, RetrievedDoc
+from ragdesk.ui.chat import elide
+from ragdesk.ui.theme import (
+    heat_color,
+    heat_ramp,
+    passage_color,
+    passage_tint,
+    readable_text_on,
+)
+
+CELL_W = 34
+CELL_H = 26
+PAD = 12
+LABEL_MAX_PX = 230
+SOURCE_STRIP = 4
+COLORBAR_W = 12
+
+
+class PosteriorHeatMap(QWidget):
+    """Tokens × passages. Click (or arrows + Enter) selects a cell's passage."""
+
+    cellClicked = Signal(int, int)  # token index, passage rank (0-based)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("PosteriorHeatMap")
+        self.tokens: list[AnswerToken] = []
+        self.docs: list[RetrievedDoc] = []
+        self.k = 0
+        self.selected_passage: int | None = None
+        self.hover: tuple[int, int] | None = None
+        self.cursor_cell: tuple[int, int] | None = None
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setSizePolicy(QSizePolicy.Policy.Minimum, QSizePolicy.Policy.Minimum)
+        self.setAccessibleName("Posterior heat map")
+        self._relayout_timer = QTimer(self)
+        self._relayout_timer.setSingleShot(True)
+        self._relayout_timer.setInterval(80)
+        self._relayout_timer.timeout.connect(lambda: self._relayout(measure=False))
+        self._xs: list[float] = [PAD + 56.0]
+        self._band = 24.0
+        self._measure()
+
+    # ---- data ------------------------------------------------------------------------------
+
+    def set_data(self, tokens: Sequence[AnswerToken], docs: Sequence[RetrievedDoc] | None,
+                 k: int | None = None) -> None:
+        self.tokens = list(tokens)
+        self.docs = list(docs or [])
+        self.k = k if k is not None else (len(self.tokens[0].posterior) if self.tokens
+                                          else len(self.docs))
+        self.hover = None
+        if self.cursor_cell is not None and (self.cursor_cell[0] >= len(self.tokens)
+                                             or self.cursor_cell[1] >= self.k):
+            self.cursor_cell = None
+        self._relayout()
+
+    def append_token(self, tok: AnswerToken) -> None:
+        self.tokens.append(tok)
+        if not self.k:
+            self.k = len(tok.posterior)
+            self._relayout()
+        else:
+            self._grow(tok)
+            # Tokens can stream faster than it is worth repainting: coalesce to ~12 per s.
+            if not self._relayout_timer.isActive():
+                self._relayout_timer.start()
+
+    def set_selected_passage(self, k: int | None) -> None:
+        self.selected_passage = k
+        self.update()
+
+    def value(self, i: int, k: int) -> float:
+        post = self.tokens[i].posterior
+        return post[k] if k < len(post) else 0.0
+
+    # ---- geometry --------------------------------------------------------------------------
+
+    def _small_font(self) -> QFont:
+        f = QFont(self.font())
+        f.setPointSizeF(max(6.5, f.pointSizeF() * 0.8))
+        return f
+
+    def _row_label(self, k: int) -> str:
+        if k < len(self.docs):
+            return f"[{k + 1}] {elide(self.docs[k].title, 40)}"
+        return f"[{k + 1}]"
+
+    def _token_label(self, i: int) -> str:
+        raw = self.tokens[i].text
+        t = raw.strip()
+        if t:
+            return elide(t, 18)
+        return "↵" if "\n" in raw else "␣"  # make whitespace-only tokens visible
+
+    def _measure(self) -> None:
+        """Column edges and label sizes, computed once per change of data or font (painting
+        and hit-testing only read them)."""
+        fm = QFontMetricsF(self.font())
+        widest = max((fm.horizontalAdvance(self._row_label(k)) for k in range(self.k)),
+                     default=40.0)
+        xs = [PAD + min(LABEL_MAX_PX, widest) + 16]
+        for i in range(len(self.tokens)):
+            xs.append(xs[-1] + max(CELL_W, fm.horizontalAdvance(self._token_label(i)) + 12))
+        self._xs = xs
+        self._band = fm.height() + 8
+
+    def _grow(self, tok: AnswerToken) -> None:
+        fm = QFontMetricsF(self.font())
+        self._xs.append(self._xs[-1] + max(CELL_W, fm.horizontalAdvance(
+            self._token_label(len(self.tokens) - 1)) + 12))
+
+    def _label_band(self) -> float:
+        return self._band
+
+    def grid_rect(self) -> QRectF:
+        xs = self._xs
+        y = PAD + self._band + SOURCE_STRIP + 3
+        return QRectF(xs[0], y, xs[-1] - xs[0], CELL_H * self.k)
+
+    def cell_rect(self, i: int, k: int) -> QRectF:
+        xs = self._xs
+        y = PAD + self._band + SOURCE_STRIP + 3
+        return QRectF(xs[i], y + k * CELL_H, xs[i + 1] - xs[i], CELL_H)
+
+    def cell_at(self, pos: QPointF) -> tuple[int, int] | None:
+        g = self.grid_rect()
+        if not g.contains(pos) or not self.tokens:
+            return None
+        i = bisect.bisect_right(self._xs, pos.x()) - 1
+        k = int((pos.y() - g.y()) // CELL_H)
+        if 0 <= i < len(self.tokens) and 0 <= k < self.k:
+            return i, k
+        return None
+
+    def sizeHint(self) -> QSize:
+        g = self.grid_rect()
+        w = g.right() + 24 + COLORBAR_W + 40 + PAD
+        h = g.bottom() + PAD
+        return QSize(int(w), int(max(h, g.y() + 90)))
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def _relayout(self, measure: bool = True) -> None:
+        if measure:
+            self._measure()
+        self.setMinimumSize(self.sizeHint())
+        self.updateGeometry()
+        self.update()
+
+    # ---- painting --------------------------------------------------------------------------
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        text = pal.color(QPalette.ColorRole.Text)
+        muted = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+        if not self.tokens:
+            p.setPen(muted)
+            p.drawText(QRectF(self.rect()), Qt.AlignmentFlag.AlignCenter,
+                       "The heat map appears when an answer is selected.")
+            p.end()
+            return
+        g = self.grid_rect()
+        fm = QFontMetricsF(self.font())
+        small = self._small_font()
+        small_fm = QFontMetricsF(small)
+
+        # Row labels with the passage's colour.
+        for k in range(self.k):
+            r = self.cell_rect(0, k)
+            lab = QRectF(PAD, r.y(), g.x() - PAD - 8, CELL_H)
+            p.setPen(Qt.PenStyle.NoPen)
+            p.setBrush(passage_color(k))
+            p.drawRoundedRect(QRectF(lab.x(), lab.y() + 6, 4, CELL_H - 12), 2, 2)
+            bold = QFont(self.font())
+            bold.setWeight(QFont.Weight.DemiBold if k == self.selected_passage
+                           else QFont.Weight.Normal)
+            p.setFont(bold)
+            p.setPen(text)
+            p.drawText(lab.adjusted(10, 0, 0, 0),
+                       Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
+                       fm.elidedText(self._row_label(k), Qt.TextElideMode.ElideRight,
+                                     lab.width() - 10))
+
+        # Cells.
+        stops = heat_ramp(pal)
+        p.setFont(small)
+        for i, tok in enumerate(self.tokens):
+            for k in range(self.k):
+                v = self.value(i, k)
+                r = self.cell_rect(i, k)
+                bg = heat_color(v, stops=stops)
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(bg)
+                p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5))
+                if v >= 0.05:
+                    p.setPen(readable_text_on(bg))
+                    p.drawText(r, Qt.AlignmentFlag.AlignCenter, f"{round(v * 100)}")
+            # Above each column: the token as the chat shows it, on its source's tint.
+            col = self.cell_rect(i, 0)
+            if tok.posterior:
+                strip = QRectF(col.x() + 1, g.y() - SOURCE_STRIP - 3, col.width() - 2,
+                               SOURCE_STRIP)
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(passage_color(tok.source))
+                p.drawRoundedRect(strip, 1.5, 1.5)
+                label = QRectF(col.x() + 1, PAD, col.width() - 2, self._label_band() - 2)
+                p.setBrush(passage_tint(tok.source, pal))
+                p.drawRoundedRect(label, 3, 3)
+            p.setFont(self.font())
+            p.setPen(text)
+            p.drawText(QRectF(col.x(), PAD, col.width(), self._label_band() - 2),
+                       Qt.AlignmentFlag.AlignCenter, self._token_label(i))
+            p.setFont(small)
+
+        # Selected passage row, hovered and keyboard cells.
+        if self.selected_passage is not None and self.selected_passage < self.k:
+            row = QRectF(g.x(), g.y() + self.selected_passage * CELL_H, g.width(), CELL_H)
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2))
+            p.drawRect(row.adjusted(-1, -1, 1, 1))
+        for cell, color in ((self.hover, text), (self.cursor_cell if self.hasFocus() else None,
+                                                 pal.color(QPalette.ColorRole.Highlight))):
+            if cell is not None:
+                p.setBrush(Qt.BrushStyle.NoBrush)
+                p.setPen(QPen(color, 1.5))
+                p.drawRect(self.cell_rect(*cell).adjusted(1, 1, -1, -1))
+
+        # Colour bar.
+        bar = QRectF(g.right() + 24, g.y(), COLORBAR_W, max(CELL_H * self.k, 60))
+        grad = QLinearGradient(bar.bottomLeft(), bar.topLeft())
+        for s in range(11):
+            grad.setColorAt(s / 10, heat_color(s / 10, stops=stops))
+        p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
+        p.setBrush(grad)
+        p.drawRect(bar)
+        p.setFont(small)
+        p.setPen(muted)
+        for v, y in ((1.0, bar.top()), (0.5, bar.center().y()), (0.0, bar.bottom())):
+            p.drawText(QPointF(bar.right() + 4, y + small_fm.ascent() / 2 - 1), f"{v:g}")
+        p.end()
+
+    # ---- interaction -----------------------------------------------------------------------
+
+    def tooltip_text(self, i: int, k: int) -> str:
+        title = self.docs[k].title if k < len(self.docs) else f"passage {k + 1}"
+        tok = self.tokens[i].text.strip() or repr(self.tokens[i].text)
+        return (f"token {i + 1} “{tok}”\n[{k + 1}] {elide(title, 50)}\n"
+                f"posterior {self.value(i, k):.3f}")
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        cell = self.cell_at(event.position())
+        if cell != self.hover:
+            self.hover = cell
+            self.update()
+        if cell is not None:
+            QToolTip.showText(event.globalPosition().toPoint(), self.tooltip_text(*cell), self)
+        else:
+            QToolTip.hideText()
+
+    def leaveEvent(self, event: object) -> None:
+        self.hover = None
+        self.update()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        cell = self.cell_at(event.position())
+        if cell is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.cursor_cell = cell
+            self.selected_passage = cell[1]
+            self.update()
+            self.cellClicked.emit(*cell)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if not self.tokens:
+            super().keyPressEvent(event)
+            return
+        i, k = self.cursor_cell or (0, self.selected_passage or 0)
+        key = event.key()
+        moves = {Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0),
+                 Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1)}
+        if key in moves:
+            di, dk = moves[Qt.Key(key)]
+            self.cursor_cell = (min(max(i + di, 0), len(self.tokens) - 1),
+                                min(max(k + dk, 0), self.k - 1))
+            self.update()
+            r = self.cell_rect(*self.cursor_cell)
+            QToolTip.showText(self.mapToGlobal(r.bottomRight().toPoint()),
+                              self.tooltip_text(*self.cursor_cell), self)
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
+            self.cursor_cell = (i, k)
+            self.selected_passage = k
+            self.update()
+            self.cellClicked.emit(i, k)
+        else:
+            super().keyPressEvent(event)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.FontChange:
+            self._relayout()
+
+    def focusInEvent(self, event: object) -> None:
+        super().focusInEvent(event)  # type: ignore[arg-type]
+        self.update()
+
+    def focusOutEvent(self, event: object) -> None:
+        super().focusOutEvent(event)  # type: ignore[arg-type]
+        self.update()
+
+
+class HeatMapPanel(QWidget):
+    """The heat map with a caption saying which posterior it shows."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 10, 12, 10)
+        lay.setSpacing(6)
+        self.caption = QLabel()
+        self.caption.setObjectName("HeatCaption")
+        self.caption.setWordWrap(True)
+        lay.addWidget(self.caption)
+        self.map = PosteriorHeatMap()
+        self.scroller = QScrollArea()
+        self.scroller.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroller.setWidget(self.map)
+        self.scroller.setWidgetResizable(True)
+        self.scroller.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        lay.addWidget(self.scroller, 1)
+        self.set_mode(None)
+
+    def set_mode(self, mode: str | None, question: str | None = None) -> None:
+        if mode is None:
+            self.caption.setText("Select an answer to see where each of its tokens came from.")
+            return
+        formula = ("p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>): which passage generated "
+                   "each token" if mode == "token" else
+                   "p(z | x, y<sub>≤i</sub>): the running posterior after each token")
+        q = f"<b>{html.escape(elide(question, 80))}</b> &nbsp;—&nbsp; " if question else ""
+        self.caption.setText(f"{q}{formula} (%)")
+        self.caption.setToolTip("Rows: retrieved passages. Columns: answer tokens. The strip "
+                                "above each column is the colour the chat gives that token.")
+
+    def heat_colour_of(self, v: float) -> QColor:
+        return heat_color(v, self.map.palette())

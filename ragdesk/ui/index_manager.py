@@ -1,0 +1,497 @@
+"""The index manager: every snapshot in a table, and the jobs that change them.
+
+Long jobs (import, quantize, verify) go to the window's serialized job queue and keep running
+when this dialog is closed; the short removal goes to the serialized writer. The table is
+reloaded from the catalog on the thread pool after every change.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, SnapshotInfo
+from ragdesk.ui.dialogs import JobPanel, confirm
+from ragdesk.ui.resources import icon
+
+if TYPE_CHECKING:
+    from ragdesk.ui.main_window import MainWindow
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "–"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def short_model(ref: str | None) -> str:
+    """A model reference as people say it: the hub id, or a folder's last part."""
+    if not ref:
+        return "–"
+    p = Path(ref)
+    if not (p.is_absolute() or ref.startswith(".")):
+        return ref
+    # A packaged model often sits in a folder called "model": name its package too.
+    return f"{p.parent.name}/{p.name}" if p.name.lower() in ("model", "models") else p.name
+
+
+def detect_format(path: str) -> str | None:
+    low = path.lower()
+    if low.endswith((".jsonl", ".json", ".jsonl.gz")):
+        return "jsonl"
+    if low.endswith((".tsv", ".tsv.gz")):
+        return "dpr-tsv"
+    if low.endswith((".xml", ".xml.bz2")):
+        return "wiki-xml"
+    return None
+
+
+def suggest_name(path: str, taken: Sequence[str]) -> str:
+    stem = Path(path).name
+    for ext in (".bz2", ".gz", ".jsonl", ".json", ".tsv", ".xml"):
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "snapshot"
+    name, n = base, 2
+    while name in taken:
+        name, n = f"{base}-{n}", n + 1
+    return name
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    source: str | None
+    name: str
+    encoder: str
+    fmt: str
+    limit: int | None
+
+
+class ImportDialog(QDialog):
+    """Source file and format, snapshot name, and the passage encoder to build it with."""
+
+    def __init__(self, parent: QWidget | None, *, taken: Sequence[str],
+                 encoders: Sequence[str], default_encoder: str | None) -> None:
+        super().__init__(parent)
+        self.setObjectName("ImportDialog")
+        self.setWindowTitle("Import a snapshot")
+        self.taken = list(taken)
+        self._name_edited = False
+        lay = QVBoxLayout(self)
+        intro = QLabel("Passages are split into 100-word chunks, encoded in batches and "
+                       "indexed. You can keep chatting while this runs.")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
+        form = QFormLayout()
+
+        self.format = QComboBox()
+        for key, desc in IMPORT_FORMATS.items():
+            self.format.addItem(desc, key)
+        self.format.currentIndexChanged.connect(self._on_format)
+        form.addRow("&Format", self.format)
+
+        row = QHBoxLayout()
+        self.source = QLineEdit()
+        self.source.setPlaceholderText("A .jsonl, .tsv, .xml or .xml.bz2 file")
+        self.source.textChanged.connect(self._on_source)
+        self.browse = QPushButton(icon("folder"), "&Browse…")
+        self.browse.clicked.connect(self._browse)
+        row.addWidget(self.source, 1)
+        row.addWidget(self.browse)
+        self.source_label = QLabel("&Source")
+        self.source_label.setBuddy(self.source)
+        form.addRow(self.source_label, row)
+
+        self.name = QLineEdit()
+        self.name.setPlaceholderText("e.g. wiki-2018")
+        self.name.textEdited.connect(lambda _t: setattr(self, "_name_edited", True))
+        form.addRow("&Name", self.name)
+
+        erow = QHBoxLayout()
+        self.encoder = QComboBox()
+        self.encoder.setEditable(True)
+        self.encoder.setMinimumContentsLength(28)
+        for e in encoders:
+            self.encoder.addItem(short_model(e), e)
+            self.encoder.setItemData(self.encoder.count() - 1, e, Qt.ItemDataRole.ToolTipRole)
+        if default_encoder:
+            i = self.encoder.findData(default_encoder)
+            if i < 0:
+                self.encoder.insertItem(0, short_model(default_encoder), default_encoder)
+                i = 0
+            self.encoder.setCurrentIndex(i)
+        self.encoder_browse = QPushButton(icon("folder"), "Fol&der…")
+        self.encoder_browse.clicked.connect(self._browse_encoder)
+        erow.addWidget(self.encoder, 1)
+        erow.addWidget(self.encoder_browse)
+        enc_label = QLabel("Passage &encoder")
+        enc_label.setBuddy(self.encoder)
+        form.addRow(enc_label, erow)
+
+        self.limit = QSpinBox()
+        self.limit.setRange(0, 100_000_000)
+        self.limit.setSpecialValueText("all")
+        self.limit.setToolTip("Import only the first N articles (0: all)")
+        form.addRow("&Limit", self.limit)
+        lay.addLayout(form)
+
+        self.error = QLabel()
+        self.error.setObjectName("FormError")
+        self.error.setWordWrap(True)
+        lay.addWidget(self.error)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                        | QDialogButtonBox.StandardButton.Cancel)
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setText("&Import")
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        lay.addWidget(self.buttons)
+        self.resize(620, self.sizeHint().height())
+
+    def encoder_ref(self) -> str:
+        i = self.encoder.currentIndex()
+        text = self.encoder.currentText().strip()
+        if i >= 0 and self.encoder.itemText(i) == text and self.encoder.itemData(i):
+            return str(self.encoder.itemData(i))
+        return text
+
+    def spec(self) -> ImportSpec:
+        fmt = str(self.format.currentData())
+        return ImportSpec(
+            source=None if fmt == "vital-articles" else self.source.text().strip(),
+            name=self.name.text().strip(), encoder=self.encoder_ref(), fmt=fmt,
+            limit=self.limit.value() or None)
+
+    def validate(self) -> str | None:
+        s = self.spec()
+        if s.fmt != "vital-articles":
+            if not s.source:
+                return "Choose the file to import."
+            if not Path(s.source).is_file():
+                return f"{s.source} is not a file."
+        if not s.name:
+            return "Give the snapshot a name."
+        if s.name in self.taken:
+            return f"A snapshot named {s.name!r} already exists; pick another name."
+        if not s.encoder:
+            return "Choose the passage encoder (a model folder or a Hugging Face id)."
+        return None
+
+    def _accept(self) -> None:
+        problem = self.validate()
+        if problem:
+            self.error.setText(problem)
+            return
+        self.accept()
+
+    def _on_format(self, _i: int) -> None:
+        file_based = self.format.currentData() != "vital-articles"
+        for w in (self.source, self.browse, self.source_label):
+            w.setEnabled(file_based)
+        if not file_based and not self._name_edited:
+            self.name.setText(suggest_name("vital-articles", self.taken))
+
+    def _on_source(self, text: str) -> None:
+        fmt = detect_format(text)
+        if fmt is not None:
+            self.format.setCurrentIndex(self.format.findData(fmt))
+        if text and not self._name_edited:
+            self.name.setText(suggest_name(text, self.taken))
+
+    def _browse(self) -> None:
+        filters = ";;".join([
+            "Passages (*.jsonl *.json *.tsv *.xml *.bz2)",
+            "JSON lines (*.jsonl *.json)", "DPR TSV (*.tsv)",
+            "MediaWiki XML (*.xml *.xml.bz2)", "All files (*)"])
+        path, _ = QFileDialog.getOpenFileName(self, "Import passages", "", filters)
+        if path:
+            self.source.setText(path)
+
+    def _browse_encoder(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Passage encoder folder")
+        if path:
+            self.encoder.setEditText(path)
+
+
+class QuantizeDialog(QDialog):
+    def __init__(self, parent: QWidget | None, snapshot: SnapshotInfo) -> None:
+        super().__init__(parent)
+        self.setObjectName("QuantizeDialog")
+        self.setWindowTitle(f"Build an index variant of {snapshot.name}")
+        lay = QVBoxLayout(self)
+        have = ", ".join(v.variant for v in snapshot.variants) or "none"
+        intro = QLabel(f"Builds another FAISS index from the stored vectors (no re-encoding) "
+                       f"and measures its recall@20 against exact search.<br/>"
+                       f"Existing variants: <b>{have}</b>.")
+        intro.setWordWrap(True)
+        lay.addWidget(intro)
+        self.variant = QComboBox()
+        for key, desc in VARIANTS.items():
+            self.variant.addItem(f"{key} — {desc}", key)
+        if self.variant.findData("ivf-pq") >= 0:
+            self.variant.setCurrentIndex(self.variant.findData("ivf-pq"))
+        form = QFormLayout()
+        form.addRow("&Variant", self.variant)
+        lay.addLayout(form)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                   | QDialogButtonBox.StandardButton.Cancel)
+        buttons.button(QDialogButtonBox.StandardButton.Ok).setText("&Build")
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay.addWidget(buttons)
+
+    def chosen(self) -> str:
+        return str(self.variant.currentData())
+
+
+COLUMNS = ("", "Name", "Passages", "Encoder", "Variants (size, recall@20)", "Created", "State")
+
+
+class IndexManagerDialog(QDialog):
+    """Non-modal: the user can chat while a job started here runs."""
+
+    snapshotsChanged = Signal()
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window_ = window
+        self.setObjectName("IndexManager")
+        self.setWindowTitle("Manage indexes")
+        self.setModal(False)
+        self.snapshots: list[SnapshotInfo] = []
+        self.import_dialog: ImportDialog | None = None
+        self.quantize_dialog: QuantizeDialog | None = None
+        self.confirm_box: Any = None
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(14, 14, 14, 12)
+        lay.setSpacing(10)
+        top = QHBoxLayout()
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("SnapshotTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        header.setHighlightSections(False)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.table.doubleClicked.connect(lambda _i: self.switch_selected())
+        top.addWidget(self.table, 1)
+
+        side = QVBoxLayout()
+        side.setSpacing(6)
+
+        def button(icon_name: str, text: str, tip: str, slot: Callable[[], object]) -> QPushButton:
+            b = QPushButton(icon(icon_name), text)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            side.addWidget(b)
+            return b
+
+        self.import_button = button("import", "&Import…", "Import passages as a new snapshot",
+                                    self.open_import)
+        self.quantize_button = button("quantize", "&Quantize…",
+                                      "Build a smaller index variant from the stored vectors",
+                                      self.open_quantize)
+        self.switch_button = button("switch", "S&witch to", "Make this the active snapshot",
+                                    self.switch_selected)
+        self.verify_button = button("verify", "&Verify", "Check every checksum and that the "
+                                    "index answers", self.verify_selected)
+        self.remove_button = button("trash", "&Remove…", "Delete this snapshot from disk",
+                                    self.remove_selected)
+        side.addSpacing(12)
+        self.refresh_button = button("refresh", "Re&fresh", "Reload the list", self.refresh)
+        side.addStretch(1)
+        top.addLayout(side)
+        lay.addLayout(top, 1)
+
+        self.job_panel = JobPanel()
+        self.job_panel.cancelRequested.connect(window.jobs.cancel)
+        lay.addWidget(self.job_panel)
+        self.message = QLabel()
+        self.message.setObjectName("ManagerMessage")
+        self.message.setWordWrap(True)
+        lay.addWidget(self.message)
+
+        bottom = QHBoxLayout()
+        bottom.addStretch(1)
+        close = QPushButton("Close")
+        close.clicked.connect(self.close)
+        bottom.addWidget(close)
+        lay.addLayout(bottom)
+
+        jobs = window.jobs
+        jobs.jobStarted.connect(self.job_panel.start)
+        jobs.jobProgress.connect(self.job_panel.update_progress)
+        jobs.jobFinished.connect(self._job_done)
+        jobs.jobFailed.connect(self._job_failed)
+        window.snapshotsLoaded.connect(self.set_snapshots)
+        if jobs.current is not None:
+            self.job_panel.start(jobs.current)
+        self.resize(980, 440)
+        self.set_snapshots(window.snapshots)
+        self._update_buttons()
+
+    # ---- table -----------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        self.window_.reload_snapshots()
+
+    def set_snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
+        selected = self.selected()
+        self.snapshots = list(snapshots)
+        self.table.setRowCount(len(self.snapshots))
+        for row, s in enumerate(self.snapshots):
+            variants = ", ".join(
+                f"{v.variant} {human_bytes(v.bytes)}"
+                + (f" ({v.recall_at_20:.3f})" if v.recall_at_20 is not None else "")
+                for v in s.variants) or "–"
+            enc = short_model(s.encoder) + (f" ({s.dim}-d)" if s.dim else "")
+            state = s.state + (f": {s.error}" if s.error and s.state == "failed" else "")
+            cells = ["●" if s.active else "", s.name, f"{s.passages:,}", enc, variants,
+                     s.created.replace("T", " ")[:16], state]
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col == 2:
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                if col == 3:
+                    item.setToolTip(s.encoder or "")
+                if col == 6 and s.unusable_reason and s.state == "ready":
+                    item.setToolTip(s.unusable_reason)
+                if col == 0:
+                    item.setToolTip("active snapshot" if s.active else "")
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                self.table.setItem(row, col, item)
+            if selected is not None and s.name == selected.name:
+                self.table.selectRow(row)
+        if self.table.currentRow() < 0 and self.snapshots:
+            active = next((i for i, s in enumerate(self.snapshots) if s.active), 0)
+            self.table.selectRow(active)
+        self._update_buttons()
+
+    def selected(self) -> SnapshotInfo | None:
+        rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
+        if not rows:
+            return None
+        r = rows[0].row()
+        return self.snapshots[r] if 0 <= r < len(self.snapshots) else None
+
+    def select(self, name: str) -> None:
+        for row, s in enumerate(self.snapshots):
+            if s.name == name:
+                self.table.selectRow(row)
+                return
+
+    def _update_buttons(self) -> None:
+        s = self.selected()
+        ready = s is not None and s.ready
+        self.quantize_button.setEnabled(ready)
+        self.verify_button.setEnabled(ready)
+        self.switch_button.setEnabled(bool(ready and s is not None and not s.active
+                                           and not s.unusable_reason))
+        self.switch_button.setToolTip(s.unusable_reason if s is not None and s.unusable_reason
+                                      else "Make this the active snapshot")
+        self.remove_button.setEnabled(s is not None and s.state != "importing")
+
+    # ---- actions ---------------------------------------------------------------------------
+
+    def open_import(self) -> ImportDialog:
+        w = self.window_
+        pack = next((p for p in w.packs if p.name == w.pack), None)
+        encoders = [p.passage_encoder for p in w.packs if p.passage_encoder]
+        self.import_dialog = ImportDialog(
+            self, taken=[s.name for s in self.snapshots], encoders=list(dict.fromkeys(encoders)),
+            default_encoder=pack.passage_encoder if pack else None)
+        self.import_dialog.accepted.connect(
+            lambda: self.start_import(self.import_dialog.spec()) if self.import_dialog else None)
+        self.import_dialog.open()
+        return self.import_dialog
+
+    def start_import(self, spec: ImportSpec) -> None:
+        self.message.setText("")
+        self.window_.start_import(spec.source, name=spec.name, encoder=spec.encoder,
+                                  fmt=spec.fmt, limit=spec.limit)
+
+    def open_quantize(self) -> QuantizeDialog | None:
+        s = self.selected()
+        if s is None:
+            return None
+        self.quantize_dialog = QuantizeDialog(self, s)
+        self.quantize_dialog.accepted.connect(
+            lambda: self.window_.start_quantize(s.name, self.quantize_dialog.chosen())
+            if self.quantize_dialog else None)
+        self.quantize_dialog.open()
+        return self.quantize_dialog
+
+    def switch_selected(self) -> None:
+        s = self.selected()
+        if s is not None and s.ready and not s.unusable_reason:
+            self.window_.switch_snapshot(s.name)
+
+    def verify_selected(self) -> None:
+        s = self.selected()
+        if s is not None:
+            self.window_.start_verify(s.name)
+
+    def remove_selected(self) -> None:
+        s = self.selected()
+        if s is None:
+            return
+        extra = " It is the active snapshot; ragdesk will need another one to answer." \
+            if s.active else ""
+        self.confirm_box = confirm(
+            self, "Remove snapshot", f"Remove the snapshot “{s.name}”?",
+            f"This deletes its {s.passages:,} passages, vectors and indexes from disk. "
+            f"It cannot be undone.{extra}",
+            lambda: self.window_.remove_snapshot(s.name))
+
+    def _job_done(self, job: Any, result: object) -> None:
+        self.job_panel.finish(job)
+        if job.kind == "verify":
+            self.message.setText(getattr(result, "text", f"{job.target}: verified."))
+        elif job.kind == "import":
+            self.message.setText(f"Imported “{job.target}”.")
+            if job.target:
+                self.select(job.target)
+        elif job.kind == "quantize":
+            self.message.setText(f"Built a new index variant of “{job.target}”.")
+
+    def _job_failed(self, job: Any, report: Any) -> None:
+        self.job_panel.finish(job)
+        self.message.setText(f"{job.title}: cancelled." if report.cancelled
+                             else f"{job.title} failed: {report.message}")

@@ -1,0 +1,230 @@
+"""The passage inspector: one retrieved passage in full, with the answer's words marked and
+the numbers that say how much the answer owes it."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable
+
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette
+from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.types import Answer
+from ragdesk.ui.chat import elide
+from ragdesk.ui.theme import mix, passage_color, passage_tint
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Function words would light up every passage; they say nothing about where an answer came from.
+_STOP_TEXT = """a an and are as at be by for from has have he her his i in is it its
+of on or she that the their they this to was were which who with you your not but"""
+STOPWORDS = frozenset(_STOP_TEXT.split())
+
+
+def answer_words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text) if w.lower() not in STOPWORDS}
+
+
+def highlight_html(text: str, words: Iterable[str], background: QColor) -> str:
+    """``text`` as HTML with every occurrence of ``words`` (case-insensitive) marked."""
+    wanted = set(words)
+    out: list[str] = []
+    pos = 0
+    for m in _WORD.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        w = m.group(0)
+        if w.lower() in wanted:
+            out.append(f"<span style='background-color:{background.name()};'>"
+                       f"{html.escape(w)}</span>")
+        else:
+            out.append(html.escape(w))
+        pos = m.end()
+    out.append(html.escape(text[pos:]))
+    return "".join(out)
+
+
+def passage_share(answer: Answer, k: int) -> tuple[int, float]:
+    """(tokens whose main source is passage k, mean posterior of k over the tokens)."""
+    toks = [t for t in answer.tokens if t.posterior and k < len(t.posterior)]
+    if not toks:
+        return 0, 0.0
+    n = sum(1 for t in toks if t.source == k)
+    return n, sum(t.posterior[k] for t in toks) / len(toks)
+
+
+class ShareBar(QWidget):
+    """A thin bar: the passage's mean posterior over the answer, in its colour."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.value = 0.0
+        self.color = QColor("#888")
+        self.setFixedHeight(6)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def set_value(self, value: float, color: QColor) -> None:
+        self.value, self.color = value, color
+        self.update()
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setPen(Qt.PenStyle.NoPen)
+        r = QRectF(self.rect())
+        p.setBrush(self.palette().color(QPalette.ColorRole.Midlight))
+        p.drawRoundedRect(r, 3, 3)
+        p.setBrush(self.color)
+        p.drawRoundedRect(QRectF(r.x(), r.y(), r.width() * self.value, r.height()), 3, 3)
+        p.end()
+
+
+class PassageInspector(QWidget):
+    passageChanged = Signal(int)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("PassageInspector")
+        self.answer: Answer | None = None
+        self.k: int | None = None
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(12, 10, 12, 10)
+        lay.setSpacing(8)
+
+        self.picker = QComboBox()
+        self.picker.setAccessibleName("Passage")
+        self.picker.setToolTip("Passages retrieved for the selected answer (Ctrl+1 … Ctrl+9)")
+        self.picker.currentIndexChanged.connect(self._on_pick)
+        lay.addWidget(self.picker)
+
+        head = QHBoxLayout()
+        self.swatch = QLabel()
+        self.swatch.setFixedSize(QSize(6, 28))
+        head.addWidget(self.swatch, 0, Qt.AlignmentFlag.AlignTop)
+        self.title = QLabel("No passage selected")
+        self.title.setObjectName("InspectorTitle")
+        self.title.setWordWrap(True)
+        self.title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        tf = QFont(self.title.font())
+        tf.setPointSizeF(tf.pointSizeF() * 1.25)
+        tf.setWeight(QFont.Weight.DemiBold)
+        self.title.setFont(tf)
+        head.addWidget(self.title, 1)
+        lay.addLayout(head)
+
+        self.facts = QFormLayout()
+        self.facts.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        self.facts.setHorizontalSpacing(14)
+        self.facts.setVerticalSpacing(3)
+        self.fact_labels: dict[str, QLabel] = {}
+        for key, label in (("rank", "Rank"), ("score", "Retrieval score"),
+                           ("prob", "p(z | x)"), ("share", "Share of the answer"),
+                           ("snapshot", "Snapshot"), ("id", "Passage id")):
+            value = QLabel("–")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            name = QLabel(label)
+            name.setObjectName("FactName")
+            self.facts.addRow(name, value)
+            self.fact_labels[key] = value
+        self.fact_labels["score"].setToolTip("Inner product d(z)·q(x) of passage and question")
+        self.fact_labels["share"].setToolTip(
+            "Tokens whose most likely source is this passage, and the passage's mean "
+            "posterior over all tokens of the answer")
+        lay.addLayout(self.facts)
+        self.share_bar = ShareBar()
+        lay.addWidget(self.share_bar)
+
+        rule = QFrame()
+        rule.setFrameShape(QFrame.Shape.HLine)
+        rule.setFrameShadow(QFrame.Shadow.Plain)
+        rule.setObjectName("Rule")
+        lay.addWidget(rule)
+
+        self.body = QTextBrowser()
+        self.body.setObjectName("PassageText")
+        self.body.setOpenExternalLinks(False)
+        self.body.setFrameShape(QFrame.Shape.NoFrame)
+        bf = QFont(self.body.font())
+        bf.setPointSizeF(bf.pointSizeF() * 1.08)
+        self.body.setFont(bf)
+        lay.addWidget(self.body, 1)
+        self._show_empty()
+
+    def _show_empty(self) -> None:
+        self.title.setText("No passage selected")
+        self.swatch.setStyleSheet("")
+        for v in self.fact_labels.values():
+            v.setText("–")
+        self.share_bar.set_value(0.0, QColor("#888"))
+        self.body.setHtml("<p style='color:gray'>Click a citation chip or a coloured word of "
+                          "an answer to read the passage it came from.</p>")
+
+    def set_answer(self, answer: Answer | None) -> None:
+        self.answer = answer
+        self.picker.blockSignals(True)
+        self.picker.clear()
+        if answer is not None:
+            for k, doc in enumerate(answer.docs):
+                self.picker.addItem(f"[{k + 1}] {elide(doc.title, 60)}")
+        self.picker.blockSignals(False)
+        self.picker.setEnabled(bool(answer and answer.docs))
+        self.k = None
+        if answer is not None and answer.docs:
+            self.show_passage(0, notify=False)  # show something; select nothing
+        else:
+            self._show_empty()
+
+    def show_passage(self, k: int, *, notify: bool = True) -> None:
+        a = self.answer
+        if a is None or not 0 <= k < len(a.docs):
+            return
+        self.k = k
+        if self.picker.currentIndex() != k:
+            self.picker.blockSignals(True)
+            self.picker.setCurrentIndex(k)
+            self.picker.blockSignals(False)
+        doc = a.docs[k]
+        color = passage_color(k)
+        self.swatch.setStyleSheet(f"background:{color.name()}; border-radius:3px;")
+        self.title.setText(f"[{k + 1}]  {html.escape(doc.title)}")
+        n, mean = passage_share(a, k)
+        total = len(a.tokens)
+        f = self.fact_labels
+        f["rank"].setText(f"{k + 1} of {len(a.docs)}")
+        f["score"].setText(f"{doc.score:.3f}")
+        f["prob"].setText(f"{doc.prob:.3f}")
+        f["share"].setText(
+            f"{n} of {total} tokens ({100 * n / total:.0f}%) · mean posterior {mean:.2f}"
+            if total else "no tokens")
+        f["snapshot"].setText(doc.snapshot or a.snapshot or "–")
+        f["id"].setText(str(doc.id))
+        self.share_bar.set_value(mean, color)
+        pal = self.palette()
+        mark = mix(pal.color(QPalette.ColorRole.Base), passage_tint(k, pal), 1.0)
+        self.body.setHtml(f"<div style='line-height:140%'>"
+                          f"{highlight_html(doc.text, answer_words(a.text), mark)}</div>")
+        if notify:
+            self.passageChanged.emit(k)
+
+    def shown_text(self) -> str:
+        return self.body.toPlainText()
+
+    def _on_pick(self, index: int) -> None:
+        if index >= 0:
+            self.show_passage(index)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange and self.k is not None:
+            self.show_passage(self.k, notify=False)

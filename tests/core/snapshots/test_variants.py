@@ -1,0 +1,179 @@
+"""Index variants on 20,000 clustered passages: recall@20 against brute-force search, exact
+scores, recorded sizes, memory-mapped loading, default and removed variants."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragdesk.core.catalog import Catalog
+from ragdesk.core.errors import BadInputError, CatalogError, NotFoundError
+from ragdesk.core.paths import DataDir
+from ragdesk.core.snapshots import faiss_variants as fv
+from ragdesk.core.snapshots import (
+    import_snapshot,
+    open_snapshot,
+    quantize_snapshot,
+    read_manifest,
+    remove_variant,
+    verify_snapshot,
+)
+from ragdesk.core.snapshots.quantize import DEFAULT_QUERIES
+from tests.core.snapshots.util import exact_top_k, open_data, synthetic_snapshot_files
+
+N, DIM = 20_000, 32
+
+
+@pytest.fixture(scope="module")
+def syn(tmp_path_factory: pytest.TempPathFactory, dpr_ctx: Any
+        ) -> tuple[DataDir, Catalog, np.ndarray]:
+    root = tmp_path_factory.mktemp("variants")
+    src, npy, vecs = synthetic_snapshot_files(root / "src", N, DIM)
+    data, catalog = open_data(root / "data")
+    rec = import_snapshot(data, catalog, src, name="syn", encoder=dpr_ctx, embeddings=npy)
+    assert rec.passages == N
+    return data, catalog, vecs
+
+
+def unseen_queries(vecs: np.ndarray, n: int = 300, seed: int = 7) -> np.ndarray:
+    """Points near stored passages but not stored themselves (like questions near answers)."""
+    rng = np.random.default_rng(seed)
+    q = vecs[rng.choice(len(vecs), n, replace=False)]
+    q = q + 0.3 * rng.standard_normal(q.shape).astype(np.float32) / np.sqrt(DIM)
+    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+
+
+def recall(approx: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.mean([len(set(a) & set(e)) / len(e) for a, e in zip(approx, exact,
+                                                                         strict=True)]))
+
+
+@pytest.mark.parametrize("variant", ["ivf-pq", "hnsw-sq8"])
+def test_recall_at_20_against_exact_search(syn: tuple[DataDir, Catalog, np.ndarray],
+                                           variant: str) -> None:
+    data, catalog, vecs = syn
+    res = quantize_snapshot(data, catalog, "syn", variant, target_recall=0.95)
+    assert res.recall_at_20 >= 0.95
+    assert res.bytes == (data.snapshot_dir("syn") / res.file).stat().st_size
+    flat_bpp = DIM * 4
+    if variant == "ivf-pq":
+        assert res.bytes_per_passage <= flat_bpp / 4  # PQ codes + ids, not the vectors
+        assert {"nlist", "m", "nbits", "nprobe", "rerank"} <= set(res.params)
+    else:
+        assert {"M", "ef_search", "rerank"} <= set(res.params)
+
+    # The recall quantize reports is what a brute-force reference gives on its queries.
+    sample = fv.sample_queries(vecs, DEFAULT_QUERIES)
+    index = open_snapshot(data, catalog, "syn", variant)
+    try:
+        _, got = index.search_ids(sample, 20)
+        _, ref = exact_top_k(vecs, sample, 20)
+        assert recall(got, ref) == pytest.approx(res.recall_at_20, abs=0.002)
+
+        # And it carries over to queries that are not stored passages.
+        q = unseen_queries(vecs)
+        scores, ids = index.search_ids(q, 20)
+        _, ref_ids = exact_top_k(vecs, q, 20)
+        assert recall(ids, ref_ids) >= 0.93
+        # Scores are exact inner products, whatever the variant.
+        np.testing.assert_allclose(scores, np.einsum("qkd,qd->qk", vecs[ids], q), rtol=1e-5,
+                                   atol=1e-6)
+        assert np.all(np.diff(scores, axis=1) <= 1e-6)
+        assert index.resident_bytes == res.bytes
+    finally:
+        index.close()
+
+    rec = catalog.get_snapshot("syn")
+    row = next(v for v in rec.variants if v.variant == variant)
+    assert row.recall_at_20 == pytest.approx(res.recall_at_20)
+    assert row.bytes_per_passage == pytest.approx(res.bytes / N)
+    assert verify_snapshot(data, catalog, "syn").ok
+
+
+def test_probes_and_candidates_drive_recall(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
+    data, catalog, _ = syn
+    low = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 1, "rerank": 20})
+    high = quantize_snapshot(data, catalog, "syn", "ivf-pq",
+                             params={"nprobe": 32, "rerank": 400, "m": 8})
+    assert low.params["nprobe"] == 1 and low.params["rerank"] == 20
+    assert high.params["m"] == 8
+    assert low.recall_at_20 < 0.9 < high.recall_at_20
+    # The tuned variant on disk is the last one built.
+    assert read_manifest(data.snapshot_dir("syn")).variants["ivf-pq"].params["nprobe"] == 32
+
+
+def test_memory_mapped_loading_gives_the_same_answers(
+        syn: tuple[DataDir, Catalog, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
+    data, catalog, vecs = syn
+    quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 8, "rerank": 100})
+    q = unseen_queries(vecs, 50, seed=3)
+    index = open_snapshot(data, catalog, "syn", "ivf-pq")
+    in_memory = index.search_ids(q, 10)
+    index.close()
+    monkeypatch.setattr(fv, "MMAP_MIN_BYTES", 0)
+    index = open_snapshot(data, catalog, "syn", "ivf-pq")
+    mapped = index.search_ids(q, 10)
+    index.close()
+    np.testing.assert_array_equal(in_memory[1], mapped[1])
+    np.testing.assert_array_equal(in_memory[0], mapped[0])
+
+
+def test_default_variant_and_removal(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
+    data, catalog, _ = syn
+    quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 4, "rerank": 50},
+                      make_default=True)
+    index = open_snapshot(data, catalog, "syn")
+    assert index.variant == "ivf-pq"
+    index.close()
+    with pytest.raises(CatalogError):
+        remove_variant(data, catalog, "syn", "flat")
+    remove_variant(data, catalog, "syn", "ivf-pq")
+    assert not (data.snapshot_dir("syn") / "index.ivf-pq.faiss").exists()
+    assert "ivf-pq" not in {v.variant for v in catalog.get_snapshot("syn").variants}
+    index = open_snapshot(data, catalog, "syn")
+    assert index.variant == "flat"
+    index.close()
+    with pytest.raises(NotFoundError, match="no ivf-pq index") as ei:
+        open_snapshot(data, catalog, "syn", "ivf-pq")
+    assert "quantize" in ei.value.hint
+    assert verify_snapshot(data, catalog, "syn").ok
+
+
+def test_bad_parameters(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
+    data, catalog, _ = syn
+    with pytest.raises(BadInputError, match="divide"):
+        quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"m": 5})
+    with pytest.raises(BadInputError, match="not an index variant"):
+        quantize_snapshot(data, catalog, "syn", "lsh")
+    with pytest.raises(BadInputError, match="no parameter"):
+        quantize_snapshot(data, catalog, "syn", "hnsw-sq8", params={"nprobe": 3})
+
+
+def test_exact_search_helpers_match_numpy(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((3000, 16)).astype(np.float32)
+    q = rng.standard_normal((9, 16)).astype(np.float32)
+    ref_s, ref_i = exact_top_k(emb, q, 15)
+    for stored in (emb, emb.astype(np.float16)):
+        s, i = fv.exact_search(stored, q, 15)
+        ref_s16, ref_i16 = exact_top_k(stored.astype(np.float32), q, 15)
+        np.testing.assert_array_equal(i, ref_i16)
+        np.testing.assert_allclose(s, ref_s16, rtol=1e-4, atol=1e-4)
+    monkeypatched = fv.EXACT_BLOCK
+    try:
+        fv.EXACT_BLOCK = 700  # several blocks, merged
+        s, i = fv.exact_search(emb.astype(np.float16), q, 15)
+    finally:
+        fv.EXACT_BLOCK = monkeypatched
+    np.testing.assert_array_equal(i, exact_top_k(emb.astype(np.float16).astype(np.float32),
+                                                 q, 15)[1])
+    # Candidates with repeats and padding re-rank to the exact order among them.
+    cands = np.concatenate([ref_i[:, ::-1], ref_i[:, :3], -np.ones((9, 2), np.int64)], axis=1)
+    s, i = fv.rerank(emb, q, cands, 10)
+    np.testing.assert_array_equal(i, ref_i[:, :10])
+    np.testing.assert_allclose(s, ref_s[:, :10], rtol=1e-5)
+    assert fv.recall_at_k(i, ref_i[:, :10], 10) == 1.0
+    assert fv.recall_at_k(np.full_like(i, -1), ref_i[:, :10], 10) == 0.0

@@ -1,0 +1,197 @@
+"""`ragdesk train` end to end with tiny models: training, registration as a custom pack that
+`ragdesk ask` uses at once, clean user errors, and resuming after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.core.training import synthetic
+
+
+@pytest.fixture(scope="module")
+def tiny_setup(tiny_models, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+    """A data dir with the synthetic snapshot and a pack 'tiny' (tiny sentence-transformers
+    encoder for questions and passages, tiny BART generator), plus question files."""
+    base = tmp_path_factory.mktemp("cli-train")
+    data = base / "data"
+    synthetic.build_snapshot(data, tiny_models.st_encoder)
+    synthetic.register_tiny_pack(data, "tiny", tiny_models.st_encoder, tiny_models.st_encoder,
+                                 tiny_models.bart)
+    qs = synthetic.questions()
+    return {"data": data, "base": base,
+            "train": synthetic.write_jsonl(base / "train.jsonl", qs),
+            "long": synthetic.write_jsonl(base / "long.jsonl", qs * 2),
+            "dev": synthetic.write_jsonl(base / "dev.jsonl", qs[:4])}
+
+
+def _cli(data: Path, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    from ragdesk.cli.main import main
+
+    code = main(["--data-dir", str(data), *argv])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_train_registers_a_pack_that_ask_uses(tiny_models, tiny_setup, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    data, out = tiny_setup["data"], tmp_path / "run"
+    code, stdout, stderr = _cli(
+        data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny",
+        "--out", str(out), "--docs", "4", "--batch-size", "4", "--lr", "1e-3",
+        "--eval", str(tiny_setup["dev"]), "--em-limit", "2", "--name", "tiny-ft", "--json",
+        capsys=capsys)
+    assert code == 0, stderr
+    res = json.loads(stdout)
+    assert res["pack"] == "tiny-ft" and res["steps"] == 2 and res["epochs"] == 1
+    labels = [e["label"] for e in res["evaluations"]]
+    assert labels == ["before training", "epoch 1"]
+    assert all(e["em_questions"] == 2 and e["n_questions"] == 4 for e in res["evaluations"])
+    assert "evaluation (epoch 1)" in stderr and "loss" in stderr
+
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models import get_pack, load_generator, load_question_encoder
+
+    ctx = AppContext(data)
+    try:
+        spec = get_pack(ctx.catalog, "tiny-ft")
+    finally:
+        ctx.close()
+    assert spec.kind == "custom" and spec.generator_kind == "seq2seq"
+    assert Path(spec.question_encoder) == out / "final" / "question_encoder"
+    assert Path(spec.generator) == out / "final" / "generator"
+    assert spec.passage_encoder == str(tiny_models.st_encoder)  # the snapshot's, unchanged
+    # the trained weights are what the pack loads, and they differ from the base pack's
+    import torch
+
+    trained = load_generator(spec.generator).model.state_dict()
+    base = load_generator(get_pack_generator(data)).model.state_dict()
+    assert any(not torch.equal(trained[k], base[k]) for k in trained)
+    load_question_encoder(spec.question_encoder)
+
+    code, stdout, stderr = _cli(data, "ask", "--pack", "tiny-ft", "--snapshot", "synth",
+                                "--docs", "2", "--max-new-tokens", "4", "--json",
+                                "what is the secret word of alice?", capsys=capsys)
+    assert code == 0, stderr
+    assert json.loads(stdout)["docs"]
+
+
+def get_pack_generator(data: Path) -> str:
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models import get_pack
+
+    ctx = AppContext(data)
+    try:
+        return get_pack(ctx.catalog, "tiny").generator
+    finally:
+        ctx.close()
+
+
+def test_user_errors_exit_cleanly(tiny_setup, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    data = tiny_setup["data"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q", "answer": ["a"]}\n{"question": 3}\n')
+    code, _, err = _cli(data, "train", str(bad), "--snapshot", "synth", "--pack", "tiny",
+                        "--out", str(tmp_path / "o"), capsys=capsys)
+    assert code != 0 and "bad.jsonl, line 2" in err and "Traceback" not in err
+    code, _, err = _cli(data, "train", str(tiny_setup["train"]), "--snapshot", "synth",
+                        "--pack", "nope", "--out", str(tmp_path / "o"), capsys=capsys)
+    assert code != 0 and "nope" in err
+    code, _, err = _cli(data, "train", str(tiny_setup["train"]), "--snapshot", "synth",
+                        "--pack", "tiny", "--docs", "99", "--out", str(tmp_path / "o"),
+                        "--name", "tiny-docs", capsys=capsys)
+    assert code != 0 and "99" in err and "Traceback" not in err
+
+
+def _train_cmd(setup: dict[str, Path], out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "ragdesk", "--data-dir", str(setup["data"]), "train",
+            str(setup["long"]), "--snapshot", "synth", "--pack", "tiny", "--out", str(out),
+            "--docs", "4", "--batch-size", "1", "--lr", "1e-3", "--checkpoint-every", "2",
+            "--no-register", "--json", *extra]
+
+
+def _env() -> dict[str, str]:
+    # one thread: identical arithmetic in every process, so runs can be compared exactly
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _tensors(folder: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_resume_after_sigkill_continues_from_the_checkpoint(tiny_setup) -> None:  # type: ignore[no-untyped-def]
+    from ragdesk.core.training import checkpoint as ck
+
+    base = tiny_setup["base"]
+    out, ref_out = base / "killed", base / "reference"
+    proc = subprocess.Popen(_train_cmd(tiny_setup, out), env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            cks = ck.list_checkpoints(out)
+            if cks and cks[-1][0] >= 4:
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, "the run ended before it could be killed: " + (
+            proc.stderr.read().decode() if proc.stderr else "")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (out / "final").exists()
+    killed_at = ck.latest_checkpoint(out)
+    assert killed_at is not None
+    saved = ck.read_state(killed_at)["state"]
+    assert 4 <= saved["step"] < 16
+    kept = base / "checkpoint-at-kill"  # the resumed run deletes it once it has a newer one
+    shutil.copytree(killed_at, kept)
+
+    resumed = subprocess.run(_train_cmd(tiny_setup, out), env=_env(), capture_output=True,
+                             text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    res = json.loads(resumed.stdout)
+    assert res["resumed_from"] == str(killed_at)
+    assert f"resuming from {killed_at} (step {saved['step']}" in resumed.stderr
+    assert res["steps"] == 16  # 16 questions, batch 1, one epoch: the count carried on
+
+    reference = subprocess.run(_train_cmd(tiny_setup, ref_out, "--keep-checkpoints", "100"),
+                               env=_env(),
+                               capture_output=True, text=True, timeout=600)
+    assert reference.returncode == 0, reference.stderr
+    assert json.loads(reference.stdout)["resumed_from"] is None
+
+    # The killed run's checkpoint holds the weights the uninterrupted run had at that step,
+    # and resuming from it takes the same steps (same losses) to the same final weights.
+    _assert_same(kept, ref_out / killed_at.name)
+    run = json.loads((out / "final" / "training.json").read_text())["state"]
+    ref = json.loads((ref_out / "final" / "training.json").read_text())["state"]
+    assert run["step"] == ref["step"] == 16 and run["examples_seen"] == 16
+    np.testing.assert_allclose(run["losses"], ref["losses"], rtol=1e-5)
+    _assert_same(out / "final", ref_out / "final")
+
+
+def _assert_same(a_dir: Path, b_dir: Path) -> None:
+    from ragdesk.core.training import checkpoint as ck
+
+    for part in (ck.QUESTION_ENCODER_DIR, ck.GENERATOR_DIR):
+        a, b = _tensors(a_dir / part), _tensors(b_dir / part)
+        assert a.keys() == b.keys()
+        for k in a:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=f"{part} {k}")
