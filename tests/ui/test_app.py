@@ -200,7 +200,8 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     encoded = [u for u in updates if u.total == want]
     assert encoded and encoded[-1].done == want
     assert any(u.rate for u in updates)
-    qtbot.waitUntil(lambda: any(s.name == "fresh" for s in m.snapshots), timeout=30_000)
+    qtbot.waitUntil(lambda: any(s.name == "fresh" and s.ready for s in m.snapshots),
+                    timeout=30_000)
     fresh = next(s for s in m.snapshots if s.name == "fresh")
     assert fresh.ready and fresh.passages == want
     row = next(r for r in range(m.table.rowCount()) if m.table.item(r, 1).text() == "fresh")
@@ -528,6 +529,7 @@ def test_controls_are_remembered_between_runs(qtbot, window) -> None:  # type: i
     c.beams.setValue(3)
     c.max_len.setValue(17)
     assert c.decoding.isEnabled()
+    qtbot.waitUntil(lambda: window.settings.get("max_new_tokens") == 17, timeout=5_000)
     ctx = AppContext(window.backend.data.root)  # a second run reads the settings file
     again = MainWindow(Backend(ctx), apply_theme=False)
     qtbot.addWidget(again)
