@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import Cancelled, RagdeskError
 from ragdesk.core.progress import CancelToken, ProgressCallback
-from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.core.types import Answer, AnswerToken, Hit
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -162,6 +162,7 @@ class Backend:
         self._engine_pack: str | None = None
         self._engine_lock = threading.Lock()
         self._library: Any = None
+        self._library_lock = threading.Lock()
 
     # ---- reads (any thread) -------------------------------------------------------------
 
@@ -240,7 +241,7 @@ class Backend:
 
     def library(self) -> Any:
         """The one SnapshotLibrary of this window: the engine reads it, switch writes it."""
-        with self._engine_lock:
+        with self._library_lock:  # not the engine lock: loading models must not block this
             if self._library is None:
                 from ragdesk.core.snapshots import SnapshotLibrary
 
@@ -276,6 +277,18 @@ class Backend:
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
             min_new_tokens=params.min_new_tokens, snapshot=snapshot, on_token=on_token,
             cancel=cancel)
+
+    def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AskParams, *,
+                         pack: str, snapshot: str | None, on_token: OnToken | None,
+                         cancel: CancelToken) -> Answer:
+        """Generate from passages chosen elsewhere (the retrieval map's "Ask from here")."""
+        engine = self.engine(pack)
+        cancel.raise_if_cancelled()
+        return engine.answer_from_docs(  # type: ignore[no-any-return]
+            question, list(docs), mode=params.mode, decoding=params.decoding,
+            num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
+            min_new_tokens=params.min_new_tokens, on_token=on_token, cancel=cancel,
+            snapshot_name=snapshot)
 
     # ---- writes (the serialized writer / job threads) ------------------------------------
 
@@ -322,10 +335,11 @@ class Backend:
 
     def close(self) -> None:
         """Release open snapshots; call after every worker has stopped."""
-        with self._engine_lock:
+        with self._library_lock:
             if self._library is not None:
                 self._library.close()
                 self._library = None
+        with self._engine_lock:
             self._engine = None
 
     def build_starter(self, progress: ProgressCallback, cancel: CancelToken) -> None:

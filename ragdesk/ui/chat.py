@@ -47,6 +47,11 @@ def elide(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
+def _nbsp(text: str) -> str:
+    # Tooltips wrap table cells to fit; a title should stay on one line.
+    return html.escape(text).replace(" ", "&nbsp;")
+
+
 def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mode: str) -> str:
     """The tooltip of one token: its text and its full distribution over the K passages."""
     what = ("p(z | x, yᵢ, y&lt;ᵢ)" if mode == "token" else "running p(z | x, y≤ᵢ)")
@@ -54,11 +59,11 @@ def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mod
     rows = []
     for k, p in sorted(enumerate(tok.posterior), key=lambda kp: -kp[1]):
         title = elide(docs[k].title, 34) if docs and k < len(docs) else f"passage {k + 1}"
-        bar = "█" * max(0, round(p * 24))
+        bar = "█" * max(0, round(p * 12))
         weight = "font-weight:600;" if k == src else ""
         rows.append(
             f"<tr><td style='color:{passage_color(k).name()}'>■</td>"
-            f"<td nowrap style='{weight}'>[{k + 1}] {html.escape(title)}</td>"
+            f"<td nowrap style='{weight}'>[{k + 1}]&nbsp;{_nbsp(title)}</td>"
             f"<td nowrap align='right' style='{weight}'>&nbsp;{p * 100:5.1f}%&nbsp;</td>"
             f"<td nowrap style='color:{passage_color(k).name()}'>{bar}</td></tr>")
     shown = html.escape(tok.text.strip() or repr(tok.text))

@@ -16,7 +16,7 @@ import html
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ from PySide6.QtWidgets import (
 
 from ragdesk._version import __version__
 from ragdesk.core.progress import CancelToken, ProgressCallback
-from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.ui.backend import AskParams, Backend, ErrorReport, PackInfo, SnapshotInfo
 from ragdesk.ui.chat import AnswerCard, ChatView, elide
 from ragdesk.ui.compare import CompareDialog
@@ -144,6 +144,11 @@ class MainWindow(QMainWindow):
         self._shut_down = False
         self._first_load_done = False
         self._preloaded: str | None = None
+        self._pending_params: AskParams | None = None
+        self._save_params_timer = QTimer(self)
+        self._save_params_timer.setSingleShot(True)
+        self._save_params_timer.setInterval(400)
+        self._save_params_timer.timeout.connect(self._save_params)
 
         self.engine = EngineClient(backend, self)
         self.jobs = SerialQueue("jobs", self)
@@ -486,7 +491,14 @@ class MainWindow(QMainWindow):
         return self.controls.params()
 
     def _params_changed(self, params: AskParams) -> None:
-        self.settings.update(params.to_settings())
+        # Spin boxes change in quick steps; write the settings file once they settle.
+        self._pending_params = params
+        self._save_params_timer.start()
+
+    def _save_params(self) -> None:
+        if self._pending_params is not None:
+            self.settings.update(self._pending_params.to_settings())
+            self._pending_params = None
 
     def set_pack(self, name: str) -> None:
         if name == self.pack:
@@ -519,11 +531,25 @@ class MainWindow(QMainWindow):
         self.select_card(card)
         return card
 
+    def ask_from_docs(self, question: str, hits: Sequence[Hit], *,
+                      snapshot: str | None = None) -> AnswerCard | None:
+        """Answer ``question`` from the given passages (rank order, exact scores) instead of
+        retrieving; the answer joins the conversation like any other."""
+        if self.engine.busy:
+            self._set_activity("Still answering the last question — press Esc to stop it.")
+            return None
+        card = self.ask_for(question, snapshot=snapshot, tag="chat", docs=list(hits))
+        self.chat.add_card(card)
+        self.select_card(card)
+        return card
+
     def ask_for(self, question: str, *, snapshot: str | None, tag: str = "chat",
-                params: AskParams | None = None) -> AnswerCard:
+                params: AskParams | None = None,
+                docs: list[Hit] | None = None) -> AnswerCard:
         """Send a question to the engine thread; returns the card its answer streams into."""
         p = params or self.params()
-        req = self.engine.ask(question, p, pack=self.pack, snapshot=snapshot, tag=tag)
+        req = self.engine.ask(question, p, pack=self.pack, snapshot=snapshot, tag=tag,
+                              docs=docs)
         card = AnswerCard(req.id, question, p, snapshot)
         card.setProperty("tag", tag)
         card.passageClicked.connect(self._card_passage)
@@ -982,6 +1008,7 @@ class MainWindow(QMainWindow):
         return self.engine.busy or self.jobs.busy or self.writes.busy
 
     def closeEvent(self, event: QCloseEvent) -> None:
+        self._save_params()
         self._save_geometry()
         # Gone from the screen at once; the workers finish their current step meanwhile.
         self.hide()

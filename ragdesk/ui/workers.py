@@ -30,7 +30,7 @@ from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal, Slo
 
 from ragdesk.core.errors import Cancelled
 from ragdesk.core.progress import CancelToken, ProgressCallback, ProgressUpdate
-from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.ui.backend import AskParams, Backend, ErrorReport
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,7 @@ class AskRequest:
     id: int = field(default_factory=lambda: next(_ids))
     cancel: CancelToken = field(default_factory=CancelToken)
     tag: str = "chat"
+    docs: list[Hit] | None = None  # answer from these passages instead of retrieving
 
 
 class _EngineRunner(QObject):
@@ -112,9 +113,14 @@ class _EngineRunner(QObject):
             def on_token(tok: AnswerToken) -> None:
                 self.tokenStreamed.emit(req.id, tok)
 
-            answer = self.backend.answer(req.question, req.params, pack=req.pack,
-                                         snapshot=req.snapshot, on_token=on_token,
-                                         cancel=req.cancel)
+            if req.docs is not None:
+                answer = self.backend.answer_from_docs(
+                    req.question, req.docs, req.params, pack=req.pack, snapshot=req.snapshot,
+                    on_token=on_token, cancel=req.cancel)
+            else:
+                answer = self.backend.answer(req.question, req.params, pack=req.pack,
+                                             snapshot=req.snapshot, on_token=on_token,
+                                             cancel=req.cancel)
         except Cancelled as exc:
             self.failed.emit(req.id, ErrorReport.from_exception(exc))
         except Exception as exc:
@@ -156,8 +162,8 @@ class EngineClient(QObject):
         self._thread.start()
 
     def ask(self, question: str, params: AskParams, *, pack: str, snapshot: str | None,
-            tag: str = "chat") -> AskRequest:
-        req = AskRequest(question, params, pack, snapshot, tag=tag)
+            tag: str = "chat", docs: list[Hit] | None = None) -> AskRequest:
+        req = AskRequest(question, params, pack, snapshot, tag=tag, docs=docs)
         self._pending[req.id] = req
         if len(self._pending) == 1:
             self.busyChanged.emit(True)

@@ -3,6 +3,7 @@ colours, citations, hot-swap, the index manager, compare, responsiveness and clo
 
 from __future__ import annotations
 
+import html
 import json
 import threading
 import time
@@ -102,7 +103,7 @@ def test_token_colours_and_heat_map_match_the_posteriors(qtbot, window) -> None:
     for i in range(len(answer.tokens)):
         for k in range(hm.k):
             assert hm.value(i, k) == post[i, k]
-    tip = card.text.tooltip_html(0)
+    tip = html.unescape(card.text.tooltip_html(0)).replace("\xa0", " ")
     for k, p in enumerate(answer.tokens[0].posterior):
         assert f"{p * 100:5.1f}%" in tip and answer.docs[k].title in tip
 
@@ -550,3 +551,25 @@ def test_opening_the_window_imports_no_ml_library() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_answering_from_given_passages(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    """The retrieval map's "Ask from here": no retrieval, the given passages and scores."""
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.types import Hit
+
+    snap = open_snapshot(window.backend.data, window.backend.catalog, "wiki-b")
+    try:
+        passages = snap.get_passages([5, 1, 9])
+    finally:
+        snap.close()
+    scores = [2.5, 1.0, -0.5]
+    hits = [Hit(p.id, p.title, p.text, s) for p, s in zip(passages, scores, strict=True)]
+    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+        card = window.ask_from_docs("who is this about?", hits, snapshot="wiki-b")
+    answer: Answer = sig.args[1]
+    assert card is window.chat.cards[-1] and card.answer is answer
+    assert [(d.id, d.title) for d in answer.docs] == [(p.id, p.title) for p in passages]
+    e = np.exp(np.array(scores) - max(scores))
+    np.testing.assert_allclose([d.prob for d in answer.docs], e / e.sum(), rtol=1e-5)
+    assert answer.snapshot == "wiki-b" and window.backend.answers_started == []

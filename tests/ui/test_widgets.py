@@ -3,6 +3,8 @@ Markdown. The end-to-end tests with the real core and tiny models are in test_ap
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
@@ -57,7 +59,7 @@ def test_token_tooltip_lists_every_passage_with_its_probability(qtbot) -> None: 
     qtbot.addWidget(view)
     view.set_tokens(answer.tokens)
     view.set_docs(answer.docs)
-    tip = view.tooltip_html(3)
+    tip = html.unescape(view.tooltip_html(3)).replace("\xa0", " ")
     for k, p in enumerate(answer.tokens[3].posterior):
         assert f"[{k + 1}] {answer.docs[k].title}" in tip
         assert f"{p * 100:5.1f}%" in tip
