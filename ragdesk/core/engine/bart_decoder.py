@@ -140,21 +140,29 @@ class BartDecoder:
                         self._heads(F.linear(encoder_hidden, v_proj.weight, v_proj.bias))))
         return out
 
-    def forward(self, tokens: torch.Tensor, state: DecoderState) -> torch.Tensor:
-        """Run ``tokens`` [R, T] after what ``state`` holds; returns logits [R, T, V]."""
+    def forward(self, tokens: torch.Tensor, state: DecoderState, packed: bool = True,
+                positions: torch.Tensor | None = None,
+                self_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Run ``tokens`` [R, T] after what ``state`` holds; returns logits [R, T, V].
+
+        ``packed``: may use (and pack) weights for R rows — for repeated one-token steps.
+        ``positions`` [T] and ``self_mask`` [T, past + T] (True: attend) replace the usual
+        consecutive positions and causal mask (a prefix tree fed as one sequence).
+        """
         import torch
         import torch.nn.functional as F
 
         r, t = tokens.shape
         past = state.length
-        m = self._pack_for(r) if t == 1 else None
-        pos = torch.arange(past, past + t, device=tokens.device) + self.position_offset
+        m = self._pack_for(r) if t == 1 and packed else None
+        if positions is None:
+            positions = torch.arange(past, past + t, device=tokens.device)
         h = F.embedding(tokens, self.embed_tokens.weight,
                         self.embed_tokens.padding_idx) * self.embed_scale
-        h = h + self.embed_positions[pos][None]
+        h = h + self.embed_positions[positions + self.position_offset][None]
         h = self.ln_embedding(h)
-        causal = None
-        if t > 1:  # query i sees the past and new tokens 0..i
+        causal = self_mask
+        if causal is None and t > 1:  # query i sees the past and new tokens 0..i
             keys = torch.arange(past + t, device=tokens.device)
             causal = keys[None, :] <= (past + torch.arange(t, device=tokens.device))[:, None]
         for i, layer in enumerate(self.layers):

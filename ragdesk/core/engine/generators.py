@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.decoding import GenerationSettings
+from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.errors import BadInputError, MissingModelError
 
 if TYPE_CHECKING:
@@ -368,7 +369,7 @@ class LeanBartContext(PassageContext):
             self.base = DecoderState(cross, cross_mask, torch.arange(self.n_docs), capacity=1)
             start = torch.full((self.n_docs, 1), gen.settings.start_token_id, dtype=torch.long,
                                device=dev)
-            logits = self.decoder.forward(start, self.base)
+            logits = self.decoder.forward(start, self.base, packed=False)
         self.first_logits = logits[:, -1].to(device="cpu", dtype=torch.float32)
 
     def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> LeanBartRows:
@@ -389,6 +390,38 @@ class LeanBartContext(PassageContext):
                 lp = torch.log_softmax(logits.to(torch.float32), dim=-1)
                 out_lp[:, 1:] = lp.gather(-1, hyps_dev[:, 1:, None])[..., 0].cpu()
         return out_lp
+
+
+    def score_tree(self, passage: int, tree: PrefixTree) -> torch.Tensor:
+        """log p(node token | its prefix, passage) for every node of ``tree`` [nodes], from
+        one decoder pass over the tree's inner nodes."""
+        import torch
+
+        first = torch.log_softmax(self.first_logits[passage], dim=-1)
+        tokens = torch.tensor(tree.tokens, dtype=torch.long)
+        parent = torch.tensor(tree.parent, dtype=torch.long)
+        out = torch.empty(len(tree), dtype=torch.float32)
+        roots = parent < 0
+        out[roots] = first[tokens[roots]]
+        inner = tree.inputs()
+        if inner:
+            dev = self.gen.device
+            n = len(inner)
+            state = self.base.expand(torch.tensor([passage]), 1 + n)
+            mask = torch.ones((n, 1 + n), dtype=torch.bool)  # column 0: the start token
+            mask[:, 1:] = tree.ancestry(inner)
+            inner_t = torch.tensor(inner, dtype=torch.long)
+            positions = 1 + torch.tensor(tree.depth, dtype=torch.long)[inner_t]
+            with torch.inference_mode():
+                logits = self.decoder.forward(
+                    tokens[inner_t][None].to(dev), state, positions=positions.to(dev),
+                    self_mask=mask.to(dev))[0]
+                lp = torch.log_softmax(logits.to(torch.float32), dim=-1).cpu()
+            row_of = torch.full((len(tree),), -1, dtype=torch.long)
+            row_of[inner_t] = torch.arange(n)
+            kids = ~roots
+            out[kids] = lp[row_of[parent[kids]], tokens[kids]]
+        return out
 
 
 class LeanBartRows(DecoderRows):

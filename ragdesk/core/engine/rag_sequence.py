@@ -31,6 +31,7 @@ from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator, PassageContext
 from ragdesk.core.engine.options import DecodeOptions, check_mode, passages_of
+from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit
@@ -268,15 +269,25 @@ def rag_sequence_generate(
 
 def _rescore(ctx: PassageContext, cands: list[Candidate], pad: int,
              cancel: CancelToken | None) -> tuple[torch.Tensor | None, bool]:
-    """log p(y_t | x, z, y_<t) [K, N, T] for every candidate under every passage."""
+    """log p(y_t | x, z, y_<t) [K, N, T] for every candidate under every passage: one
+    teacher-forced decoder pass per passage, reusing its encoder outputs (the lean BART
+    decoder feeds the candidates as one prefix tree, other generators as a padded batch)."""
     import torch
 
     n = len(cands)
     t = max(len(c.tokens) for c in cands)
+    out = torch.empty((ctx.n_docs, n, t), dtype=torch.float32)
+    score_tree = getattr(ctx, "score_tree", None)
+    if score_tree is not None:
+        tree = PrefixTree.build([c.tokens for c in cands])
+        for z in range(ctx.n_docs):
+            if cancel is not None and cancel.cancelled:
+                return None, True
+            out[z] = tree.per_hypothesis(score_tree(z, tree), t, 0.0)
+        return out, False
     hyps = torch.full((n, t), pad, dtype=torch.long)
     for i, c in enumerate(cands):
         hyps[i, :len(c.tokens)] = torch.tensor(c.tokens, dtype=torch.long)
-    out = torch.empty((ctx.n_docs, n, t), dtype=torch.float32)
     for z in range(ctx.n_docs):
         if cancel is not None and cancel.cancelled:
             return None, True

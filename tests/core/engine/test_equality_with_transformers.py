@@ -174,3 +174,57 @@ def test_rag_sequence_log_likelihood_of_any_answer(bart_gen: Any, rag_sequence_r
         ref = _reference_nll(rag_sequence_ref, case.context_input_ids,
                              case.context_attention_mask, case.doc_scores, labels[i:i + 1])
         assert float(ours[i]) == pytest.approx(ref, abs=TOL)
+
+
+@pytest.fixture(scope="module")
+def bart_gen_plain(bart_gen: Any) -> Any:
+    """The same model through transformers' own forward (the path of other seq2seq models)."""
+    from ragdesk.core.engine.generators import Seq2SeqGenerator
+
+    gen = Seq2SeqGenerator(bart_gen.model, bart_gen.tokenizer, "tiny-bart-plain",
+                           lean_decoder=False)
+    assert gen.lean_decoder is None and bart_gen.lean_decoder is not None
+    return gen
+
+
+@pytest.mark.parametrize("num_beams", [1, 3])
+def test_transformers_forward_path_matches_the_reference(
+        bart_gen_plain: Any, rag_token_ref: Any, rag_sequence_ref: Any, make_cases: Any,
+        num_beams: int) -> None:
+    case = make_cases(6, equal_length=60)
+    ids, mask = case.unpadded()
+    ref = rag_token_ref.generate(context_input_ids=ids, context_attention_mask=mask,
+                                 doc_scores=case.doc_scores, n_docs=N_DOCS,
+                                 num_beams=num_beams, max_length=NEW + 1)
+    ans = rag_token_generate(bart_gen_plain, case.question, case.hits, num_beams=num_beams,
+                             max_new_tokens=NEW)
+    assert ans.token_ids == strip_special(bart_gen_plain, ref[0])
+    ref = rag_sequence_ref.generate(context_input_ids=ids, context_attention_mask=mask,
+                                    doc_scores=case.doc_scores, n_docs=N_DOCS,
+                                    num_beams=num_beams, max_new_tokens=NEW)
+    ans = rag_sequence_generate(bart_gen_plain, case.question, case.hits, num_beams=num_beams,
+                                max_new_tokens=NEW)
+    assert ans.token_ids == strip_special(bart_gen_plain, ref[0])
+    ref_ll = _reference_nll(rag_sequence_ref, ids, mask, case.doc_scores, ref[:1],
+                            exclude_bos_score=True)
+    assert ans.logprob == pytest.approx(ref_ll, abs=TOL)
+
+
+def test_packed_weights_change_nothing(bart_gen: Any, make_cases: Any) -> None:
+    """MKL-packed weights (the CPU default) give bit-identical decoding."""
+    from ragdesk.core.engine.generators import Seq2SeqGenerator
+
+    unpacked = Seq2SeqGenerator(bart_gen.model, bart_gen.tokenizer, "tiny-bart-unpacked",
+                                packed_weights=False)
+    assert unpacked.lean_decoder is not None and not unpacked.lean_decoder.packed_weights
+    if not bart_gen.lean_decoder.packed_weights:
+        pytest.skip("this PyTorch cannot pack weights (no MKL)")
+    case = make_cases(7)
+    for beams in (1, 3):
+        a = rag_token_generate(bart_gen, case.question, case.hits, num_beams=beams,
+                               max_new_tokens=NEW)
+        b = rag_token_generate(unpacked, case.question, case.hits, num_beams=beams,
+                               max_new_tokens=NEW)
+        assert a.token_ids == b.token_ids
+        assert a.logprob == b.logprob
+        assert [t.posterior for t in a.tokens] == [t.posterior for t in b.tokens]
