@@ -8,6 +8,7 @@ is renamed to ``snapshots/<slug>/``, and only then does the catalog say ``ready`
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -155,18 +156,20 @@ class _Build:
     def _save_state(self) -> None:
         write_json_atomic(self.staging / STATE_FILE, self.state)
 
+    def _earlier_state(self) -> dict[str, Any] | None:
+        """The state of an earlier attempt with the same arguments, if there is one."""
+        try:
+            state = json.loads((self.staging / STATE_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if isinstance(state, dict) and state.get("fingerprint") == self.plan.fingerprint():
+            return state
+        return None
+
     def _load_or_reset(self) -> None:
         """Resume a matching earlier attempt; anything else in the way is discarded."""
-        path = self.staging / STATE_FILE
-        state: dict[str, Any] | None = None
-        if path.exists():
-            try:
-                import json
-
-                state = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                state = None
-        if state is not None and state.get("fingerprint") == self.plan.fingerprint():
+        state = self._earlier_state()
+        if state is not None:
             self.state = state
             return
         if self.staging.exists():
@@ -193,10 +196,12 @@ class _Build:
 
     def run(self) -> Manifest:
         if (self.staging / MANIFEST_FILE).exists():
-            try:
-                return read_manifest(self.staging)  # complete; only the rename was missing
-            except RagdeskError:
-                (self.staging / MANIFEST_FILE).unlink()
+            if self._earlier_state() is not None:
+                try:
+                    return read_manifest(self.staging)  # complete; only the rename was missing
+                except RagdeskError:
+                    pass
+            (self.staging / MANIFEST_FILE).unlink()
         self._load_or_reset()
         if self.state["phase"] == PHASE_PASSAGES:
             self._read_passages()
@@ -352,7 +357,6 @@ class _Build:
             default_variant=FLAT, files=files,
         )
         write_manifest(self.staging, manifest)
-        (self.staging / STATE_FILE).unlink(missing_ok=True)
         fsync_dir(self.staging)
         return manifest
 
@@ -467,7 +471,9 @@ def import_snapshot(
         staging = data.staging_dir / plan.slug
         try:
             manifest = _Build(plan, staging, catalog, job_id, progress, cancel).run()
-            _rename_into_place(data, staging, plan.slug)
+            final = _rename_into_place(data, staging, plan.slug)
+            # Not in the manifest's file list; left behind harmlessly by a crash right here.
+            (final / STATE_FILE).unlink(missing_ok=True)
             mark_ready(catalog, name, manifest)
             catalog.update_job(job_id, state="done", done=manifest.passages,
                                total=manifest.passages, message="done")

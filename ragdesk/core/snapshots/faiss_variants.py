@@ -15,6 +15,7 @@ on disk, and only the compressed index is resident. ``nprobe`` / ``ef_search`` a
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.errors import BadInputError, CorruptSnapshotError, DiskFullError
+from ragdesk.core.atomic import fsync_dir
+from ragdesk.core.errors import BadInputError, CorruptSnapshotError, DiskFullError, is_disk_full
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 FLAT = "flat"
@@ -131,19 +133,9 @@ def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
     return index
 
 
-def _raise_write_error(exc: RuntimeError, path: Path) -> None:
-    if "No space left" in str(exc) or "Disk quota" in str(exc):
-        raise DiskFullError(f"The disk is full while writing {path}.") from exc
-    raise exc
-
-
 def write_index(index: Any, path: Path) -> None:
     """Write next to ``path`` and rename over it, so readers never see half a file."""
-    import os
-
     import faiss
-
-    from ragdesk.core.atomic import fsync_dir
 
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
@@ -151,14 +143,11 @@ def write_index(index: Any, path: Path) -> None:
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except RuntimeError as exc:
+    except (RuntimeError, OSError) as exc:
         tmp.unlink(missing_ok=True)
-        _raise_write_error(exc, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        from ragdesk.core.errors import is_disk_full
-
-        if is_disk_full(exc):
+        # FAISS reports a failed write as a RuntimeError carrying strerror's text.
+        if (isinstance(exc, OSError) and is_disk_full(exc)) or "No space left" in str(exc) \
+                or "quota exceeded" in str(exc):
             raise DiskFullError(f"The disk is full while writing {path}.") from exc
         raise
     fsync_dir(path.parent)

@@ -77,7 +77,10 @@ def _sniff_bz2(path: Path) -> bytes:
     try:
         with bz2.open(path, "rb") as fh:
             return fh.read(4096)
-    except (OSError, EOFError) as exc:
+    except EOFError as exc:
+        raise BadInputError("ends early: the .bz2 file is truncated (an incomplete download?).",
+                            path=path, hint="Download it again.") from exc
+    except OSError as exc:
         raise BadInputError(f"is not a readable .bz2 file ({exc}).", path=path) from exc
 
 

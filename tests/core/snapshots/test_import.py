@@ -278,6 +278,21 @@ def test_malformed_line_fails_the_import_cleanly(with_existing: Any, dpr_ctx: An
     assert import_snapshot(data, catalog, p, name="bad", encoder=dpr_ctx).state == "ready"
 
 
+def test_truncated_bz2_fails_the_import_cleanly(with_existing: Any, dpr_ctx: Any,
+                                                tmp_path: Path) -> None:
+    data, catalog, before = with_existing
+    body = [page(f"A{i}", 0, f"Article {i} says " + " ".join(f"w{i * j}" for j in range(150)))
+            for i in range(400)]
+    full = bz2.compress(xml_dump(body).encode(), compresslevel=1)  # 100 kB blocks
+    p = tmp_path / "cut.xml.bz2"
+    p.write_bytes(full[: len(full) * 2 // 3])  # whole first blocks: it fails mid-stream
+    with pytest.raises(BadInputError, match="truncated"):
+        import_snapshot(data, catalog, p, name="cut", encoder=dpr_ctx)
+    assert catalog.get_snapshot("cut").state == "failed"
+    assert not (data.staging_dir / "cut").exists() and not data.snapshot_dir("cut").exists()
+    assert_untouched(data, catalog, before)
+
+
 def test_disk_full_fails_cleanly(with_existing: Any, dpr_ctx: Any, tmp_path: Path,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     data, catalog, before = with_existing

@@ -21,10 +21,10 @@ from ragdesk.core.snapshots import (
     remove_variant,
     verify_snapshot,
 )
-from ragdesk.core.snapshots.quantize import DEFAULT_QUERIES
 from tests.core.snapshots.util import exact_top_k, open_data, synthetic_snapshot_files
 
 N, DIM = 20_000, 32
+QUERIES = 300  # tuning queries (the default is 1000)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def recall(approx: np.ndarray, exact: np.ndarray) -> float:
 def test_recall_at_20_against_exact_search(syn: tuple[DataDir, Catalog, np.ndarray],
                                            variant: str) -> None:
     data, catalog, vecs = syn
-    res = quantize_snapshot(data, catalog, "syn", variant, target_recall=0.95)
+    res = quantize_snapshot(data, catalog, "syn", variant, target_recall=0.95, queries=QUERIES)
     assert res.recall_at_20 >= 0.95
     assert res.bytes == (data.snapshot_dir("syn") / res.file).stat().st_size
     flat_bpp = DIM * 4
@@ -66,7 +66,7 @@ def test_recall_at_20_against_exact_search(syn: tuple[DataDir, Catalog, np.ndarr
         assert {"M", "ef_search", "rerank"} <= set(res.params)
 
     # The recall quantize reports is what a brute-force reference gives on its queries.
-    sample = fv.sample_queries(vecs, DEFAULT_QUERIES)
+    sample = fv.sample_queries(vecs, QUERIES)
     index = open_snapshot(data, catalog, "syn", variant)
     try:
         _, got = index.search_ids(sample, 20)
@@ -95,8 +95,9 @@ def test_recall_at_20_against_exact_search(syn: tuple[DataDir, Catalog, np.ndarr
 
 def test_probes_and_candidates_drive_recall(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
     data, catalog, _ = syn
-    low = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 1, "rerank": 20})
-    high = quantize_snapshot(data, catalog, "syn", "ivf-pq",
+    low = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 1, "rerank": 20},
+                            queries=QUERIES)
+    high = quantize_snapshot(data, catalog, "syn", "ivf-pq", queries=QUERIES,
                              params={"nprobe": 32, "rerank": 400, "m": 8})
     assert low.params["nprobe"] == 1 and low.params["rerank"] == 20
     assert high.params["m"] == 8
@@ -108,7 +109,8 @@ def test_probes_and_candidates_drive_recall(syn: tuple[DataDir, Catalog, np.ndar
 def test_memory_mapped_loading_gives_the_same_answers(
         syn: tuple[DataDir, Catalog, np.ndarray], monkeypatch: pytest.MonkeyPatch) -> None:
     data, catalog, vecs = syn
-    quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 8, "rerank": 100})
+    quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 8, "rerank": 100},
+                      queries=QUERIES)
     q = unseen_queries(vecs, 50, seed=3)
     index = open_snapshot(data, catalog, "syn", "ivf-pq")
     in_memory = index.search_ids(q, 10)
@@ -124,7 +126,7 @@ def test_memory_mapped_loading_gives_the_same_answers(
 def test_default_variant_and_removal(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
     data, catalog, _ = syn
     quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 4, "rerank": 50},
-                      make_default=True)
+                      make_default=True, queries=QUERIES)
     index = open_snapshot(data, catalog, "syn")
     assert index.variant == "ivf-pq"
     index.close()
@@ -177,3 +179,29 @@ def test_exact_search_helpers_match_numpy(tmp_path: Path) -> None:
     np.testing.assert_allclose(s, ref_s[:, :10], rtol=1e-5)
     assert fv.recall_at_k(i, ref_i[:, :10], 10) == 1.0
     assert fv.recall_at_k(np.full_like(i, -1), ref_i[:, :10], 10) == 0.0
+
+
+def test_disk_full_while_writing_a_variant(syn: tuple[DataDir, Catalog, np.ndarray],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import faiss
+
+    from ragdesk.core.errors import DiskFullError
+
+    data, catalog, _ = syn
+    folder = data.snapshot_dir("syn")
+    before = (folder / "manifest.json").read_bytes()
+    variants_before = catalog.get_snapshot("syn").variants
+
+    def full(index: object, path: str) -> None:
+        with open(path, "wb") as fh:
+            fh.write(b"partial")
+        raise RuntimeError(f"Error: 'ret == (size * 4)' failed: write error in {path}: "
+                           "4051 != 3200000 (No space left on device)")
+
+    monkeypatch.setattr(faiss, "write_index", full)
+    with pytest.raises(DiskFullError, match="disk is full"):
+        quantize_snapshot(data, catalog, "syn", "hnsw-sq8",
+                          params={"ef_search": 16, "rerank": 20}, queries=50)
+    assert (folder / "manifest.json").read_bytes() == before
+    assert catalog.get_snapshot("syn").variants == variants_before
+    assert not [p for p in folder.iterdir() if ".tmp-" in p.name]
