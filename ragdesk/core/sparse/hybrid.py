@@ -150,14 +150,23 @@ def rank_batch(
             out.append(Ranked(ids=ids, scores=sc, dense=dense, sparse=sc))
         return out
     assert q is not None and emb is not None
-    dense_lists = snapshot.search(q, max(reranker.depth, 1))
+    dense_ids = _dense_ids(snapshot, q, max(reranker.depth, 1))
     out = []
     for i, question in enumerate(questions):
         if cancel is not None:
             cancel.raise_if_cancelled()
-        dense_ids = np.asarray([h.id for h in dense_lists[i]], dtype=np.int64)
-        out.append(hybrid_rank(question, dense_ids, q[i], emb, index, k, reranker))
+        out.append(hybrid_rank(question, dense_ids[i], q[i], emb, index, k, reranker))
     return out
+
+
+def _dense_ids(snapshot: Any, q: np.ndarray, k: int) -> list[np.ndarray]:
+    """Top-``k`` dense ids per query; ``search_ids`` when the snapshot has it (no texts)."""
+    k = min(k, int(snapshot.size))
+    search_ids = getattr(snapshot, "search_ids", None)
+    if search_ids is not None:
+        _, ids = search_ids(q, k)
+        return [row[row >= 0].astype(np.int64) for row in np.asarray(ids)]
+    return [np.asarray([h.id for h in hits], dtype=np.int64) for hits in snapshot.search(q, k)]
 
 
 def retrieve_batch(

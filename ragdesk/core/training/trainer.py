@@ -325,7 +325,8 @@ class RagTrainer:
         n = len(examples)
         if eval_examples and cfg.evaluate_before and not st.evaluations:
             self.record_evaluation(self.evaluate(eval_examples, generate=generate_eval,
-                                                 cancel=cancel), "before training", report)
+                                                 progress=progress, cancel=cancel),
+                                   "before training", report)
         prog = Progress(cfg.epochs * n, "training", progress,
                         start_done=min(st.epoch * n + st.position, cfg.epochs * n))
         recent: list[float] = []
@@ -352,7 +353,8 @@ class RagTrainer:
             stop = False
             if eval_examples:
                 stop = self.record_evaluation(
-                    self.evaluate(eval_examples, generate=generate_eval, cancel=cancel),
+                    self.evaluate(eval_examples, generate=generate_eval, progress=progress,
+                                  cancel=cancel),
                     label, report)
             st.epoch += 1
             st.position = 0

@@ -1,0 +1,81 @@
+"""Sparse and hybrid retrieval on a real snapshot (imported from JSONL with the tiny
+sentence-transformers encoder) agree with the same code run on its arrays held in memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragdesk.core.sparse.hybrid import ScoredHit, retrieve_batch
+from ragdesk.core.sparse.store import bm25_folder, forget_loaded
+from ragdesk.core.types import Hit, Passage
+
+pytest.importorskip("ragdesk.core.snapshots")
+
+
+class InMemory:
+    def __init__(self, passages: list[Passage], emb: np.ndarray, folder: Path) -> None:
+        self.passages, self._emb, self.folder = passages, emb, folder
+        self.name, self.manifest = "copy", {"created": "now"}
+
+    @property
+    def size(self) -> int:
+        return len(self.passages)
+
+    def embeddings(self) -> np.ndarray:
+        return self._emb
+
+    def get_passages(self, ids: list[int]) -> list[Passage]:
+        return [self.passages[i] for i in ids]
+
+    def search(self, q: np.ndarray, k: int) -> list[list[Hit]]:
+        out = []
+        for row in q:
+            ip = self._emb @ row
+            order = np.lexsort((np.arange(len(ip)), -ip))[:k]
+            out.append([Hit(int(i), self.passages[i].title, self.passages[i].text,
+                            float(ip[i])) for i in order])
+        return out
+
+
+@pytest.fixture(scope="module")
+def real_snapshot(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.snapshots import import_snapshot, open_snapshot
+
+    root = tmp_path_factory.mktemp("sparse-real")
+    src = root / "a.jsonl"
+    src.write_text("".join(json.dumps({"title": t, "text": x}) + "\n"
+                           for t, x in tiny_models.corpus[:40]), encoding="utf-8")
+    ctx = AppContext(root / "data")
+    import_snapshot(ctx.data, ctx.catalog, src, name="t", encoder=tiny_models.st_encoder,
+                    fmt="jsonl")
+    return open_snapshot(ctx.data, ctx.catalog, "t")
+
+
+def test_sparse_and_hybrid_on_a_real_snapshot(real_snapshot: Any, tmp_path: Path) -> None:
+    forget_loaded()
+    snap = real_snapshot
+    passages = snap.get_passages(list(range(snap.size)))
+    copy = InMemory(passages, np.asarray(snap.embeddings(), dtype=np.float32), tmp_path)
+    words = [p.title.split()[0] for p in passages[:6]]
+    questions = [f"who was {w}?" for w in words] + ["when did it happen in the year"]
+    rng = np.random.default_rng(0)
+    qv = rng.standard_normal((len(questions), snap.manifest.dim)).astype(np.float32)
+    for mode in ("sparse", "hybrid"):
+        got = retrieve_batch(snap, questions, qv, 10, mode)
+        want = retrieve_batch(copy, questions, qv, 10, mode)
+        for g, w in zip(got, want, strict=True):
+            assert [h.id for h in g] == [h.id for h in w]
+            assert all(isinstance(h, ScoredHit) for h in g)
+            np.testing.assert_allclose([h.score for h in g], [h.score for h in w], rtol=1e-5,
+                                       atol=1e-6)
+            np.testing.assert_allclose([h.dense_score for h in g],
+                                       [h.dense_score for h in w], rtol=1e-5, atol=1e-6)
+    # the snapshot's own index lives inside its folder, the copy's in tmp_path
+    assert bm25_folder(snap) == snap.folder / "bm25" and bm25_folder(snap).is_dir()
+    assert not list(snap.folder.glob(".bm25-*"))
