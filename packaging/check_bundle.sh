@@ -3,12 +3,15 @@
 # machine without Python:
 #   packaging/check_bundle.sh                    clone this repository's HEAD into a temp dir
 #   packaging/check_bundle.sh --repo URL|PATH    clone that repository instead
-#   packaging/check_bundle.sh --src DIR          build in DIR as it is (uncommitted work too)
+#   packaging/check_bundle.sh --copy DIR         copy DIR's files that git tracks or would
+#                                                track (no build/, dist/, .venv/) into a temp
+#                                                dir: a clean checkout of uncommitted work
+#   packaging/check_bundle.sh --src DIR          build in DIR as it is
 # Options: --python PY (the environment to bundle; default: .venv/bin/python of this
 # checkout, or $PYTHON), --skip-build (check DIR/dist as it is), --no-screenshot, --keep.
 #
 # Checks, from outside the source tree with an empty PATH (no python reachable) and a fresh
-# HOME, on the .deb(s) unpacked with `dpkg-deb -x` and the .tar.gz(s) unpacked with tar (the
+# HOME, on the .deb(s) unpacked with `dpkg-deb -x` and the .tar archives unpacked with tar (the
 # app alone, then with the starter generator add-on when the build made one):
 # `ragdesk --version` and `ragdesk --self-test` (QT_QPA_PLATFORM=offscreen) pass; user data
 # goes to ~/.local/share/ragdesk like a pip install's; nothing is written into the install
@@ -20,6 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 repo=$here
 src=""
+copy_from=""
 py=${PYTHON:-$here/.venv/bin/python}
 build=1
 screenshot=1
@@ -28,11 +32,12 @@ while [ $# -gt 0 ]; do
     case $1 in
         --repo) repo=$2; shift 2 ;;
         --src) src=$(cd "$2" && pwd); shift 2 ;;
+        --copy) copy_from=$(cd "$2" && pwd); shift 2 ;;
         --python) py=$2; shift 2 ;;
         --skip-build) build=0; shift ;;
         --no-screenshot) screenshot=0; shift ;;
         --keep) keep=1; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
         *) echo "unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -50,7 +55,14 @@ pass() { printf 'PASS  %s\n' "$*"; }
 fail() { printf 'FAIL  %s\n' "$*"; failures=$((failures + 1)); }
 step() { printf '\n== %s\n' "$*"; }
 
-if [ -z "$src" ]; then
+if [ -n "$copy_from" ]; then
+    step "copy the git-visible files of $copy_from"
+    mkdir -p "$work/src"
+    (cd "$copy_from" && git ls-files -z --cached --others --exclude-standard \
+        | xargs -0 cp --parents -t "$work/src" 2>/dev/null || true)
+    src=$work/src
+    echo "$(cd "$src" && find . -type f | wc -l) files"
+elif [ -z "$src" ]; then
     step "clone $repo"
     git clone --quiet "$repo" "$work/src"
     src=$work/src
@@ -68,7 +80,7 @@ fi
 dist=$src/dist
 deb=$(ls "$dist"/ragdesk_"$version"_*.deb)
 gen_deb=$(ls "$dist"/ragdesk-starter-generator_"$version"_all.deb 2>/dev/null || true)
-tarball=$(ls "$dist"/ragdesk-"$version"-linux-*.tar.gz)
+tarball=$(ls "$dist"/ragdesk-"$version"-linux-*.tar.xz)
 gen_tar=$(ls "$dist"/ragdesk-starter-generator-"$version".tar.gz 2>/dev/null || true)
 step "artifacts"
 du -sh --apparent-size "$dist/ragdesk" $deb $gen_deb $tarball $gen_tar
@@ -159,14 +171,14 @@ if command -v desktop-file-validate >/dev/null; then
     fi
 fi
 
-step "the .tar.gz, extracted elsewhere"
+step "the .tar.xz, extracted elsewhere"
 mkdir -p "$work/tar"
-tar -xzf "$tarball" -C "$work/tar"
-if [ -n "$gen_tar" ]; then tar -xzf "$gen_tar" -C "$work/tar"; fi
+tar -xf "$tarball" -C "$work/tar"
+if [ -n "$gen_tar" ]; then tar -xf "$gen_tar" -C "$work/tar"; fi
 tar_app=$(ls -d "$work"/tar/ragdesk-*/)ragdesk
 out=$(clean_env QT_QPA_PLATFORM=offscreen "$tar_app" --version 2>&1) || true
-if [ "$out" = "ragdesk $version" ]; then pass "tar.gz --version"; else fail "tar.gz --version: $out"; fi
-selftest "tar.gz" "$tar_app" "generator chunks and Vital Articles found"
+if [ "$out" = "ragdesk $version" ]; then pass "tar.xz --version"; else fail "tar.xz --version: $out"; fi
+selftest "tar.xz" "$tar_app" "generator chunks and Vital Articles found"
 
 if [ "$screenshot" = 1 ]; then
     step "main window under Xvfb"
