@@ -148,27 +148,51 @@ class TextEncoder:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
         return pooled
 
-    def encode_batch(self, texts: list[str] | list[tuple[str, str]]) -> np.ndarray:
-        """Encode one batch as given (no sorting); float32 [len(texts), dim]."""
-        import torch
-
+    def tokenize(self, texts: list[str] | list[tuple[str, str]]) -> list[dict[str, list[int]]]:
+        """Token ids (and masks) per text, truncated, unpadded: sorting and padding come later."""
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return []
         if isinstance(texts[0], tuple):
             titles = [t[0] for t in texts]  # type: ignore[index]
             bodies = [t[1] for t in texts]  # type: ignore[index]
-            enc = self.tokenizer(titles, bodies, padding=True, truncation="only_second",
-                                 max_length=self.max_length, return_tensors="pt")
+            enc = self.tokenizer(titles, bodies, truncation="only_second",
+                                 max_length=self.max_length)
         else:
-            enc = self.tokenizer(list(texts), padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt")
+            enc = self.tokenizer(list(texts), truncation=True, max_length=self.max_length)
+        keys = [k for k in MODEL_INPUTS if k in enc]
+        return [{k: enc[k][i] for k in keys} for i in range(len(texts))]
+
+    def encode_tokenized(self, rows: list[dict[str, list[int]]]) -> np.ndarray:
+        """Encode already tokenized texts as one padded batch; float32 [len(rows), dim]."""
+        import torch
+
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
         device = next(self.model.parameters()).device
-        inputs = {k: v.to(device) for k, v in enc.items()
-                  if k in ("input_ids", "attention_mask", "token_type_ids")}
+        inputs = {k: v.to(device) for k, v in self._pad(rows).items()}
         with torch.inference_mode():
             out = self.model(**inputs)
             pooled = self._pool(out, inputs["attention_mask"])
         return pooled.float().cpu().numpy().astype(np.float32, copy=False)
+
+    def _pad(self, rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+        """Right-pad to the longest row (what ``padding=True`` does for these encoders)."""
+        import torch
+
+        width = max(len(r["input_ids"]) for r in rows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        out = {}
+        for key in rows[0]:
+            fill = pad_id if key == "input_ids" else 0
+            t = torch.full((len(rows), width), fill, dtype=torch.long)
+            for i, r in enumerate(rows):
+                t[i, :len(r[key])] = torch.tensor(r[key], dtype=torch.long)
+            out[key] = t
+        return out
+
+    def encode_batch(self, texts: list[str] | list[tuple[str, str]]) -> np.ndarray:
+        """Encode one batch as given (no sorting); float32 [len(texts), dim]."""
+        return self.encode_tokenized(self.tokenize(texts))
 
     def encode(
         self,
@@ -177,20 +201,32 @@ class TextEncoder:
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,
     ) -> np.ndarray:
-        """Encode many texts; batches are formed from length-sorted texts to cut padding."""
+        """Encode many texts in batches of similar token counts, which cuts padding.
+
+        Every text is tokenized once up front (fast tokenizers do this in bulk); sorting by
+        token count rather than characters is what keeps the padded slots near the real ones.
+        """
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
-        lengths = [len(t[0]) + len(t[1]) if isinstance(t, tuple) else len(t) for t in texts]
-        order = np.argsort(np.asarray(lengths), kind="stable")[::-1]
+        rows = self.tokenize(texts)
+        order = token_length_order(rows)
         prog = Progress(n, "encoding", progress)
         for start in range(0, n, batch_size):
             if cancel is not None:
                 cancel.raise_if_cancelled()
             idx = order[start:start + batch_size]
-            batch = [texts[i] for i in idx]
-            out[idx] = self.encode_batch(batch)  # type: ignore[arg-type]
+            out[idx] = self.encode_tokenized([rows[i] for i in idx])
             prog.update(len(idx))
         return out
+
+
+MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def token_length_order(rows: list[dict[str, list[int]]]) -> np.ndarray:
+    """Indices longest first, ties by position: the same batches on every run."""
+    lengths = np.asarray([len(r["input_ids"]) for r in rows], dtype=np.int64)
+    return np.lexsort((np.arange(len(rows)), -lengths))
 
 
 def passage_input(encoder: TextEncoder, title: str, text: str) -> str | tuple[str, str]:
