@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json
-from ragdesk.core.app import AppContext
 from ragdesk.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
 

@@ -6,11 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.app import AppContext
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext  # SQLAlchemy: not needed for --version / --help
 
-Handler = Callable[[argparse.Namespace, AppContext], int]
+Handler = Callable[[argparse.Namespace, "AppContext"], int]
 
 
 def print_json(obj: Any) -> None:

@@ -7,11 +7,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json, print_table
-from ragdesk.core.app import AppContext
 from ragdesk.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
 

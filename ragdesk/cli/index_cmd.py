@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import human_bytes, print_json, print_table
-from ragdesk.core.app import AppContext
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import terminal_printer
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
 
 IMPORT_EPILOG = """\
 formats (detected from the file, or given with --format):

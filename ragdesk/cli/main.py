@@ -6,12 +6,15 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ragdesk._version import __version__
-from ragdesk.core.app import AppContext
 from ragdesk.core.errors import Cancelled, RagdeskError
 from ragdesk.core.logging_setup import setup_logging
 from ragdesk.core.paths import ENV_VAR
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext  # SQLAlchemy: not needed for --version / --help
 
 log = logging.getLogger("ragdesk.cli")
 
@@ -58,6 +61,8 @@ def _run_gui(args: argparse.Namespace, ctx: AppContext) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from ragdesk.core.app import AppContext
+
     ctx = AppContext(args.data_dir)
     try:
         setup_logging(None, args.verbose)

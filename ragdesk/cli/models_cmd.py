@@ -7,10 +7,13 @@ import argparse
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import human_bytes, print_json, print_table
-from ragdesk.core.app import AppContext
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
 
 ROLE_LABELS = {"question_encoder": "question encoder", "passage_encoder": "passage encoder",
                "generator": "generator"}

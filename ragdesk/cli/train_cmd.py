@@ -6,11 +6,13 @@ import argparse
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json
-from ragdesk.core.app import AppContext
 from ragdesk.core.progress import CancelToken
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
 
 EPILOG = """\
 The question encoder and the generator are trained jointly from (question, answer) pairs; the

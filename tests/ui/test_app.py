@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDialogButtonBox
@@ -27,7 +26,6 @@ from tests.ui.conftest import (
 )
 
 # The offscreen platform cannot resize or raise windows and says so; harmless.
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000

@@ -19,7 +19,6 @@ from ragdesk.ui.theme import heat_color, passage_tint
 from tests.ui.fakes import make_answer
 
 # The offscreen platform cannot resize or raise windows and says so; harmless.
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 
 def test_token_backgrounds_follow_the_argmax_posterior(qtbot) -> None:  # type: ignore[no-untyped-def]

@@ -7,15 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from PySide6.QtCore import Qt
 
 from ragdesk.core.types import Answer
 from ragdesk.ui.explore import RetrievalMap, StepThrough, install
 from ragdesk.ui.explore.install import MAP_TITLE, STEPS_TITLE
 from tests.ui.explore.helpers import exact_top_k
-
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 TIMEOUT_MS = 180_000
 

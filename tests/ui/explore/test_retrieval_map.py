@@ -24,7 +24,6 @@ from tests.ui.explore.helpers import (
 K = 5
 
 # The offscreen platform warns when a top-level widget is shown; nothing to do with us.
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 
 def _open_map(qtbot, snapshot, question_vec, **kw) -> RetrievalMap:  # type: ignore[no-untyped-def]

@@ -15,8 +15,6 @@ from ragdesk.ui.explore import StepThrough
 from ragdesk.ui.explore.palette import rank_colour
 from tests.ui.explore.helpers import synthetic_answer
 
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
-
 
 def _expected(answer: Answer, step: int) -> list[float]:
     s = min(step, len(answer.tokens))

@@ -18,7 +18,6 @@ from ragdesk.ui.explore import RetrievalMap, StepThrough
 from tests.ui.explore.helpers import exact_top_k, lift_by_hand
 
 pytest.importorskip("ragdesk.core.snapshots")
-pytestmark = pytest.mark.qt_log_ignore("This plugin does not support")
 
 K = 4
 QUESTION = "what is the capital of france?"
