@@ -88,6 +88,7 @@ class AskParams:
     num_beams: int = 1
     max_new_tokens: int = 32
     min_new_tokens: int = 0
+    retriever: str = "dense"  # dense | sparse (BM25) | hybrid
 
     @classmethod
     def from_settings(cls, values: dict[str, Any]) -> AskParams:
@@ -99,11 +100,13 @@ class AskParams:
             num_beams=int(values.get("num_beams", d.num_beams)),
             max_new_tokens=int(values.get("max_new_tokens", d.max_new_tokens)),
             min_new_tokens=int(values.get("min_new_tokens", d.min_new_tokens)),
+            retriever=str(values.get("retriever", d.retriever)),
         )
 
     def to_settings(self) -> dict[str, Any]:
         return {"mode": self.mode, "decoding": self.decoding, "n_docs": self.n_docs,
-                "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens}
+                "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens,
+                "retriever": self.retriever}
 
 
 @dataclass(frozen=True)
@@ -272,11 +275,17 @@ class Backend:
                on_token: OnToken | None, cancel: CancelToken) -> Answer:
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
+        if params.retriever != "dense":
+            # BM25 and hybrid live beside the core engine; the first question on a snapshot
+            # builds its BM25 index (seconds for the starter snapshot), here on the worker.
+            from ragdesk.core.sparse.hybrid import register_engine_retrievers
+
+            register_engine_retrievers()
         return engine.answer(  # type: ignore[no-any-return]
             question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
             min_new_tokens=params.min_new_tokens, snapshot=snapshot, on_token=on_token,
-            cancel=cancel)
+            cancel=cancel, retriever=params.retriever)
 
     def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AskParams, *,
                          pack: str, snapshot: str | None, on_token: OnToken | None,

@@ -516,6 +516,8 @@ class AnswerCard(QFrame):
         if p.mode == "sequence":
             parts.append(f"{p.decoding} decoding")
         parts.append(f"K = {p.n_docs}")
+        if p.retriever != "dense":
+            parts.append("BM25" if p.retriever == "sparse" else p.retriever)
         if p.num_beams > 1:
             parts.append(f"{p.num_beams} beams")
         a = self.answer

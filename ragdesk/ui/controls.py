@@ -1,4 +1,4 @@
-"""The controls panel: model pack, RAG mode, decoding, K, beams and answer length."""
+"""The controls panel: model pack, retriever, RAG mode, decoding, K, beams, answer length."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from ragdesk.ui.backend import AskParams, PackInfo
 
 MODES = (("token", "RAG-Token"), ("sequence", "RAG-Sequence"))
 DECODINGS = (("thorough", "Thorough"), ("fast", "Fast"))
+RETRIEVERS = (("dense", "Dense"), ("sparse", "BM25"), ("hybrid", "Hybrid"))
 
 
 class ControlsPanel(QWidget):
@@ -41,6 +42,16 @@ class ControlsPanel(QWidget):
         self.pack.addItem(pack, pack)
         self.pack.currentIndexChanged.connect(self._on_pack)
         form.addRow(self._label("Model &pack", self.pack), self.pack)
+
+        self.retriever = QComboBox()
+        for key, name in RETRIEVERS:
+            self.retriever.addItem(name, key)
+        self.retriever.setToolTip(
+            "<b>Dense</b>: the question encoder's inner product with the passage vectors "
+            "(DPR).<br/><b>BM25</b>: word matches only.<br/><b>Hybrid</b>: dense and BM25 "
+            "candidates re-ranked together; the best top-20 accuracy on the starter snapshot. "
+            "BM25 and hybrid index a snapshot's words the first time they are used.")
+        form.addRow(self._label("&Retriever", self.retriever), self.retriever)
 
         self.mode = QComboBox()
         for key, name in MODES:
@@ -84,7 +95,7 @@ class ControlsPanel(QWidget):
 
         self._min_new_tokens = params.min_new_tokens
         self.set_params(params)
-        for w in (self.mode, self.decoding):
+        for w in (self.retriever, self.mode, self.decoding):
             w.currentIndexChanged.connect(self._changed)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
@@ -97,23 +108,28 @@ class ControlsPanel(QWidget):
         return lab
 
     def set_params(self, params: AskParams) -> None:
-        for w in (self.mode, self.decoding, self.n_docs, self.beams, self.max_len):
+        for w in self._inputs():
             w.blockSignals(True)
+        self.retriever.setCurrentIndex(max(0, self.retriever.findData(params.retriever)))
         self.mode.setCurrentIndex(max(0, self.mode.findData(params.mode)))
         self.decoding.setCurrentIndex(max(0, self.decoding.findData(params.decoding)))
         self.n_docs.setValue(params.n_docs)
         self.beams.setValue(params.num_beams)
         self.max_len.setValue(params.max_new_tokens)
-        for w in (self.mode, self.decoding, self.n_docs, self.beams, self.max_len):
+        for w in self._inputs():
             w.blockSignals(False)
         self._update_enabled()
+
+    def _inputs(self) -> tuple[QWidget, ...]:
+        return (self.retriever, self.mode, self.decoding, self.n_docs, self.beams, self.max_len)
 
     def params(self) -> AskParams:
         return AskParams(mode=str(self.mode.currentData()),
                          decoding=str(self.decoding.currentData()),
                          n_docs=self.n_docs.value(), num_beams=self.beams.value(),
                          max_new_tokens=self.max_len.value(),
-                         min_new_tokens=self._min_new_tokens)
+                         min_new_tokens=self._min_new_tokens,
+                         retriever=str(self.retriever.currentData()))
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
         names = [p.name for p in packs if p.installed]

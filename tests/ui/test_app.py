@@ -25,8 +25,6 @@ from tests.ui.conftest import (
     write_jsonl,
 )
 
-# The offscreen platform cannot resize or raise windows and says so; harmless.
-
 ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000
 
@@ -571,3 +569,26 @@ def test_answering_from_given_passages(qtbot, window) -> None:  # type: ignore[n
     e = np.exp(np.array(scores) - max(scores))
     np.testing.assert_allclose([d.prob for d in answer.docs], e / e.sum(), rtol=1e-5)
     assert answer.snapshot == "wiki-b" and window.backend.answers_started == []
+
+
+def test_the_retriever_choice_reaches_the_engine(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """BM25 and hybrid chosen in the panel retrieve what the core's retrieve_batch gives."""
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.sparse.hybrid import retrieve_batch
+
+    question = f"what is known about {tiny_models.corpus[A_ARTICLES][3][0]}?"
+    c = window.controls
+    qenc = window.backend.parts[0]
+    snap = open_snapshot(window.backend.data, window.backend.catalog, "wiki-a")
+    try:
+        for mode in ("sparse", "hybrid"):
+            c.retriever.setCurrentIndex(c.retriever.findData(mode))
+            assert window.params().retriever == mode
+            qtbot.waitUntil(lambda m=mode: window.settings.get("retriever") == m, timeout=5_000)
+            answer = ask(qtbot, window, question)
+            expected = retrieve_batch(snap, [question], qenc.encode([question]),
+                                      c.n_docs.value(), mode)[0]
+            assert [d.id for d in answer.docs] == [h.id for h in expected], mode
+            assert mode.replace("sparse", "BM25") in window.chat.cards[-1].meta_label.text()
+    finally:
+        snap.close()

@@ -18,8 +18,6 @@ from ragdesk.ui.markdown import answer_markdown, cited_ranks, conversation_markd
 from ragdesk.ui.theme import heat_color, passage_tint
 from tests.ui.fakes import make_answer
 
-# The offscreen platform cannot resize or raise windows and says so; harmless.
-
 
 def test_token_backgrounds_follow_the_argmax_posterior(qtbot) -> None:  # type: ignore[no-untyped-def]
     answer = make_answer(n_tokens=11, seed=4)
