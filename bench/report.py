@@ -107,7 +107,9 @@ def encoding_plots(r: dict[str, Any]) -> list[dict[str, Any]]:
         "title": f"Passage encoding, {r['model']} (ratio {r['ratio_best']:.2f}x)",
         "kind": "bar", "x_label": "", "y_label": "passages per second",
         "series": {"plain transformers loop": {"y": [r["reference_passages_per_s"]]},
-                   "ragdesk": {"y": [r["ragdesk_passages_per_s"]]}},
+                   "ragdesk": {"y": [r["ragdesk_passages_per_s"]]},
+                   **({"proposed token sort": {"y": [r["token_sorted_passages_per_s"]]}}
+                      if "token_sorted_passages_per_s" in r else {})},
     }]
 
 
