@@ -542,6 +542,7 @@ def test_opening_the_window_imports_no_ml_library() -> None:
     import sys
 
     code = ("import sys; import ragdesk.ui.app, ragdesk.ui.main_window, ragdesk.ui.backend; "
+            "ragdesk.ui.main_window.explore_views_installer(); "
             "print(sorted(m for m in ('torch', 'transformers', 'faiss', 'numpy') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ragdesk.core.types import Hit
-from ragdesk.ui.explore.retrieval_map import RetrievalMap
-from ragdesk.ui.explore.step_through import StepThrough
-
 if TYPE_CHECKING:
+    # The views (and numpy) load when first opened, not while the main window starts.
+    import numpy as np
+
+    from ragdesk.core.types import Hit
+    from ragdesk.ui.explore.retrieval_map import RetrievalMap
+    from ragdesk.ui.explore.step_through import StepThrough
     from ragdesk.ui.main_window import MainWindow
 
 MAP_TITLE = "Retrieval map"
@@ -28,6 +28,8 @@ def install(window: MainWindow) -> None:
 
 
 def retrieval_map_view(window: MainWindow) -> RetrievalMap:
+    from ragdesk.ui.explore.retrieval_map import RetrievalMap
+
     backend: Any = window.backend
 
     def encode(text: str) -> np.ndarray:
@@ -46,6 +48,8 @@ def retrieval_map_view(window: MainWindow) -> RetrievalMap:
 
 
 def step_through_view(window: MainWindow) -> StepThrough:
+    from ragdesk.ui.explore.step_through import StepThrough
+
     view = StepThrough()
     window.answerSelected.connect(view.show_answer)
     return view
