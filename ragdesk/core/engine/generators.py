@@ -19,7 +19,7 @@ import copy
 import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.decoding import GenerationSettings
@@ -121,6 +121,8 @@ class Generator(ABC):
         self.device = next(model.parameters()).device
         self.settings = self._settings()
         self.special_ids = frozenset(int(i) for i in (tokenizer.all_special_ids or []))
+        # tokens that end an answer like EOS, and like EOS are scored but never shown
+        self.stop_ids: frozenset[int] = frozenset()
 
     @abstractmethod
     def _settings(self) -> GenerationSettings: ...
@@ -137,7 +139,9 @@ class Generator(ABC):
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=True))
 
     def is_special(self, token_id: int) -> bool:
-        return token_id in self.special_ids
+        """Whether the token is left out of the answer text: a special token of the
+        tokenizer or a stop token."""
+        return token_id in self.special_ids or token_id in self.stop_ids
 
 
 # ---------------------------------------------------------------- seq2seq (BART) -----
@@ -451,14 +455,25 @@ class CausalLMGenerator(Generator):
 
     With a chat template (instruction-tuned models such as Gemma 3) the prompt is one user
     turn; without one it is plain text ending in ``Answer:``.
+
+    ``stop_at_newline`` (default): the answer is one line. A base LM given a plain prompt
+    writes its answer and then goes on with a made-up ``\nQuestion: ...``; so every token
+    whose text contains a newline ends the answer as EOS does: it counts in ``log p(y|x)``
+    and in the attribution like EOS, and is never part of the answer text.
     """
 
     kind = "causal"
 
     def __init__(self, model: Any, tokenizer: Any, name: str, *,
                  max_passage_tokens: int = MAX_COMBINED_LENGTH,
-                 use_chat_template: bool | None = None) -> None:
+                 use_chat_template: bool | None = None, stop_at_newline: bool = True) -> None:
         super().__init__(model, tokenizer, name)
+        if stop_at_newline:
+            self.stop_ids = newline_token_ids(tokenizer) - self.special_ids
+            extra = tuple(sorted(self.stop_ids - set(self.settings.eos_token_ids)))
+            # the model's own EOS stays first: training ends answers with eos_token_ids[0]
+            self.settings = replace(self.settings,
+                                    eos_token_ids=self.settings.eos_token_ids + extra)
         self.max_passage_tokens = max_passage_tokens
         has_template = bool(getattr(tokenizer, "chat_template", None))
         self.use_chat_template = has_template if use_chat_template is None else (
@@ -506,6 +521,28 @@ class CausalLMGenerator(Generator):
     def prepare(self, question: str, passages: Sequence[PassageText]) -> CausalContext:
         check_question(question)
         return CausalContext(self, [self.input_ids(question, p) for p in passages])
+
+
+# How a newline shows in the vocabulary: itself (SentencePiece), as byte 0x0A in the
+# GPT-2 byte-to-unicode map, or as a SentencePiece byte-fallback piece.
+_NEWLINE_MARKS = ("\n", "\u010a", "<0x0A>")
+
+
+def newline_token_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of the tokens whose decoded text contains a newline.
+
+    Decoding a whole vocabulary one token at a time takes seconds for large ones (Gemma:
+    262k tokens), so only pieces that show a newline in one of the usual spellings are
+    decoded and checked.
+    """
+    vocab: dict[str, int] = tokenizer.get_vocab()
+    cands = sorted({int(i) for piece, i in vocab.items()
+                    if any(m in piece for m in _NEWLINE_MARKS)})
+    if not cands:
+        return frozenset()
+    texts = tokenizer.batch_decode([[i] for i in cands], skip_special_tokens=False,
+                                   clean_up_tokenization_spaces=False)
+    return frozenset(i for i, t in zip(cands, texts, strict=True) if "\n" in t)
 
 
 def _select_cache(cache: Any, rows: torch.Tensor) -> Any:

@@ -130,3 +130,8 @@ def visible(gen: Any, naive: NaiveAnswer) -> tuple[list[int], list[list[float]]]
             ids.append(t)
             posts.append(p)
     return ids, posts
+
+
+def newline_ids_by_decoding(tokenizer: Any) -> set[int]:
+    """Every token whose decoded text contains a newline (the whole vocabulary decoded)."""
+    return {i for i in range(len(tokenizer)) if "\n" in tokenizer.decode([i])}

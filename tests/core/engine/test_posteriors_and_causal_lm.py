@@ -42,14 +42,20 @@ def test_rag_token_against_naive_loop(bart_gen: Any, causal_gen: Any, make_cases
     eos = gen.settings.eos_token_ids[0]
     ans = rag_token_generate(gen, case.question, case.hits, max_new_tokens=NEW)
     if kind == "causal":  # no forced EOS in the tiny GPT-2's generation config
-        ref = _causal_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW, eos)
+        ref = _causal_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW,
+                                   _causal_stops(gen))
     else:
         ref = naive.rag_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW, eos)
     _assert_same(gen, ans, ref)
 
 
+def _causal_stops(gen: Any) -> set[int]:
+    """EOS and, by the causal-LM stop rule, every token whose text holds a newline."""
+    return {gen.tokenizer.eos_token_id, *naive.newline_ids_by_decoding(gen.tokenizer)}
+
+
 def _causal_token_greedy(next_lp: Any, doc_lp: Any, max_new: int,
-                         eos: int) -> naive.NaiveAnswer:
+                         stops: set[int]) -> naive.NaiveAnswer:
     import torch
 
     seq: list[int] = []
@@ -62,7 +68,7 @@ def _causal_token_greedy(next_lp: Any, doc_lp: Any, max_new: int,
         posts.append(torch.softmax(joint, 0).tolist())
         logprob += float(torch.logsumexp(joint, 0))
         seq.append(tok)
-        if tok == eos:
+        if tok in stops:
             break
     return naive.NaiveAnswer(seq, posts, logprob)
 
@@ -84,10 +90,10 @@ def test_rag_sequence_against_naive_loop(bart_gen: Any, make_cases: Any, decodin
 def test_rag_sequence_causal_lm_against_naive_loop(causal_gen: Any, make_cases: Any) -> None:
     case = make_cases(2)
     next_lp = naive.causal_next_lp(causal_gen, case.question, case.hits)
-    eos = causal_gen.settings.eos_token_ids[0]
+    stops = _causal_stops(causal_gen)
     ans = rag_sequence_generate(causal_gen, case.question, case.hits, decoding="thorough",
                                 max_new_tokens=NEW)
-    hyps = [_causal_greedy(next_lp, z, NEW, eos) for z in range(len(case.hits))]
+    hyps = [_causal_greedy(next_lp, z, NEW, stops) for z in range(len(case.hits))]
     doc_lp = naive.doc_lp_of(case.hits)
     import torch
 
@@ -99,18 +105,19 @@ def test_rag_sequence_causal_lm_against_naive_loop(causal_gen: Any, make_cases: 
         if score > best_score:
             best, best_score = list(y), score
     assert best is not None
-    assert ans.token_ids == [t for t in best if not causal_gen.is_special(t)]
+    hidden = set(causal_gen.tokenizer.all_special_ids) | stops
+    assert ans.token_ids == [t for t in best if t not in hidden]
     assert ans.logprob == pytest.approx(best_score, abs=TOL)
 
 
-def _causal_greedy(next_lp: Any, z: int, max_new: int, eos: int) -> list[int]:
+def _causal_greedy(next_lp: Any, z: int, max_new: int, stops: set[int]) -> list[int]:
     import torch
 
     seq: list[int] = []
     for _ in range(max_new):
         tok = int(torch.argmax(next_lp(z, seq)))
         seq.append(tok)
-        if tok == eos:
+        if tok in stops:
             break
     return seq
 
