@@ -14,10 +14,12 @@
 # HOME, on the .deb(s) unpacked with `dpkg-deb -x` and the .tar archives unpacked with tar (the
 # app alone, then with the starter generator add-on when the build made one):
 # `ragdesk --version` and `ragdesk --self-test` (QT_QPA_PLATFORM=offscreen) pass; user data
-# goes to ~/.local/share/ragdesk like a pip install's; nothing is written into the install
-# folder; no CUDA libraries, test folders or Python interpreter are bundled; the .desktop file
-# validates; and the app opens its main window under Xvfb (screenshot to
-# docs/screenshots/bundle-main-window.png of this checkout).
+# goes to ~/.local/share/ragdesk like a pip install's; the bundled starter retriever encodes a
+# small Vital Articles snapshot that then verifies; nothing is written into the install
+# folder; the GUI resources are in place; no CUDA libraries, test folders or Python
+# interpreter are bundled; the .desktop file validates; and the app opens its main window
+# (with that snapshot) under Xvfb (screenshot to docs/screenshots/bundle-main-window.png of
+# this checkout).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -142,6 +144,17 @@ else
     fail "no catalog in \$HOME/.local/share/ragdesk"
 fi
 
+step "a small starter snapshot, encoded by the bundled retriever"
+# The self-test builds its models from configs; this loads the real all-MiniLM-L6-v2 through
+# AutoTokenizer / AutoModel, which needs the model packages and metadata the spec keeps.
+if clean_env "$launcher" index import vital-articles --name starter --limit 100 \
+        >"$work/import.txt" 2>&1 \
+        && clean_env "$launcher" index verify starter >>"$work/import.txt" 2>&1; then
+    pass "vital-articles import (100 passages) and verify: $(tail -1 "$work/import.txt")"
+else
+    fail "vital-articles import or verify"; tail -20 "$work/import.txt"
+fi
+
 snapshot "$install_dir" > "$work/after.txt"
 if diff -q "$work/before.txt" "$work/after.txt" >/dev/null; then
     pass "nothing written inside the install folder"
@@ -154,10 +167,19 @@ cuda=$(find "$install_dir" -regextype posix-extended -regex \
     '.*/lib(cuda|cudart|cudnn|cublas|cufft|curand|cusparse|cusolver|nccl|nvrtc|torch_cuda)[^/]*' \
     | head -5)
 if [ -z "$cuda" ]; then pass "no CUDA libraries"; else fail "CUDA libraries: $cuda"; fi
-tests=$(find "$install_dir" -type d \( -name tests -o -name test \) | head -5)
+# License texts keep their upstream paths (torch's third_party/.../test/LICENSE): not tests.
+tests=$(find "$install_dir" -type d \( -name tests -o -name test \) \
+    -not -path "$install_dir/licenses/*" -not -path '*.dist-info/licenses/*' | head -5)
 if [ -z "$tests" ]; then pass "no test folders"; else fail "test folders: $tests"; fi
 pythons=$(find "$install_dir" -type f -name 'python3*' -perm -u+x | head -5)
 if [ -z "$pythons" ]; then pass "no python executable"; else fail "python executables: $pythons"; fi
+resources=$install_dir/_internal/ragdesk/resources
+icons=$(ls "$resources"/icons/*.svg 2>/dev/null | wc -l)
+if [ -s "$resources/ragdesk.qss" ] && [ "$icons" -gt 10 ]; then
+    pass "GUI resources in _internal/ragdesk/resources ($icons icons, stylesheet)"
+else
+    fail "GUI resources missing from $resources"
+fi
 if [ -s "$install_dir/licenses/README.txt" ] && [ "$(ls "$install_dir/licenses" | wc -l)" -gt 20 ]; then
     pass "licenses/ ($(ls "$install_dir/licenses" | wc -l) entries)"
 else
@@ -191,10 +213,13 @@ if [ "$screenshot" = 1 ]; then
     pids+=("$app_pid")
     if win=$(DISPLAY=$display timeout 180 xdotool search --sync --onlyvisible --name '^ragdesk' \
             | head -1) && [ -n "$win" ]; then
-        sleep 8  # let the first paint and the welcome dialog settle
+        # No window manager: the window keeps its own size; make it fill the screen and grab
+        # the window itself (a root grab would have black margins).
+        DISPLAY=$display xdotool windowsize "$win" 1440 900
+        sleep 15  # let the first paint and the snapshot loading settle
         shot=$here/docs/screenshots/bundle-main-window.png
         mkdir -p "$(dirname "$shot")"
-        DISPLAY=$display import -window root "$shot"
+        DISPLAY=$display import -window "$win" "$shot"
         pass "main window shown ($(DISPLAY=$display xdotool getwindowname "$win")); screenshot $shot"
     else
         fail "no ragdesk window within 180 s"; tail -20 "$work/gui.log"

@@ -1,6 +1,6 @@
 """Render the installer icons from the app icon: ``python packaging/make_icons.py``.
 
-The source is the GUI's window icon, ``resources/icons/ragdesk.svg``, so the launcher, the
+The source is the GUI's window icon, ``ragdesk/resources/icons/ragdesk.svg``, so the launcher, the
 taskbar and the window show the same picture. Writes ``linux/ragdesk.svg`` (a copy),
 ``linux/ragdesk.png`` (256 px), ``windows/ragdesk.ico`` and ``macos/ragdesk.icns``. The
 outputs are committed; run this again when the SVG changes.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1]
 PACKAGING = SRC / "packaging"
-SVG = SRC / "resources" / "icons" / "ragdesk.svg"
+SVG = SRC / "ragdesk" / "resources" / "icons" / "ragdesk.svg"
 
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)
 # ICNS element types holding PNG data, by pixel size (retina types reuse the larger images).

@@ -220,6 +220,40 @@ def test_tarball_layout(tmp_path: Path) -> None:
     assert files == [f"{top}/{weights}"]
 
 
+# ---- resources: one place for the checkout, a wheel and the bundle ------------------------
+
+def test_gui_resources_are_package_data_that_the_spec_collects() -> None:
+    import glob
+
+    import tomllib
+
+    from ragdesk.ui.resources import resources_dir
+
+    res = resources_dir()
+    assert res == REPO / "ragdesk" / "resources"
+    named = set(re.findall(r'\bicon\("([a-z-]+)"',
+                           "".join(p.read_text(encoding="utf-8")
+                                   for p in (REPO / "ragdesk" / "ui").glob("*.py"))))
+    assert named, "no icon(...) calls found: the pattern is stale"
+    for name in named | {"ragdesk"}:  # app_icon() loads ragdesk.svg
+        assert (res / "icons" / f"{name}.svg").is_file(), name
+    assert (res / "ragdesk.qss").is_file()
+
+    # A wheel carries what package-data matches (setuptools globs recursively).
+    with open(REPO / "pyproject.toml", "rb") as fh:
+        patterns = tomllib.load(fh)["tool"]["setuptools"]["package-data"]["ragdesk"]
+    shipped = {Path(f) for pattern in patterns
+               for f in glob.glob(pattern, root_dir=REPO / "ragdesk", recursive=True)}
+    files = {f.relative_to(REPO / "ragdesk") for f in res.rglob("*") if f.is_file()}
+    assert files and files <= shipped
+
+    # The spec copies the folder to the same place inside the bundle's package.
+    spec = (PACKAGING / "ragdesk.spec").read_text(encoding="utf-8")
+    assert 'RESOURCES = SRC / "ragdesk" / "resources"' in spec
+    assert '(str(RESOURCES), "ragdesk/resources")' in spec
+    assert not (REPO / "resources").exists()  # no second copy to drift from this one
+
+
 # ---- Windows and macOS recipes (not built here) ---------------------------------------------
 
 def _iss_defines(text: str) -> dict[str, str]:

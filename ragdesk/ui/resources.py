@@ -18,11 +18,8 @@ _PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 
 
 def resources_dir() -> Path:
-    """``ragdesk/resources`` in an installed wheel, else the checkout's top-level ``resources``."""
-    for candidate in (_PACKAGE_ROOT / "resources", _PACKAGE_ROOT.parent / "resources"):
-        if (candidate / "icons").is_dir():
-            return candidate
-    return _PACKAGE_ROOT.parent / "resources"
+    """``ragdesk/resources``: the same place in a checkout, a wheel and the PyInstaller bundle."""
+    return _PACKAGE_ROOT / "resources"
 
 
 def stylesheet() -> str:
