@@ -210,15 +210,16 @@ def test_transformers_forward_path_matches_the_reference(
     assert ans.logprob == pytest.approx(ref_ll, abs=TOL)
 
 
-def test_packed_weights_change_nothing(bart_gen: Any, make_cases: Any) -> None:
-    """MKL-packed weights (the CPU default) give bit-identical decoding."""
+def test_few_rows_kernel_changes_no_tokens(bart_gen: Any, make_cases: Any) -> None:
+    """The few-rows product (W @ x.T, the CPU default) against plain F.linear: the same
+    tokens; scores differ only by float32 summation order."""
     from ragdesk.core.engine.generators import Seq2SeqGenerator
 
     unpacked = Seq2SeqGenerator(bart_gen.model, bart_gen.tokenizer, "tiny-bart-unpacked",
                                 packed_weights=False)
     assert unpacked.lean_decoder is not None and not unpacked.lean_decoder.packed_weights
     if not bart_gen.lean_decoder.packed_weights:
-        pytest.skip("this PyTorch cannot pack weights (no MKL)")
+        pytest.skip("the few-rows kernel is off here")
     case = make_cases(7)
     for beams in (1, 3):
         a = rag_token_generate(bart_gen, case.question, case.hits, num_beams=beams,
@@ -226,5 +227,6 @@ def test_packed_weights_change_nothing(bart_gen: Any, make_cases: Any) -> None:
         b = rag_token_generate(unpacked, case.question, case.hits, num_beams=beams,
                                max_new_tokens=NEW)
         assert a.token_ids == b.token_ids
-        assert a.logprob == b.logprob
-        assert [t.posterior for t in a.tokens] == [t.posterior for t in b.tokens]
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-4)
+        for ta, tb in zip(a.tokens, b.tokens, strict=True):
+            assert ta.posterior == pytest.approx(tb.posterior, abs=1e-5)
