@@ -77,6 +77,24 @@ def rag_token_greedy(next_lp: NextLP, doc_lp: torch.Tensor, max_new: int,
     return NaiveAnswer(seq, posts, logprob)
 
 
+def causal_token_greedy(next_lp: NextLP, doc_lp: torch.Tensor, max_new: int,
+                        stops: set[int]) -> NaiveAnswer:
+    """RAG-Token greedy for a causal LM: no forced EOS; any token in ``stops`` ends it."""
+    seq: list[int] = []
+    posts: list[list[float]] = []
+    logprob = 0.0
+    for _ in range(max_new):
+        lps = torch.stack([next_lp(z, seq) for z in range(doc_lp.shape[0])])
+        tok = int(torch.argmax(torch.logsumexp(doc_lp[:, None] + lps, dim=0)))
+        joint = doc_lp + lps[:, tok]
+        posts.append(torch.softmax(joint, 0).tolist())
+        logprob += float(torch.logsumexp(joint, 0))
+        seq.append(tok)
+        if tok in stops:
+            break
+    return NaiveAnswer(seq, posts, logprob)
+
+
 def greedy_under(next_lp: NextLP, z: int, max_new: int, eos: int) -> list[int]:
     seq: list[int] = []
     for step in range(max_new):

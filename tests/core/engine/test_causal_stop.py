@@ -58,32 +58,15 @@ def test_stop_at_newline_can_be_turned_off(causal_gen: Any) -> None:
     assert gen.settings.eos_token_ids == (causal_gen.tokenizer.eos_token_id,)
 
 
-def _naive_token_greedy(next_lp: Any, doc_lp: Any, stops: set[int]) -> naive.NaiveAnswer:
-    import torch
-
-    seq: list[int] = []
-    posts: list[list[float]] = []
-    logprob = 0.0
-    for _ in range(NEW):
-        lps = torch.stack([next_lp(z, seq) for z in range(doc_lp.shape[0])])
-        tok = int(torch.argmax(torch.logsumexp(doc_lp[:, None] + lps, dim=0)))
-        joint = doc_lp + lps[:, tok]
-        posts.append(torch.softmax(joint, 0).tolist())
-        logprob += float(torch.logsumexp(joint, 0))
-        seq.append(tok)
-        if tok in stops:
-            break
-    return naive.NaiveAnswer(seq, posts, logprob)
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_rag_token_stops_at_newline(newline_gen: Any, make_cases: Any, seed: int) -> None:
     case = make_cases(seed, equal_length=60)
     gen = newline_gen
     tok = gen.tokenizer
     newline = naive.newline_ids_by_decoding(tok)
-    ref = _naive_token_greedy(naive.causal_next_lp(gen, case.question, case.hits),
-                              naive.doc_lp_of(case.hits), {tok.eos_token_id, *newline})
+    ref = naive.causal_token_greedy(naive.causal_next_lp(gen, case.question, case.hits),
+                                    naive.doc_lp_of(case.hits), NEW,
+                                    {tok.eos_token_id, *newline})
     assert ref.tokens[-1] in newline and len(ref.tokens) < NEW  # the rule is exercised
 
     streamed: list[Any] = []

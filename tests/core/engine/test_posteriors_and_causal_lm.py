@@ -42,8 +42,8 @@ def test_rag_token_against_naive_loop(bart_gen: Any, causal_gen: Any, make_cases
     eos = gen.settings.eos_token_ids[0]
     ans = rag_token_generate(gen, case.question, case.hits, max_new_tokens=NEW)
     if kind == "causal":  # no forced EOS in the tiny GPT-2's generation config
-        ref = _causal_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW,
-                                   _causal_stops(gen))
+        ref = naive.causal_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW,
+                                        _causal_stops(gen))
     else:
         ref = naive.rag_token_greedy(next_lp, naive.doc_lp_of(case.hits), NEW, eos)
     _assert_same(gen, ans, ref)
@@ -52,25 +52,6 @@ def test_rag_token_against_naive_loop(bart_gen: Any, causal_gen: Any, make_cases
 def _causal_stops(gen: Any) -> set[int]:
     """EOS and, by the causal-LM stop rule, every token whose text holds a newline."""
     return {gen.tokenizer.eos_token_id, *naive.newline_ids_by_decoding(gen.tokenizer)}
-
-
-def _causal_token_greedy(next_lp: Any, doc_lp: Any, max_new: int,
-                         stops: set[int]) -> naive.NaiveAnswer:
-    import torch
-
-    seq: list[int] = []
-    posts: list[list[float]] = []
-    logprob = 0.0
-    for _ in range(max_new):
-        lps = torch.stack([next_lp(z, seq) for z in range(doc_lp.shape[0])])
-        tok = int(torch.argmax(torch.logsumexp(doc_lp[:, None] + lps, dim=0)))
-        joint = doc_lp + lps[:, tok]
-        posts.append(torch.softmax(joint, 0).tolist())
-        logprob += float(torch.logsumexp(joint, 0))
-        seq.append(tok)
-        if tok in stops:
-            break
-    return naive.NaiveAnswer(seq, posts, logprob)
 
 
 @pytest.mark.parametrize("decoding", ["thorough", "fast"])
