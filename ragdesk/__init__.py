@@ -19,7 +19,5 @@ __all__ = ["__version__", "load_engine"]
 def load_engine(*args: Any, **kwargs: Any) -> Engine:
     """Load a RAG engine over a snapshot; see ``ragdesk.core.engine.api.load_engine``."""
     from ragdesk.core.engine.api import load_engine as _load_engine
-    from ragdesk.core.sparse.hybrid import register_engine_retrievers
 
-    register_engine_retrievers()  # answer(retriever="sparse" | "hybrid") as well as "dense"
     return _load_engine(*args, **kwargs)

@@ -61,13 +61,6 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     beams = int(_setting(args.beams, ctx, "num_beams", 1))
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens", 32))
     retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
-    if retriever != "dense":
-        try:
-            from ragdesk.core.sparse.hybrid import register_engine_retrievers
-        except ImportError as exc:
-            raise BadInputError(f"The {retriever} retriever is not available here.",
-                                hint="Use --retriever dense.") from exc
-        register_engine_retrievers()
 
     engine = engine_from_context(ctx, snapshot=args.snapshot,
                                  question_encoder=args.question_encoder,

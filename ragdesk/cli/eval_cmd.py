@@ -60,7 +60,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
     from ragdesk.core.progress import terminal_printer
     from ragdesk.core.snapshots import open_snapshot
-    from ragdesk.core.sparse.hybrid import register_engine_retrievers, retrieve_batch
+    from ragdesk.core.sparse.hybrid import retrieve_batch
     from ragdesk.core.sparse.store import ensure_sparse
 
     retriever = str(_setting(args.retriever, ctx, "retriever") or "dense")
@@ -96,7 +96,6 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         from ragdesk.core.engine import Engine
         from ragdesk.core.models import load_generator
 
-        register_engine_retrievers()
         engine = Engine(encoder, load_generator(pack.generator))
 
         def answer(question: str) -> Any:

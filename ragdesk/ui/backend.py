@@ -275,12 +275,8 @@ class Backend:
                on_token: OnToken | None, cancel: CancelToken) -> Answer:
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
-        if params.retriever != "dense":
-            # BM25 and hybrid live beside the core engine; the first question on a snapshot
-            # builds its BM25 index (seconds for the starter snapshot), here on the worker.
-            from ragdesk.core.sparse.hybrid import register_engine_retrievers
-
-            register_engine_retrievers()
+        # BM25 and hybrid: the first question on a snapshot builds its BM25 index (seconds
+        # for the starter snapshot), here on the worker.
         return engine.answer(  # type: ignore[no-any-return]
             question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,

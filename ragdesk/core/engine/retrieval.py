@@ -67,7 +67,16 @@ def register_retriever(name: str, fn: Retriever) -> None:
     _RETRIEVERS[name] = fn
 
 
+SPARSE_RETRIEVERS = ("sparse", "hybrid")
+
+
 def get_retriever(name: str) -> Retriever:
+    if name in SPARSE_RETRIEVERS and name not in _RETRIEVERS:
+        # BM25 and hybrid live in ragdesk.core.sparse, which builds on this module; they
+        # register themselves on first use so every caller (API, CLI, GUI) gets them.
+        from ragdesk.core.sparse.hybrid import register_engine_retrievers
+
+        register_engine_retrievers()
     try:
         return _RETRIEVERS[name]
     except KeyError:
