@@ -28,13 +28,3 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     print(fmt.format(*headers))
     for row in rows:
         print(fmt.format(*row))
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"

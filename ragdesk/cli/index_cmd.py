@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.cli.common import human_bytes, print_json, print_table
+from ragdesk.cli.common import print_json, print_table
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import terminal_printer
+from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import human_bytes, print_json, print_table
+from ragdesk.cli.common import print_json, print_table
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
+from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

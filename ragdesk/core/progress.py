@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ragdesk.core.errors import Cancelled
+from ragdesk.core.units import fmt_seconds, human_bytes, human_rate
 
 
 class CancelToken:
@@ -37,6 +38,7 @@ class ProgressUpdate:
     message: str
     rate: float | None  # units per second over the work so far
     eta_s: float | None
+    unit: str = ""  # what done/total count: "bytes" is shown as MB; "" a plain count
 
     @property
     def fraction(self) -> float | None:
@@ -46,11 +48,15 @@ class ProgressUpdate:
 
     def describe(self) -> str:
         parts = [self.message] if self.message else []
-        parts.append(f"{self.done:,}" + (f"/{self.total:,}" if self.total else ""))
+        if self.unit == "bytes":
+            parts.append(human_bytes(self.done)
+                         + (f"/{human_bytes(self.total)}" if self.total else ""))
+        else:
+            parts.append(f"{self.done:,}" + (f"/{self.total:,}" if self.total else ""))
         if self.rate:
-            parts.append(f"{self.rate:,.1f}/s")
+            parts.append(human_rate(self.rate, "bytes" if self.unit == "bytes" else ""))
         if self.eta_s is not None:
-            parts.append(f"ETA {_fmt_seconds(self.eta_s)}")
+            parts.append(f"ETA {fmt_seconds(self.eta_s, compact=True)}")
         return "  ".join(parts)
 
 
@@ -69,8 +75,10 @@ class Progress:
         message: str = "",
         callback: ProgressCallback | None = None,
         start_done: int = 0,
+        unit: str = "",
     ) -> None:
         self.total = total
+        self.unit = unit
         self.message = message
         self.callback = callback
         self.done = start_done
@@ -94,16 +102,7 @@ class Progress:
         eta = None
         if rate and self.total is not None:
             eta = max(0.0, (self.total - self.done) / rate)
-        return ProgressUpdate(self.done, self.total, self.message, rate, eta)
-
-
-def _fmt_seconds(s: float) -> str:
-    s = round(s)
-    if s >= 3600:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+        return ProgressUpdate(self.done, self.total, self.message, rate, eta, self.unit)
 
 
 def terminal_printer(stream: TextIO | None = None, min_interval: float = 0.2) -> ProgressCallback:

@@ -24,7 +24,6 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
-    QPushButton,
     QScrollArea,
     QSizePolicy,
     QTextBrowser,
@@ -35,7 +34,9 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+from ragdesk.core.units import plural
 from ragdesk.ui.backend import AskParams
+from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
 from ragdesk.ui.markdown import MODE_NAMES
 from ragdesk.ui.resources import icon
@@ -45,6 +46,18 @@ from ragdesk.ui.theme import mix, passage_color, passage_tint
 def elide(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+# Characters after which Unicode line breaking may wrap inside a term ("p(y|" + "x)",
+# "RAG-" + "Token"); a word joiner after each keeps the term on one line.
+_BREAK_AFTER = frozenset("-|/‐–—")
+
+
+def unbroken(text: str) -> str:
+    """``text`` that a word-wrapping label never splits: no-break spaces, and word joiners
+    after the characters a line may otherwise break after."""
+    return "".join(c + "\u2060" if c in _BREAK_AFTER else c
+                   for c in text.replace(" ", "\u00a0"))
 
 
 def _nbsp(text: str) -> str:
@@ -70,6 +83,13 @@ def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mod
     return (f"<div style='white-space:pre'><b>“{shown}”</b> &nbsp;from [{src + 1}]"
             f"<br/><span style='font-size:small'>{what}</span></div>"
             f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>")
+
+
+EMPTY_ANSWER = (
+    "The model produced an empty answer: it ended the answer before its first word. Small "
+    "generators do this when the retrieved passages (below) do not contain the answer, or "
+    "the question reads like something other than a question. Try rephrasing it, more "
+    "passages (K), another retriever, or a snapshot that covers the topic.")
 
 
 class TokenText(QTextBrowser):
@@ -311,16 +331,17 @@ class Legend(QWidget):
                 return
 
 
-class CitationChip(QPushButton):
-    """``[n] Title  p`` — opens the passage in the inspector."""
+class CitationChip(ElidedButton):
+    """``[n] Title  p`` — opens the passage in the inspector. In a narrow pane the title
+    shortens with "…"; the rank and the probability stay."""
 
     def __init__(self, k: int, doc: RetrievedDoc, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(elide(doc.title, 38), parent, prefix=f"[{k + 1}]  ",
+                         suffix=f"   {doc.prob:.2f}")
         self.k = k
         self.doc = doc
         self.setObjectName("CitationChip")
         self.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.setText(f"[{k + 1}]  {elide(doc.title, 38)}   {doc.prob:.2f}")
         self.setToolTip(
             f"<b>[{k + 1}] {html.escape(doc.title)}</b><br/>"
             f"p(z|x) = {doc.prob:.3f} &nbsp;·&nbsp; score {doc.score:.2f}"
@@ -328,7 +349,6 @@ class CitationChip(QPushButton):
             + f"<br/><br/>{html.escape(elide(doc.text, 240))}")
         c = passage_color(k).name()
         self.setStyleSheet(f"QPushButton#CitationChip {{ border-left: 4px solid {c}; }}")
-        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
 
 
 class AnswerCard(QFrame):
@@ -449,7 +469,7 @@ class AnswerCard(QFrame):
         self._update_legend()
         self._build_chips(answer.docs)
         if not answer.tokens:
-            self._set_status("The model produced an empty answer.")
+            self._set_status(EMPTY_ANSWER)
         elif answer.cancelled:
             self._set_status("Stopped.")
         else:
@@ -525,12 +545,13 @@ class AnswerCard(QFrame):
         if snap:
             parts.append(f"snapshot {snap}")
         if a is not None:
-            parts.append(f"{len(a.tokens)} tokens")
+            parts.append(plural(len(a.tokens), "token"))
             total = a.timings.get("total_s")
             if total:
                 parts.append(f"{total:.2f} s")
             parts.append(f"log p(y|x) = {a.logprob:.2f}")
-        self.meta_label.setText("  ·  ".join(parts))
+        # Wrap between the facts, never inside one ("log p(y|" / "x)").
+        self.meta_label.setText("  ·  ".join(unbroken(x) for x in parts))
 
     # ---- selection ------------------------------------------------------------------------
 
@@ -578,18 +599,19 @@ class EmptyState(QWidget):
         self.hint.setWordWrap(True)
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(self.hint)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        self.buttons: list[QPushButton] = []
+        # The suggestions wrap onto more lines when the pane is narrow (a docked panel
+        # widened), instead of widening the page past the pane's edge.
+        self.buttons_box = QWidget()
+        row = FlowLayout(self.buttons_box, spacing=8, centred=True)
+        self.buttons: list[ElidedButton] = []
         for q in self.EXAMPLES:
-            b = QPushButton(q)
+            b = ElidedButton(q)
             b.setObjectName("ExampleButton")
             b.setCursor(Qt.CursorShape.PointingHandCursor)
             b.clicked.connect(lambda _=False, q=q: self.exampleChosen.emit(q))
             row.addWidget(b)
             self.buttons.append(b)
-        row.addStretch(1)
-        lay.addLayout(row)
+        lay.addWidget(self.buttons_box)
         lay.addStretch(2)
 
 

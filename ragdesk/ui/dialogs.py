@@ -21,7 +21,9 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.progress import ProgressUpdate
+from ragdesk.core.units import fmt_seconds, human_bytes, human_rate
 from ragdesk.ui.backend import ErrorReport
+from ragdesk.ui.elided import ElidedLabel
 from ragdesk.ui.resources import icon
 from ragdesk.ui.workers import Job
 
@@ -71,25 +73,27 @@ def confirm(parent: QWidget, title: str, text: str, informative: str,
     return box
 
 
-def fmt_seconds(s: float) -> str:
-    s = round(s)
-    if s >= 3600:
-        return f"{s // 3600} h {(s % 3600) // 60:02d} min"
-    if s >= 60:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s} s"
+def describe_progress(u: ProgressUpdate, compact: bool = False) -> str:
+    """"4,032 of 12,324  ·  51.0/s  ·  about 2 min 45 s left" (sizes in KB/MB when the job
+    counts bytes); ``compact`` (the status bar) keeps the percentage and the time left."""
+    eta = (f"about {fmt_seconds(u.eta_s)} left" if u.eta_s is not None and u.total
+           else "")
+    if compact:
+        frac = u.fraction
+        return "  ·  ".join(x for x in (f"{frac:.0%}" if frac is not None else "", eta) if x)
 
+    def size(n: float) -> str:
+        return human_bytes(n) if u.unit == "bytes" else f"{n:,}"
 
-def describe_progress(u: ProgressUpdate) -> str:
     parts = []
     if u.total:
-        parts.append(f"{u.done:,} of {u.total:,}")
+        parts.append(f"{size(u.done)} of {size(u.total)}")
     elif u.done:
-        parts.append(f"{u.done:,}")
+        parts.append(size(u.done))
     if u.rate:
-        parts.append(f"{u.rate:,.1f}/s")
-    if u.eta_s is not None and u.total:
-        parts.append(f"about {fmt_seconds(u.eta_s)} left")
+        parts.append(human_rate(u.rate, u.unit))
+    if eta:
+        parts.append(eta)
     return "  ·  ".join(parts)
 
 
@@ -106,7 +110,10 @@ class JobPanel(QWidget):
         lay = QVBoxLayout(self) if not compact else QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(4 if not compact else 8)
-        self.title = QLabel()
+        self.compact = compact
+        # In the status bar the title shares a line with the snapshot and pack: it shortens
+        # with "…" (whole text in the tooltip) rather than being cut mid-word.
+        self.title: QLabel = ElidedLabel(min_chars=14) if compact else QLabel()
         self.title.setObjectName("JobTitle")
         row = QHBoxLayout()
         row.setSpacing(8)
@@ -139,6 +146,7 @@ class JobPanel(QWidget):
         self.job = job
         self.last_update = None
         self.title.setText(job.title)
+        self.title.setToolTip("")
         self.bar.setRange(0, 0)  # busy until the first update says how much there is
         self.detail.setText("Starting…")
         self.cancel_button.setEnabled(job.cancellable)
@@ -154,8 +162,12 @@ class JobPanel(QWidget):
         else:
             self.bar.setRange(0, 0)
         if u.message:
-            self.title.setText(f"{job.title} — {u.message}")
-        self.detail.setText(describe_progress(u))
+            full = f"{job.title} — {u.message}"
+            # The status bar has room for the phase only; the whole title is its tooltip.
+            self.title.setText(u.message if self.compact else full)
+            if self.compact:
+                self.title.setToolTip(f"{full}\n{describe_progress(u)}")
+        self.detail.setText(describe_progress(u, compact=self.compact))
 
     def finish(self, job: Job, text: str = "") -> None:
         if self.job is not None and job.id == self.job.id:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -113,6 +113,24 @@ class FirstRunDialog(QDialog):
         jobs.jobFailed.connect(self._job_failed)
         self.set_packs(window.packs)
         self.setMinimumWidth(600)
+
+    def event(self, e: QEvent) -> bool:
+        handled = super().event(e)
+        if e.type() == QEvent.Type.LayoutRequest:
+            self._fit_height()
+        return handled
+
+    def _fit_height(self) -> None:
+        """Grow to the height the wrapped texts need at this width. A dialog's minimum size
+        ignores height-for-width, so without this the progress panel or a message appearing
+        squeezes the subtitle and the descriptions until their lines are cut."""
+        lay = self.layout()
+        if lay is None or not lay.hasHeightForWidth():
+            return
+        need = lay.totalHeightForWidth(self.width())
+        if need > self.height():
+            screen = self.screen().availableGeometry().height() if self.screen() else need
+            self.resize(self.width(), min(need, screen - 40))
 
     def _option(self, lay: QVBoxLayout, title: str, text: str) -> QRadioButton:
         radio = QRadioButton(title)

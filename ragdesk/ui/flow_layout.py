@@ -1,4 +1,5 @@
-"""A layout that places widgets left to right and wraps them, like words (Qt's example)."""
+"""A layout that places widgets left to right and wraps them, like words (after Qt's
+example), optionally centring each line."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from PySide6.QtWidgets import QLayout, QLayoutItem, QSizePolicy, QWidget
 
 
 class FlowLayout(QLayout):
-    def __init__(self, parent: QWidget | None = None, spacing: int = 6) -> None:
+    def __init__(self, parent: QWidget | None = None, spacing: int = 6,
+                 centred: bool = False) -> None:
         super().__init__(parent)
         self._items: list[QLayoutItem] = []
         self._spacing = spacing
+        self._centred = centred  # each line centred, like a row of suggestions
         self.setContentsMargins(QMargins(0, 0, 0, 0))
 
     def addItem(self, item: QLayoutItem) -> None:
@@ -51,23 +54,36 @@ class FlowLayout(QLayout):
     def _do_layout(self, rect: QRect, *, test_only: bool) -> int:
         m = self.contentsMargins()
         area = rect.adjusted(m.left(), m.top(), -m.right(), -m.bottom())
-        x, y, line_height = area.x(), area.y(), 0
+        lines: list[list[tuple[QLayoutItem, QSize]]] = [[]]
+        x = 0
         for item in self._items:
             w = item.widget()
             if w is not None and w.isHidden():
                 continue
             hint = item.sizeHint()
-            next_x = x + hint.width() + self._spacing
-            if next_x - self._spacing > area.right() + 1 and line_height > 0:
-                x = area.x()
-                y += line_height + self._spacing
-                next_x = x + hint.width() + self._spacing
-                line_height = 0
-            if not test_only:
-                item.setGeometry(QRect(QPoint(x, y), hint))
-            x = next_x
-            line_height = max(line_height, hint.height())
-        return y + line_height - rect.y() + m.bottom()
+            # Wider than the whole line: give it the line (down to its minimum) rather than
+            # let it run past the edge, where the scroll area or the dock would cut it.
+            width = max(min(hint.width(), area.width()), item.minimumSize().width())
+            size = QSize(width, hint.height())
+            if lines[-1] and x + width > area.width():
+                lines.append([])
+                x = 0
+            lines[-1].append((item, size))
+            x += width + self._spacing
+        y = area.y()
+        for line in lines:
+            if not line:
+                continue
+            used = sum(sz.width() for _, sz in line) + self._spacing * (len(line) - 1)
+            lx = area.x() + (max(0, area.width() - used) // 2 if self._centred else 0)
+            height = max(sz.height() for _, sz in line)
+            for item, sz in line:
+                if not test_only:
+                    item.setGeometry(QRect(QPoint(lx, y), sz))
+                lx += sz.width() + self._spacing
+            y += height + self._spacing
+        bottom = y - self._spacing if any(lines) else y
+        return bottom - rect.y() + m.bottom()
 
 
 def fixed_policy() -> QSizePolicy:

@@ -7,7 +7,7 @@ import bisect
 import html
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -22,6 +22,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import (
     QFrame,
+    QHBoxLayout,
     QLabel,
     QScrollArea,
     QSizePolicy,
@@ -43,9 +44,20 @@ from ragdesk.ui.theme import (
 CELL_W = 34
 CELL_H = 26
 PAD = 12
-LABEL_MAX_PX = 230
+LABEL_FLOOR_PX = 150  # row labels shrink to this before the grid starts to scroll
+SWATCH_PX = 10  # the passage-colour bar before each row label, with its gap
 SOURCE_STRIP = 4
 COLORBAR_W = 12
+
+
+def label_width(widest: float, grid_w: float, available: float | None,
+                floor: float = LABEL_FLOOR_PX) -> float:
+    """Pixels for the row labels' text: all the widest one needs when it fits beside the grid
+    in the ``available`` width (None: unknown, so all of it); otherwise what is left there,
+    but never less than ``floor`` (or the widest, if narrower): then the grid scrolls."""
+    if available is None:
+        return widest
+    return max(min(widest, floor), min(widest, available - grid_w))
 
 
 class PosteriorHeatMap(QWidget):
@@ -72,6 +84,8 @@ class PosteriorHeatMap(QWidget):
         self._relayout_timer.timeout.connect(lambda: self._relayout(measure=False))
         self._xs: list[float] = [PAD + 56.0]
         self._band = 24.0
+        self._available: float | None = None  # the width of the view the map sits in
+        self._label_w = 40.0
         self._measure()
 
     # ---- data ------------------------------------------------------------------------------
@@ -114,10 +128,30 @@ class PosteriorHeatMap(QWidget):
         f.setPointSizeF(max(6.5, f.pointSizeF() * 0.8))
         return f
 
+    def set_available_width(self, width: float | None) -> None:
+        """The width of the view around the map: row labels use what the grid leaves."""
+        if width != self._available:
+            self._available = width
+            self._relayout()
+
     def _row_label(self, k: int) -> str:
         if k < len(self.docs):
-            return f"[{k + 1}] {elide(self.docs[k].title, 40)}"
+            return f"[{k + 1}] {' '.join(self.docs[k].title.split())}"
         return f"[{k + 1}]"
+
+    def _label_font(self, k: int) -> QFont:
+        f = QFont(self.font())
+        f.setWeight(QFont.Weight.DemiBold if k == self.selected_passage
+                    else QFont.Weight.Normal)
+        return f
+
+    def row_label_text(self, k: int) -> str:
+        """Row ``k``'s label as painted: whole, or shortened with "…" to the label column."""
+        fm = QFontMetricsF(self._label_font(k))
+        text = self._row_label(k)
+        if fm.horizontalAdvance(text) <= self._label_w:
+            return text
+        return fm.elidedText(text, Qt.TextElideMode.ElideRight, self._label_w)
 
     def _token_label(self, i: int) -> str:
         raw = self.tokens[i].text
@@ -130,11 +164,19 @@ class PosteriorHeatMap(QWidget):
         """Column edges and label sizes, computed once per change of data or font (painting
         and hit-testing only read them)."""
         fm = QFontMetricsF(self.font())
-        widest = max((fm.horizontalAdvance(self._row_label(k)) for k in range(self.k)),
-                     default=40.0)
-        xs = [PAD + min(LABEL_MAX_PX, widest) + 16]
-        for i in range(len(self.tokens)):
-            xs.append(xs[-1] + max(CELL_W, fm.horizontalAdvance(self._token_label(i)) + 12))
+        # Measured in the bold face the selected row uses, so selecting never elides a label.
+        bold = QFont(self.font())
+        bold.setWeight(QFont.Weight.DemiBold)
+        bfm = QFontMetricsF(bold)
+        widest = max((bfm.horizontalAdvance(self._row_label(k)) for k in range(self.k)),
+                     default=40.0) + 1
+        cols = [max(CELL_W, fm.horizontalAdvance(self._token_label(i)) + 12)
+                for i in range(len(self.tokens))]
+        chrome = PAD + SWATCH_PX + 8 + PAD  # left pad, swatch, gap to the grid, right pad
+        self._label_w = label_width(widest, sum(cols) + chrome, self._available)
+        xs = [PAD + SWATCH_PX + self._label_w + 8]
+        for w in cols:
+            xs.append(xs[-1] + w)
         self._xs = xs
         self._band = fm.height() + 8
 
@@ -142,6 +184,9 @@ class PosteriorHeatMap(QWidget):
         fm = QFontMetricsF(self.font())
         self._xs.append(self._xs[-1] + max(CELL_W, fm.horizontalAdvance(
             self._token_label(len(self.tokens) - 1)) + 12))
+        if self._available is not None and self._xs[-1] + PAD > self._available \
+                and self._label_w > LABEL_FLOOR_PX:
+            self._measure()  # the grid outgrew the view: give the labels less
 
     def _label_band(self) -> float:
         return self._band
@@ -168,7 +213,7 @@ class PosteriorHeatMap(QWidget):
 
     def sizeHint(self) -> QSize:
         g = self.grid_rect()
-        w = g.right() + 24 + COLORBAR_W + 40 + PAD
+        w = g.right() + PAD
         h = g.bottom() + PAD
         return QSize(int(w), int(max(h, g.y() + 90)))
 
@@ -197,26 +242,19 @@ class PosteriorHeatMap(QWidget):
             p.end()
             return
         g = self.grid_rect()
-        fm = QFontMetricsF(self.font())
         small = self._small_font()
-        small_fm = QFontMetricsF(small)
 
         # Row labels with the passage's colour.
         for k in range(self.k):
             r = self.cell_rect(0, k)
-            lab = QRectF(PAD, r.y(), g.x() - PAD - 8, CELL_H)
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(passage_color(k))
-            p.drawRoundedRect(QRectF(lab.x(), lab.y() + 6, 4, CELL_H - 12), 2, 2)
-            bold = QFont(self.font())
-            bold.setWeight(QFont.Weight.DemiBold if k == self.selected_passage
-                           else QFont.Weight.Normal)
-            p.setFont(bold)
+            p.drawRoundedRect(QRectF(PAD, r.y() + 6, 4, CELL_H - 12), 2, 2)
+            p.setFont(self._label_font(k))
             p.setPen(text)
-            p.drawText(lab.adjusted(10, 0, 0, 0),
+            p.drawText(QRectF(PAD + SWATCH_PX, r.y(), self._label_w + 1, CELL_H),
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                       fm.elidedText(self._row_label(k), Qt.TextElideMode.ElideRight,
-                                     lab.width() - 10))
+                       self.row_label_text(k))
 
         # Cells.
         stops = heat_ramp(pal)
@@ -262,18 +300,6 @@ class PosteriorHeatMap(QWidget):
                 p.setPen(QPen(color, 1.5))
                 p.drawRect(self.cell_rect(*cell).adjusted(1, 1, -1, -1))
 
-        # Colour bar.
-        bar = QRectF(g.right() + 24, g.y(), COLORBAR_W, max(CELL_H * self.k, 60))
-        grad = QLinearGradient(bar.bottomLeft(), bar.topLeft())
-        for s in range(11):
-            grad.setColorAt(s / 10, heat_color(s / 10, stops=stops))
-        p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
-        p.setBrush(grad)
-        p.drawRect(bar)
-        p.setFont(small)
-        p.setPen(muted)
-        for v, y in ((1.0, bar.top()), (0.5, bar.center().y()), (0.0, bar.bottom())):
-            p.drawText(QPointF(bar.right() + 4, y + small_fm.ascent() / 2 - 1), f"{v:g}")
         p.end()
 
     # ---- interaction -----------------------------------------------------------------------
@@ -344,8 +370,63 @@ class PosteriorHeatMap(QWidget):
         self.update()
 
 
+class ColourBar(QWidget):
+    """The heat map's scale, 0 to 1. It stands beside the scrolling map rather than at the
+    grid's end, so it and its labels stay whole however narrow the pane gets."""
+
+    def __init__(self, heat: PosteriorHeatMap, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.heat = heat
+        self.setObjectName("HeatColourBar")
+        self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
+
+    def labels(self) -> list[str]:
+        return ["1", "0.5", "0"]
+
+    def sizeHint(self) -> QSize:
+        fm = QFontMetricsF(self.heat._small_font())
+        widest = max(fm.horizontalAdvance(t) for t in self.labels())
+        return QSize(int(8 + COLORBAR_W + 4 + widest + 4), 90)
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
+
+    def bar_rect(self) -> QRectF:
+        """Beside the grid's rows when the map is not scrolled; never past this widget."""
+        hm = self.heat
+        top = hm.grid_rect().y() if hm.tokens else PAD
+        fm = QFontMetricsF(hm._small_font())
+        top = max(top, fm.ascent())
+        height = max(CELL_H * max(hm.k, 1), 60)
+        height = min(height, self.height() - top - fm.height())
+        return QRectF(8, top, COLORBAR_W, max(20.0, height))
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        if not self.heat.tokens:
+            return
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        pal = self.palette()
+        stops = heat_ramp(pal)
+        bar = self.bar_rect()
+        grad = QLinearGradient(bar.bottomLeft(), bar.topLeft())
+        for s in range(11):
+            grad.setColorAt(s / 10, heat_color(s / 10, stops=stops))
+        p.setPen(QPen(pal.color(QPalette.ColorRole.Mid), 1))
+        p.setBrush(grad)
+        p.drawRect(bar)
+        small = self.heat._small_font()
+        fm = QFontMetricsF(small)
+        p.setFont(small)
+        p.setPen(pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        for text, y in zip(self.labels(), (bar.top(), bar.center().y(), bar.bottom()),
+                           strict=True):
+            p.drawText(QPointF(bar.right() + 4, y + fm.ascent() / 2 - 1), text)
+        p.end()
+
+
 class HeatMapPanel(QWidget):
-    """The heat map with a caption saying which posterior it shows."""
+    """The heat map with a caption saying which posterior it shows, and its colour scale."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -362,8 +443,29 @@ class HeatMapPanel(QWidget):
         self.scroller.setWidget(self.map)
         self.scroller.setWidgetResizable(True)
         self.scroller.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        lay.addWidget(self.scroller, 1)
+        self.scroller.viewport().installEventFilter(self)
+        self.colour_bar = ColourBar(self.map)
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(4)
+        row.addWidget(self.scroller, 1)
+        row.addWidget(self.colour_bar)
+        lay.addLayout(row, 1)
+        # Tokens stream in and selections change: the scale follows the map's geometry.
+        self._bar_timer = QTimer(self)
+        self._bar_timer.setSingleShot(True)
+        self._bar_timer.setInterval(100)
+        self._bar_timer.timeout.connect(self.colour_bar.update)
+        self.map.installEventFilter(self)
         self.set_mode(None)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
+        if obj is self.scroller.viewport() and event.type() == QEvent.Type.Resize:
+            self.map.set_available_width(self.scroller.viewport().width())
+        elif (obj is self.map and event.type() in (QEvent.Type.Paint, QEvent.Type.Resize)
+              and not self._bar_timer.isActive()):
+            self._bar_timer.start()
+        return False
 
     def set_mode(self, mode: str | None, question: str | None = None) -> None:
         if mode is None:

@@ -33,22 +33,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.units import human_bytes, plural
 from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, SnapshotInfo
 from ragdesk.ui.dialogs import JobPanel, confirm
 from ragdesk.ui.resources import icon
 
 if TYPE_CHECKING:
     from ragdesk.ui.main_window import MainWindow
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "–"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def short_model(ref: str | None) -> str:
@@ -476,8 +467,8 @@ class IndexManagerDialog(QDialog):
             if s.active else ""
         self.confirm_box = confirm(
             self, "Remove snapshot", f"Remove the snapshot “{s.name}”?",
-            f"This deletes its {s.passages:,} passages, vectors and indexes from disk. "
-            f"It cannot be undone.{extra}",
+            f"This deletes its {plural(s.passages, 'passage')}, vectors and indexes from "
+            f"disk. It cannot be undone.{extra}",
             lambda: self.window_.remove_snapshot(s.name))
 
     def _job_done(self, job: Any, result: object) -> None:

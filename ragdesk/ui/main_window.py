@@ -52,11 +52,13 @@ from PySide6.QtWidgets import (
 from ragdesk._version import __version__
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
+from ragdesk.core.units import plural
 from ragdesk.ui.backend import AskParams, Backend, ErrorReport, PackInfo, SnapshotInfo
 from ragdesk.ui.chat import AnswerCard, ChatView, elide
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.controls import ControlsPanel
 from ragdesk.ui.dialogs import JobPanel, show_error
+from ragdesk.ui.elided import ElidedLabel
 from ragdesk.ui.heatmap import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.markdown import answer_markdown, conversation_markdown
@@ -225,7 +227,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.heatmap_dock], [300], Qt.Orientation.Vertical)
 
         bar = self.statusBar()
-        self.status_text = QLabel("Ready")
+        self.status_text = ElidedLabel("Ready")
         self.status_text.setObjectName("StatusText")
         bar.addWidget(self.status_text, 1)
         self.status_job = JobPanel(compact=True)
@@ -362,7 +364,7 @@ class MainWindow(QMainWindow):
             none = menu.addAction("    (no snapshots yet)")
             none.setEnabled(False)
         for s in self.snapshots:
-            label = f"{s.name}    {s.passages:,} passages"
+            label = f"{s.name}    {plural(s.passages, 'passage')}"
             if s.unusable_reason:
                 label += f"  —  {elide(s.unusable_reason, 100)}"
             act = menu.addAction(label)
@@ -595,7 +597,7 @@ class MainWindow(QMainWindow):
         card.append_token(tok)
         if card is self.selected_card:
             self.heatmap.map.append_token(tok)
-        self.status_text.setText(f"Generating…  {len(card.tokens)} tokens")
+        self.status_text.setText(f"Generating…  {plural(len(card.tokens), 'token')}")
 
     def _on_answer(self, rid: int, answer: Answer) -> None:
         card = self._cards.get(rid)
@@ -990,11 +992,10 @@ class MainWindow(QMainWindow):
     def update_status(self) -> None:
         snap = self.active_snapshot or "none"
         info = next((s for s in self.snapshots if s.name == self.active_snapshot), None)
-        count = f" ({info.passages:,} passages)" if info else ""
+        count = f" ({plural(info.passages, 'passage')})" if info else ""
         self.status_snapshot.setText(f"Snapshot: <b>{html.escape(snap)}</b>{count}")
         self.status_pack.setText(f"Pack: <b>{html.escape(self.pack)}</b>")
-        title = f"ragdesk — {snap}" if self.active_snapshot else "ragdesk"
-        self.setWindowTitle(title)
+        self.setWindowTitle(window_title(self.active_snapshot))
 
     def _report(self, report: ErrorReport, title: str = "ragdesk") -> None:
         self.last_error = report
@@ -1045,6 +1046,12 @@ class MainWindow(QMainWindow):
         if ok:
             self.backend.close()
         return ok
+
+
+def window_title(snapshot: str | None) -> str:
+    """The window's title: the active snapshot. Qt adds the application's display name
+    ("… — ragdesk") on Linux and Windows, so naming the app here would show it twice."""
+    return snapshot or "ragdesk"
 
 
 def explore_views_installer() -> Callable[[MainWindow], None] | None:

@@ -220,7 +220,7 @@ def download_repos(repos: list[str], *, progress: ProgressCallback | None = None
             "Free some space, or point HF_HOME at a larger disk.")
     from huggingface_hub import snapshot_download
 
-    prog = Progress(total, "downloading", progress)
+    prog = Progress(total, "downloading", progress, unit="bytes")
     counter = _ByteCounter(prog, cancel)
     done = 0
     folders = []

@@ -232,7 +232,7 @@ class _Build:
             leftover.unlink(missing_ok=True)
         src, limit = self.plan.source, self.plan.limit
         writer = PassageWriter(db)
-        prog = Progress(src.size, f"reading {src.path.name}", self.progress)
+        prog = Progress(src.size, f"reading {src.path.name}", self.progress, unit="bytes")
         batch: list[PassageRow] = []
         n = 0
         try:
