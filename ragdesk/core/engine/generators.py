@@ -466,8 +466,18 @@ class CausalLMGenerator(Generator):
 
     def __init__(self, model: Any, tokenizer: Any, name: str, *,
                  max_passage_tokens: int = MAX_COMBINED_LENGTH,
-                 use_chat_template: bool | None = None, stop_at_newline: bool = True) -> None:
+                 use_chat_template: bool | None = None, stop_at_newline: bool = True,
+                 precision: str = "float32", lean_decoder: bool | None = None) -> None:
         super().__init__(model, tokenizer, name)
+        from ragdesk.core.engine import causal_decoder
+
+        # Gemma 3 runs through ragdesk's lean decoder (packed prompts, preallocated cache;
+        # precision "int8" is the fast path), other models through transformers' forward.
+        causal_decoder.check_precision(precision)
+        use = causal_decoder.supports(model) if lean_decoder is None else (
+            lean_decoder and causal_decoder.supports(model))
+        self.lean_decoder = causal_decoder.GemmaDecoder(model, precision) if use else None
+        self.precision = precision if use else "float32"
         if stop_at_newline:
             self.stop_ids = newline_token_ids(tokenizer) - self.special_ids
             extra = tuple(sorted(self.stop_ids - set(self.settings.eos_token_ids)))
@@ -518,9 +528,14 @@ class CausalLMGenerator(Generator):
                 f"most {self.max_positions}.", hint="Ask a shorter question.")
         return ids
 
-    def prepare(self, question: str, passages: Sequence[PassageText]) -> CausalContext:
+    def prepare(self, question: str, passages: Sequence[PassageText]) -> PassageContext:
         check_question(question)
-        return CausalContext(self, [self.input_ids(question, p) for p in passages])
+        ids = [self.input_ids(question, p) for p in passages]
+        if self.lean_decoder is not None:
+            from ragdesk.core.engine.causal_decoder import LeanCausalContext
+
+            return LeanCausalContext(self, self.lean_decoder, ids)
+        return CausalContext(self, ids)
 
 
 # How a newline shows in the vocabulary: itself (SentencePiece), as byte 0x0A in the

@@ -91,6 +91,9 @@ class TinyModels:
     rag_sequence: Path  # RagSequenceForGeneration.save_pretrained + RagTokenizer
     rag_token: Path  # RagTokenForGeneration.save_pretrained + RagTokenizer
     corpus: tuple[tuple[str, str], ...]  # (title, text) articles the tokenizers saw
+    # Gemma3ForCausalLM (the starter pack's architecture) + the same BPE; None when the
+    # transformers in use has no Gemma 3
+    gemma3: Path | None = None
 
 
 def _dpr_config(vocab_size: int) -> Any:
@@ -188,6 +191,41 @@ def build_causal_lm(root: Path, vocab: dict[str, int], merges: list[tuple[str, s
     return out
 
 
+def build_gemma3(root: Path, vocab: dict[str, int], merges: list[tuple[str, str]],
+                 seed: int = 0) -> Path:
+    """A tiny ``Gemma3ForCausalLM`` with the starter's layout in small: sliding and full
+    attention layers (a window of 16 tokens, so that prompts of ~150 tokens cross it),
+    grouped-query attention (4 query heads on 2 key heads), q/k norms. The output layer is not
+    tied to the embeddings (the real model's is): a random tied model echoes its last input
+    token forever, an untied one writes varied tokens, which equality tests need."""
+    import torch
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig, GPT2Tokenizer
+
+    tok = GPT2Tokenizer(vocab=vocab, merges=merges,  # type: ignore[arg-type]
+                        bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    assert len(tok) == len(vocab), (len(tok), len(vocab))
+    cfg = Gemma3TextConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention",
+                                        "sliding_attention"],
+        max_position_embeddings=1024, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        # far from BART's 0.02: next-token scores then differ by more than float rounding,
+        # so equal tokens test the arithmetic, not ties
+        initializer_range=0.2, tie_word_embeddings=False)
+    torch.manual_seed(seed)
+    model = Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():  # random norm scales, so that a wrong (1 + w) would show
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(0.0, 0.3)
+    out = root / "gemma3"
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
 def build_rag_checkpoints(root: Path, qdir: Path, bart_dir: Path) -> tuple[Path, Path]:
     from transformers import (
         AutoTokenizer,
@@ -216,7 +254,11 @@ def build_tiny_models(root: Path) -> TinyModels:
     st = build_st_encoder(root)
     bart = build_bart(root, vocab, merges)
     clm = build_causal_lm(root, vocab, merges)
+    try:
+        gemma: Path | None = build_gemma3(root, vocab, merges)
+    except ImportError:
+        gemma = None
     rs, rt = build_rag_checkpoints(root, qdir, bart)
     return TinyModels(root=root, question_encoder=qdir, ctx_encoder=cdir, st_encoder=st,
                       bart=bart, causal_lm=clm, rag_sequence=rs, rag_token=rt,
-                      corpus=tuple(corpus))
+                      corpus=tuple(corpus), gemma3=gemma)

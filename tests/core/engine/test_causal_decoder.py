@@ -1,0 +1,244 @@
+"""The lean Gemma 3 decoder (ragdesk/core/engine/causal_decoder.py) against transformers.
+
+A tiny random ``Gemma3ForCausalLM`` with the starter's layout in small (sliding and full
+attention layers with a 16-token window that the ~150-token prompts cross, grouped-query
+attention, q/k norms) is run three ways: the lean decoder, ragdesk's transformers-forward path
+(``CausalContext``: left padding, transformers' cache) and the naive loop of naive.py
+(every passage alone, uncached, the whole prefix recomputed). float32 must give the same
+tokens and the same scores; int8 is tested for agreement with float32.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from ragdesk.core.engine.generators import CausalLMGenerator, PassageText
+from ragdesk.core.engine.rag_sequence import rag_sequence_generate
+from ragdesk.core.engine.rag_token import rag_token_generate
+from ragdesk.core.types import Hit
+
+from . import naive
+
+NEW = 8
+TOL = 1e-4
+
+
+def _generator(model: Any, tok: Any, **kw: Any) -> CausalLMGenerator:
+    # The naive loops know nothing of n-gram blocking: switch it off where it exists.
+    if "no_repeat_ngram_size" in inspect.signature(CausalLMGenerator.__init__).parameters:
+        kw.setdefault("no_repeat_ngram_size", 0)
+    return CausalLMGenerator(model, tok, "tiny-gemma3", **kw)
+
+
+@pytest.fixture(scope="module")
+def gemma_parts(tiny_models: Any) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if tiny_models.gemma3 is None:
+        pytest.skip("this transformers has no Gemma 3")
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_models.gemma3), use_safetensors=True)
+    tok = AutoTokenizer.from_pretrained(str(tiny_models.gemma3))
+    assert type(model).__name__ == "Gemma3ForCausalLM"
+    return model, tok
+
+
+@pytest.fixture(scope="module")
+def lean(gemma_parts: Any) -> CausalLMGenerator:
+    gen = _generator(*gemma_parts)
+    assert gen.lean_decoder is not None and gen.precision == "float32"
+    return gen
+
+
+@pytest.fixture(scope="module")
+def via_transformers(gemma_parts: Any) -> CausalLMGenerator:
+    gen = _generator(*gemma_parts, lean_decoder=False)
+    assert gen.lean_decoder is None
+    return gen
+
+
+@pytest.fixture(scope="module")
+def int8(gemma_parts: Any) -> CausalLMGenerator:
+    from ragdesk.core.engine import causal_decoder
+
+    if not causal_decoder.int8_available():
+        pytest.skip("no int8 kernels in this torch build")
+    return _generator(*gemma_parts, precision="int8")
+
+
+def _hits(tiny_models: Any, seed: int, n: int = 5, words: int = 100,
+          title: str | None = None) -> list[Hit]:
+    import random
+
+    rng = random.Random(seed)
+    corpus = list(tiny_models.corpus)
+    rng.shuffle(corpus)
+    return [Hit(i, title or t, " ".join(x.split()[:words - 7 * i]),
+                round(rng.gauss(70.0, 1.0), 3)) for i, (t, x) in enumerate(corpus[:n])]
+
+
+QUESTION = "who wrote the first book"
+
+
+def test_prompts_cross_the_sliding_window_and_differ_in_length(lean: Any,
+                                                               tiny_models: Any) -> None:
+    """What the other tests rely on to mean something: the masks for the window and for the
+    gap of shorter prompts are exercised."""
+    hits = _hits(tiny_models, 0)
+    ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+    lens = [len(x) for x in ctx.input_ids]
+    assert min(lens) > 4 * lean.model.config.sliding_window
+    assert len(set(lens)) == len(lens)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_logits_equal_an_uncached_transformers_forward(lean: Any, tiny_models: Any,
+                                                       seed: int) -> None:
+    import torch
+
+    hits = _hits(tiny_models, seed)
+    next_lp = naive.causal_next_lp(lean, QUESTION, hits)
+    ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+    k = len(hits)
+    lp = torch.log_softmax(ctx.first_logits, -1)
+    for z in range(k):
+        assert torch.allclose(lp[z], next_lp(z, []), atol=TOL)
+    rows = ctx.rows(torch.arange(k), 4)
+    fed: list[list[int]] = [[] for _ in range(k)]
+    tokens = torch.tensor([11, 12, 13, 14, 15])
+    for _ in range(3):
+        for z in range(k):
+            fed[z].append(int(tokens[z]))
+        lp = torch.log_softmax(rows.step(tokens), -1)
+        for z in range(k):
+            assert torch.allclose(lp[z], next_lp(z, fed[z]), atol=TOL)
+        tokens = lp.argmax(-1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_rag_token_greedy_equals_the_naive_loop(lean: Any, tiny_models: Any,
+                                                seed: int) -> None:
+    hits = _hits(tiny_models, seed)
+    ans = rag_token_generate(lean, QUESTION, hits, max_new_tokens=NEW)
+    stops = {lean.tokenizer.eos_token_id, *lean.stop_ids}
+    ref = naive.causal_token_greedy(naive.causal_next_lp(lean, QUESTION, hits),
+                                    naive.doc_lp_of(hits), NEW, stops)
+    ids, posts = naive.visible(lean, ref)
+    assert len(ref.tokens) == NEW  # a full-length answer: every step is compared
+    assert ans.token_ids == ids
+    assert len(set(ids)) > 1
+    for tok, want in zip(ans.tokens, posts, strict=True):
+        assert tok.posterior == pytest.approx(want, abs=TOL)
+    assert ans.logprob == pytest.approx(ref.logprob, abs=TOL)
+
+
+@pytest.mark.parametrize(("mode", "decoding", "beams"), [
+    ("token", "thorough", 3), ("sequence", "thorough", 3), ("sequence", "fast", 1),
+    ("sequence", "thorough", 1)])
+def test_same_answers_as_the_transformers_path(lean: Any, via_transformers: Any,
+                                               tiny_models: Any, mode: str, decoding: str,
+                                               beams: int) -> None:
+    """Beam search (cache reordering) and RAG-Sequence rescoring (the lean path scores the
+    hypotheses as one prefix tree, the transformers path one padded batch)."""
+    hits = _hits(tiny_models, 3)
+
+    def run(gen: Any) -> Any:
+        if mode == "token":
+            return rag_token_generate(gen, QUESTION, hits, num_beams=beams,
+                                      max_new_tokens=NEW)
+        return rag_sequence_generate(gen, QUESTION, hits, decoding=decoding,
+                                     num_beams=beams, max_new_tokens=NEW)
+
+    ours, ref = run(lean), run(via_transformers)
+    assert ours.token_ids == ref.token_ids
+    assert ours.logprob == pytest.approx(ref.logprob, abs=TOL)
+    for a, b in zip(ours.tokens, ref.tokens, strict=True):
+        assert a.posterior == pytest.approx(b.posterior, abs=TOL)
+
+
+def test_shared_prefix_runs_once_and_changes_nothing(lean: Any, tiny_models: Any) -> None:
+    """Passages with one title: the prompts share their first tokens (title + newline),
+    which the lean path runs once; every row still sees its own whole prompt."""
+    import torch
+
+    hits = _hits(tiny_models, 4, title="Common title of every passage here")
+    ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+    assert ctx.shared_prefix >= 5
+    next_lp = naive.causal_next_lp(lean, QUESTION, hits)
+    lp = torch.log_softmax(ctx.first_logits, -1)
+    for z in range(len(hits)):
+        assert torch.allclose(lp[z], next_lp(z, []), atol=TOL)
+    ans = rag_token_generate(lean, QUESTION, hits, max_new_tokens=NEW)
+    stops = {lean.tokenizer.eos_token_id, *lean.stop_ids}
+    ref = naive.causal_token_greedy(next_lp, naive.doc_lp_of(hits), NEW, stops)
+    assert ans.token_ids == naive.visible(lean, ref)[0]
+    assert ans.logprob == pytest.approx(ref.logprob, abs=TOL)
+
+
+def test_identical_prompts_keep_one_token_of_their_own(lean: Any) -> None:
+    import torch
+
+    from ragdesk.core.engine.causal_decoder import LeanCausalContext
+
+    prompt = list(range(5, 45))
+    ctx = LeanCausalContext(lean, lean.lean_decoder, [prompt, prompt, prompt[:30]])
+    assert ctx.shared_prefix == 29
+    with torch.no_grad():
+        want = lean.model(input_ids=torch.tensor([prompt])).logits[0, -1]
+        short = lean.model(input_ids=torch.tensor([prompt[:30]])).logits[0, -1]
+    assert torch.allclose(ctx.first_logits[0], want, atol=TOL)
+    assert torch.allclose(ctx.first_logits[1], want, atol=TOL)
+    assert torch.allclose(ctx.first_logits[2], short, atol=TOL)
+
+
+def test_decoding_steps_copy_no_cache(lean: Any, tiny_models: Any) -> None:
+    """The cache is allocated once for the planned length: steps write into it in place."""
+    import torch
+
+    hits = _hits(tiny_models, 0)
+    ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+    rows = ctx.rows(torch.arange(len(hits)), 6)
+    before = [t.data_ptr() for t in rows.state.k]
+    for _ in range(5):
+        rows.step(torch.tensor([11] * len(hits)))
+    assert [t.data_ptr() for t in rows.state.k] == before
+
+
+def test_int8_agrees_with_float32(lean: Any, int8: Any, tiny_models: Any) -> None:
+    """The fast path's next-token distributions stay close to float32, and its choices agree
+    with float32's along float32's own path (teacher-forced, so that one early difference
+    does not count as many): int8 weights and activations are an approximation."""
+    import torch
+
+    agree = total = 0
+    for seed in range(6):
+        hits = _hits(tiny_models, 10 + seed)
+        ps = [PassageText(h.title, h.text) for h in hits]
+        ca, cb = lean.prepare(QUESTION, ps), int8.prepare(QUESTION, ps)
+        la, lb = ca.first_logits, cb.first_logits
+        ra, rb = ca.rows(torch.arange(len(ps)), NEW), cb.rows(torch.arange(len(ps)), NEW)
+        for _ in range(NEW):
+            pa, pb = torch.softmax(la, -1), torch.softmax(lb, -1)
+            assert float(0.5 * (pa - pb).abs().sum(-1).max()) < 0.15  # total variation
+            agree += int((la.argmax(-1) == lb.argmax(-1)).sum())
+            total += la.shape[0]
+            tokens = la.argmax(-1)
+            la, lb = ra.step(tokens), rb.step(tokens)
+    assert agree / total >= 0.9
+
+
+def test_unknown_precision_is_refused(gemma_parts: Any) -> None:
+    from ragdesk.core.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="precision"):
+        _generator(*gemma_parts, precision="int3")
+
+
+def test_other_causal_lms_keep_the_transformers_path(causal_gen: Any) -> None:
+    from ragdesk.core.engine.generators import CausalContext
+
+    assert causal_gen.lean_decoder is None
+    ctx = causal_gen.prepare(QUESTION, [PassageText("T", "some text here")])
+    assert isinstance(ctx, CausalContext)
