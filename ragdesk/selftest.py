@@ -222,11 +222,17 @@ _keep: list[object] = []  # the application object lives as long as the process
 
 
 def check_qt(tmp: Path) -> str:
-    if not os.environ.get("QT_QPA_PLATFORM"):
-        os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    requested = os.environ["QT_QPA_PLATFORM"]
-    # "wayland;xcb" lists fallbacks; "offscreen:foo=1" carries plugin options.
-    names = [p.split(":")[0] for p in requested.split(";") if p]
+    """The platform plugin the app itself would use: the display of this session, not
+    offscreen (``QT_QPA_PLATFORM=offscreen ragdesk --self-test`` checks a headless build).
+
+    Everything that would make Qt abort the process (no display, a missing system library,
+    an X server that does not answer) is found before Qt starts, by the same check the app
+    runs at start.
+    """
+    from ragdesk.platform_check import check_gui, platform_candidates
+
+    requested = os.environ.get("QT_QPA_PLATFORM", "")
+    names = platform_candidates(os.environ)
     import PySide6
     from PySide6.QtCore import QPoint, Qt
     from PySide6.QtGui import QColor, QFont, QGuiApplication, QImage, QPainter
@@ -234,7 +240,13 @@ def check_qt(tmp: Path) -> str:
     found, available = _platform_plugin_found(names)
     if not found:
         raise AssertionError(
-            f"no Qt platform plugin {requested!r}; available: {', '.join(available) or 'none'}")
+            f"no Qt platform plugin {requested or ';'.join(names)!r}; available: "
+            f"{', '.join(available) or 'none'}")
+    gui = check_gui(os.environ)
+    if gui.platform is None:
+        also = (" To check the rest without a display: QT_QPA_PLATFORM=offscreen ragdesk "
+                "--self-test." if gui.reason == "no-display" else "")
+        raise AssertionError(f"{gui.problem} {gui.hint}{also}")
     if QGuiApplication.instance() is None:
         _keep.append(QGuiApplication([sys.argv[0] or "ragdesk"]))
     image = QImage(96, 48, QImage.Format.Format_ARGB32)

@@ -53,6 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_gui(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.platform_check import require_gui
+
+    # Before Qt starts: a missing display or system library would otherwise abort the
+    # process (exit 134) with Qt's message instead of ours.
+    require_gui()
     from ragdesk.ui.app import run_app
 
     return run_app(ctx)
