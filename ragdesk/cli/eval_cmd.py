@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json, print_table
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.evaluation.metrics import DEFAULT_KS
+from ragdesk.core.options import DEFAULT_STYLE, STYLES
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -38,7 +40,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="passages per answer (default: from settings)")
     p.add_argument("--retriever", choices=RETRIEVERS,
                    help="dense, sparse (BM25) or hybrid (default: from settings)")
+    p.add_argument("--style", choices=STYLES,
+                   help="answer style for instruction-tuned generators (default: from settings)")
+    p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
+                   help="constrain answers to spans of the passages (default: from settings)")
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="retrieval temperature of p(z|x) (default: the snapshot's)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
+    p.add_argument("--skip", type=int, default=0, metavar="N",
+                   help="skip the first N questions of the file (before --limit)")
+    p.add_argument("--answerable-only", action="store_true",
+                   help="generate answers only for the questions the snapshot can answer")
     p.add_argument("--retrieval-only", action="store_true",
                    help="measure retrieval only (no generator is loaded; EM/F1 are null)")
     p.add_argument("--batch-size", type=int, default=64, metavar="B",
@@ -67,6 +79,10 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     mode = str(_setting(args.mode, ctx, "mode") or "token")
     decoding = str(_setting(args.decoding, ctx, "decoding") or "fast")
     n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
+    style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
+    grounded = bool(_setting(args.grounded, ctx, "grounded") or False)
+    if args.skip < 0:
+        raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
     if retriever not in RETRIEVERS:
         raise BadInputError(f"Unknown retriever {retriever!r} in the settings.",
                             hint="Use --retriever dense, sparse or hybrid.")
@@ -78,7 +94,11 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     if out_path is not None and not out_path.parent.exists():
         raise BadInputError(f"The folder of --out {out_path} does not exist.")
 
-    questions = read_questions(args.questions, limit=args.limit)
+    questions = read_questions(args.questions)[args.skip:]
+    if args.limit is not None:
+        if args.limit < 1:
+            raise BadInputError(f"--limit must be at least 1, not {args.limit}.")
+        questions = questions[:args.limit]
     progress = terminal_printer()
     snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)
     # As the engine does: the pack asked for, else the snapshot's own, else the chosen one.
@@ -100,18 +120,25 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
 
         def answer(question: str) -> Any:
             return engine.answer(question, mode=mode, decoding=decoding, n_docs=n_docs,
-                                 retriever=retriever, snapshot=snapshot)
+                                 retriever=retriever, snapshot=snapshot, style=style,
+                                 grounded=grounded, temperature=args.temperature)
 
     config = {"questions": str(args.questions), "snapshot": snapshot.name,
               "passages": int(snapshot.size), "pack": pack_name, "retriever": retriever,
               "retrieval_only": bool(args.retrieval_only), "n_docs": n_docs,
               "mode": None if args.retrieval_only else mode,
-              "decoding": None if args.retrieval_only or mode != "sequence" else decoding}
+              "decoding": None if args.retrieval_only or mode != "sequence" else decoding,
+              "style": None if args.retrieval_only else style,
+              "grounded": None if args.retrieval_only else grounded,
+              "temperature": (args.temperature if args.temperature is not None
+                              else snapshot.temperature),
+              "skip": args.skip, "answerable_only": bool(args.answerable_only)}
     report = evaluate(
         questions, encoder=encoder,
         retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, retriever),
         passages=snapshot, answer=answer, cite=n_docs, batch_size=args.batch_size,
-        config=config, progress=progress)
+        config=config, progress=progress, ks=sorted(set(DEFAULT_KS) | {n_docs}),
+        answerable_only=bool(args.answerable_only))
     summary = report.to_json()
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:
@@ -137,9 +164,11 @@ def _print_summary(s: dict[str, Any]) -> None:
     ans = s.get("answerable")
     what = "retrieval only" if c["retrieval_only"] else (
         f"RAG-{c['mode'].title()}" + (f", {c['decoding']} decoding" if c["decoding"] else ""))
+    if not c["retrieval_only"]:
+        what += f"; {c['style']} answers" + ("; grounded" if c["grounded"] else "")
     print(f"{s['n']:,} questions; snapshot {c['snapshot']!r} ({c['passages']:,} passages); "
           f"pack {c['pack']}; {c['retriever']} retriever; {what}; {c['n_docs']} passages per "
-          "answer")
+          f"answer; retrieval temperature {c['temperature']:.4g}")
     headers = ["", "all"] + ([f"answerable ({ans['n']:,})"] if ans else [])
     rows = []
     for key, label in (("em", "exact match %"), ("f1", "F1 %")):
@@ -147,8 +176,19 @@ def _print_summary(s: dict[str, Any]) -> None:
     for k, v in s["top_k_accuracy"].items():
         rows.append([f"top-{k} accuracy %", _fmt(v)] +
                     ([_fmt(ans["top_k_accuracy"][k])] if ans else []))
+    for key, label in (("mean_top1_prob", "mean top-1 p(z|x)"),
+                       ("mean_token_entropy", "mean source entropy (nats)")):
+        if s.get(key) is not None or (ans and ans.get(key) is not None):
+            rows.append([label, _fmt(s.get(key), pct=False)] +
+                        ([_fmt(ans.get(key), pct=False)] if ans else []))
     print()
     print_table(headers, rows)
+    k = str(c["n_docs"])
+    ceiling = (ans or s)["top_k_accuracy"].get(k)
+    if ceiling is not None and not c["retrieval_only"]:
+        print(f"\nThe generator reads the top {k} passages: an answer is among them for "
+              f"{_fmt(ceiling)} % of the {'answerable ' if ans else ''}questions "
+              "(the ceiling for exact match).")
     t = s["timings"]
     print()
     line = (f"retrieval {t['retrieval_per_question_ms']:.1f} ms/question "

@@ -64,6 +64,9 @@ class Answer:
     snapshot: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     cancelled: bool = False
+    temperature: float = 1.0  # τ of p(z|x) = softmax(score / τ)
+    style: str | None = None  # the answer style the prompt asked for
+    grounded: bool = False  # whether the answer was constrained to passage spans
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.attribution import TokenCallback
-from ragdesk.core.engine.generators import Generator, check_question
+from ragdesk.core.engine.generators import Generator, check_question, check_style
 from ragdesk.core.engine.options import DecodeOptions, check_mode
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
@@ -28,6 +28,7 @@ from ragdesk.core.engine.retrieval import (
     retrieved_docs,
 )
 from ragdesk.core.errors import NotFoundError
+from ragdesk.core.options import DEFAULT_STYLE
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
 
@@ -36,6 +37,12 @@ if TYPE_CHECKING:
     from ragdesk.core.encoders import TextEncoder
 
 log = logging.getLogger(__name__)
+
+
+def snapshot_temperature(index: Any) -> float:
+    """τ of a SnapshotIndex (1 for anything that does not say, as for DPR)."""
+    t = getattr(index, "temperature", 1.0)
+    return float(t) if isinstance(t, (int, float)) else 1.0
 
 
 class Engine:
@@ -80,7 +87,8 @@ class Engine:
         check_question(question)
         index = self.snapshot_index(snapshot)
         hits = self._search(question, n_docs, index, retriever)
-        return retrieved_docs(hits, doc_log_probs(hits), getattr(index, "name", None))
+        return retrieved_docs(hits, doc_log_probs(hits, snapshot_temperature(index)),
+                              getattr(index, "name", None))
 
     def _search(self, question: str, n_docs: int, index: Any, retriever: str) -> list[Hit]:
         fn = get_retriever(retriever)
@@ -103,6 +111,9 @@ class Engine:
         snapshot: Any = None,
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
+        style: str = DEFAULT_STYLE,
+        grounded: bool = False,
+        temperature: float | None = None,
     ) -> Answer:
         """Retrieve ``n_docs`` passages and generate the answer, marginalizing over them.
 
@@ -111,9 +122,14 @@ class Engine:
         when every hypothesis that can still win shares it; thorough: when the answer is
         chosen). ``cancel`` is checked between decoding steps; a cancelled answer holds what
         was generated so far and ``cancelled=True``.
+
+        ``style``: "short" (the answer alone) or "sentence", for generators that take
+        instructions. ``grounded``: the answer is a span of the passages. ``temperature``: τ
+        of p(z|x); by default the snapshot's (fitted, measured for its encoder, or 1 for DPR).
         """
         check_question(question)
         check_mode(mode, decoding)
+        check_style(style)
         get_retriever(retriever)  # an unknown name fails before any work
         DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
         index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
@@ -123,7 +139,9 @@ class Engine:
         ans = self.answer_from_docs(
             question, hits, mode=mode, decoding=decoding, num_beams=num_beams,
             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
-            cancel=cancel, snapshot_name=getattr(index, "name", None))
+            cancel=cancel, snapshot_name=getattr(index, "name", None), style=style,
+            grounded=grounded,
+            temperature=snapshot_temperature(index) if temperature is None else temperature)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
         return ans
@@ -141,20 +159,40 @@ class Engine:
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
         snapshot_name: str | None = None,
+        style: str = DEFAULT_STYLE,
+        grounded: bool = False,
+        temperature: float | None = None,
     ) -> Answer:
-        """Generate from passages retrieved elsewhere (rank order, exact scores)."""
+        """Generate from passages retrieved elsewhere (rank order, exact scores).
+
+        ``temperature`` None: the τ of ``snapshot_name`` when this engine can open it, else 1.
+        """
         check_question(question)
         check_mode(mode, decoding)
+        check_style(style)
+        if temperature is None:
+            temperature = self._temperature_of(snapshot_name)
         with self._lock:
             if mode == "token":
                 return rag_token_generate(
                     self.generator, question, docs, num_beams=num_beams,
                     max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                    on_token=on_token, cancel=cancel, snapshot=snapshot_name)
+                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
+                    grounded=grounded, temperature=temperature)
             return rag_sequence_generate(
                 self.generator, question, docs, decoding=decoding, num_beams=num_beams,
                 max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                on_token=on_token, cancel=cancel, snapshot=snapshot_name)
+                on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
+                grounded=grounded, temperature=temperature)
+
+    def _temperature_of(self, snapshot_name: str | None) -> float:
+        if snapshot_name is None or self.library is None:
+            return 1.0
+        try:
+            return snapshot_temperature(self.library.get(snapshot_name))
+        except Exception:  # a removed snapshot: its docs still answer, with τ = 1
+            log.warning("no temperature for snapshot %r; using 1", snapshot_name)
+            return 1.0
 
     def close(self) -> None:
         """Close what the engine opened (the snapshot library and data directory of

@@ -17,7 +17,7 @@ second pass.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -133,13 +133,15 @@ class GreedySearch:
     """``_sample`` without sampling: argmax of the processed scores, rows finish on EOS."""
 
     def __init__(self, rows: int, settings: GenerationSettings, *, max_new_tokens: int,
-                 min_new_tokens: int, extras_dim: int) -> None:
+                 min_new_tokens: int, extras_dim: int, extra_processors: Sequence[Any] = ()
+                 ) -> None:
         import torch
 
         self.settings = settings
         self.max_length = 1 + max_new_tokens
         self.processors = build_processors(settings, max_length=self.max_length,
                                            min_new_tokens=min_new_tokens)
+        self.processors.extend(extra_processors)
         self.input_ids = torch.full((rows, 1), settings.start_token_id, dtype=torch.long)
         self.extras = torch.zeros((rows, 0, extras_dim))
         self.unfinished = torch.ones(rows, dtype=torch.long)
@@ -191,7 +193,8 @@ class BeamSearch:
     """
 
     def __init__(self, batch_size: int, num_beams: int, settings: GenerationSettings, *,
-                 max_new_tokens: int, min_new_tokens: int, extras_dim: int) -> None:
+                 max_new_tokens: int, min_new_tokens: int, extras_dim: int,
+                 extra_processors: Sequence[Any] = ()) -> None:
         import torch
 
         self.settings = settings
@@ -204,6 +207,7 @@ class BeamSearch:
         self.early_stopping = settings.early_stopping
         self.processors = build_processors(settings, max_length=self.max_length,
                                            min_new_tokens=min_new_tokens)
+        self.processors.extend(extra_processors)
         n_eos = len(settings.eos_token_ids)
         self.beams_to_keep = max(2, 1 + n_eos) * num_beams
         self.top_num_beam_mask = torch.cat(

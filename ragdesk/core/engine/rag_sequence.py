@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running_posteriors
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator, PassageContext
+from ragdesk.core.engine.grounding import SpanConstraint, span_processors
 from ragdesk.core.engine.options import DecodeOptions, check_mode, passages_of
 from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
+from ragdesk.core.options import DEFAULT_STYLE
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit
 
@@ -61,7 +63,8 @@ def _is_bos(tokens: Sequence[int], bos: int | None) -> bool:
 
 
 def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
-            cancel: CancelToken | None, on_step: object = None
+            cancel: CancelToken | None, on_step: object = None,
+            constraint: Sequence[SpanConstraint] = ()
             ) -> tuple[list[list[Hypothesis]], bool, GreedySearch | BeamSearch]:
     """Per-passage search in one batch; returns each passage's hypotheses (best first)."""
     import torch
@@ -77,7 +80,8 @@ def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
     cancelled = False
     if nb == 1:
         greedy = GreedySearch(k, settings, max_new_tokens=opts.max_new_tokens,
-                              min_new_tokens=opts.min_new_tokens, extras_dim=1)
+                              min_new_tokens=opts.min_new_tokens, extras_dim=1,
+                              extra_processors=constraint)
         logits = ctx.first_logits
         rows = None
         while True:
@@ -96,7 +100,8 @@ def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
         return [[h] for h in greedy.hypotheses()], cancelled, greedy
 
     beam = BeamSearch(k, nb, settings, max_new_tokens=opts.max_new_tokens,
-                      min_new_tokens=opts.min_new_tokens, extras_dim=1)
+                      min_new_tokens=opts.min_new_tokens, extras_dim=1,
+                      extra_processors=constraint)
     logits = ctx.first_logits.repeat_interleave(nb, dim=0)
     beam_rows = None
     while True:
@@ -215,16 +220,21 @@ def rag_sequence_generate(
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
+    style: str = DEFAULT_STYLE,
+    grounded: bool = False,
+    temperature: float = 1.0,
 ) -> Answer:
-    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores)."""
+    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores); options as
+    in :func:`ragdesk.core.engine.rag_token.rag_token_generate`."""
     import torch
 
     check_mode("sequence", decoding)
     opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
     passages = passages_of(docs)
     t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs)
-    ctx = generator.prepare(question, passages)
+    doc_lp = doc_log_probs(docs, temperature)
+    ctx = generator.prepare(question, passages, style)
+    constraint = span_processors(generator, passages, grounded)
     t_enc = time.perf_counter()
     emitter = TokenEmitter(generator, on_token)
     pad = generator.settings.pad_token_id
@@ -233,7 +243,8 @@ def rag_sequence_generate(
                 if decoding == "fast" and opts.num_beams == 1 else None)
 
     with torch.inference_mode():
-        per_passage, cancelled, _ = _search(ctx, generator, opts, cancel, streamer)
+        per_passage, cancelled, _ = _search(ctx, generator, opts, cancel, streamer,
+                                            constraint)
         t_dec = time.perf_counter()
         cands = _union(per_passage)
         skip_first = all(_is_bos(c.tokens, bos) for c in cands)
@@ -264,7 +275,8 @@ def rag_sequence_generate(
         question=question, text=emitter.text(), token_ids=list(emitter.ids),
         tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
         logprob=float(scores[best_i]), mode="sequence", decoding=decoding, snapshot=snapshot,
-        timings=timings, cancelled=cancelled)
+        timings=timings, cancelled=cancelled, temperature=temperature, style=style,
+        grounded=grounded)
 
 
 def _rescore(ctx: PassageContext, cands: list[Candidate], pad: int,

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator
+from ragdesk.core.engine.grounding import span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
+from ragdesk.core.options import DEFAULT_STYLE
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit
 
@@ -62,16 +64,23 @@ def rag_token_generate(
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
+    style: str = DEFAULT_STYLE,
+    grounded: bool = False,
+    temperature: float = 1.0,
 ) -> Answer:
-    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores)."""
+    """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores).
+
+    ``temperature``: τ of p(z|x) (see :mod:`ragdesk.core.posterior`); ``grounded``: the answer
+    is a span of the passages (see :mod:`.grounding`)."""
     import torch
 
     opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
     passages = passages_of(docs)
     t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs)
+    doc_lp = doc_log_probs(docs, temperature)
     k = len(passages)
-    ctx = generator.prepare(question, passages)
+    ctx = generator.prepare(question, passages, style)
+    constraint = span_processors(generator, passages, grounded)
     t_enc = time.perf_counter()
     marg = _Marginal(doc_lp)
     emitter = TokenEmitter(generator, on_token)
@@ -85,7 +94,8 @@ def rag_token_generate(
     with torch.inference_mode():
         if nb == 1:
             greedy = GreedySearch(1, settings, max_new_tokens=opts.max_new_tokens,
-                                  min_new_tokens=opts.min_new_tokens, extras_dim=k)
+                                  min_new_tokens=opts.min_new_tokens, extras_dim=k,
+                                  extra_processors=constraint)
             logits = ctx.first_logits
             rows = None
             while True:
@@ -103,7 +113,8 @@ def rag_token_generate(
             best = greedy.hypotheses()[0]
         else:
             beam = BeamSearch(1, nb, settings, max_new_tokens=opts.max_new_tokens,
-                              min_new_tokens=opts.min_new_tokens, extras_dim=k)
+                              min_new_tokens=opts.min_new_tokens, extras_dim=k,
+                              extra_processors=constraint)
             logits = ctx.first_logits
             beam_rows = None
             while True:
@@ -136,6 +147,7 @@ def rag_token_generate(
         question=question, text=emitter.text(), token_ids=list(emitter.ids),
         tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
         logprob=logprob, mode="token", decoding=None, snapshot=snapshot,
+        temperature=temperature, style=style, grounded=grounded,
         timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
         cancelled=cancelled)
 

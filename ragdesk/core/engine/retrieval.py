@@ -1,8 +1,8 @@
 """Retrieval for the engine: p(z|x) over the top-K and the retriever hook.
 
-``p(z|x) = softmax_z(d(z)·q(x))`` over the K retrieved passages, computed in float32 from the
-exact inner products the snapshot returns, as ``RagTokenForGeneration`` does from its
-``doc_scores``.
+``p(z|x) = softmax_z(d(z)·q(x) / τ)`` over the K retrieved passages, computed in float32 from
+the exact inner products the snapshot returns, as ``RagTokenForGeneration`` does from its
+``doc_scores`` (τ = 1 there; see :mod:`ragdesk.core.posterior` for τ).
 
 Retrievers are looked up by name: ``"dense"`` (question encoder + snapshot index) is built in;
 other ones (``"sparse"``, ``"hybrid"``) are plugged in with :func:`register_retriever` by the
@@ -89,12 +89,14 @@ def available_retrievers() -> list[str]:
     return sorted(_RETRIEVERS)
 
 
-def doc_log_probs(docs: Sequence[Hit]) -> torch.Tensor:
-    """log p(z|x) [K] in float32."""
+def doc_log_probs(docs: Sequence[Hit], temperature: float = 1.0) -> torch.Tensor:
+    """log p(z|x) [K] in float32 (see :mod:`ragdesk.core.posterior`)."""
     import torch
 
+    from ragdesk.core.posterior import log_probs
+
     scores = torch.tensor([float(d.score) for d in docs], dtype=torch.float32)
-    return torch.log_softmax(scores, dim=0)
+    return log_probs(scores, temperature)
 
 
 def retrieved_docs(docs: Sequence[Hit], doc_lp: torch.Tensor,

@@ -28,6 +28,7 @@ from ragdesk.core.evaluation.metrics import (
     top_k_accuracy,
 )
 from ragdesk.core.evaluation.questions import Question
+from ragdesk.core.posterior import entropy
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.types import Hit, Passage, RetrievedDoc
 
@@ -67,12 +68,15 @@ class QuestionResult:
     em: float | None = None
     f1: float | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    top1_prob: float | None = None  # the largest p(z|x) among the passages read
+    token_entropy: float | None = None  # mean entropy (nats) of the answer tokens' sources
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "question": self.question, "answers": self.answers,
                 "prediction": self.prediction, "em": self.em, "f1": self.f1,
                 "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
-                "docs": self.docs, "timings": self.timings}
+                "docs": self.docs, "timings": self.timings, "top1_prob": self.top1_prob,
+                "token_entropy": self.token_entropy}
 
 
 @dataclass
@@ -87,11 +91,16 @@ class EvalReport:
         def mean(vals: list[float]) -> float | None:
             return float(np.mean(vals)) if vals else None
 
+        # rows left unanswered (answerable_only) make EM over these rows unknown, not 0
+        answered = not self.retrieval_only and all(r.em is not None for r in rows)
         return {
             "n": len(rows),
-            "em": None if self.retrieval_only else mean([r.em or 0.0 for r in rows]),
-            "f1": None if self.retrieval_only else mean([r.f1 or 0.0 for r in rows]),
+            "em": mean([r.em or 0.0 for r in rows]) if answered else None,
+            "f1": mean([r.f1 or 0.0 for r in rows]) if answered else None,
             "top_k_accuracy": top_k_accuracy([r.first_hit_rank for r in rows], self.ks),
+            "mean_top1_prob": mean([r.top1_prob for r in rows if r.top1_prob is not None]),
+            "mean_token_entropy": mean([r.token_entropy for r in rows
+                                        if r.token_entropy is not None]),
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -188,12 +197,16 @@ def evaluate(
     config: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    answerable_only: bool = False,
 ) -> EvalReport:
     """Run retrieval for every question (and generation when ``answer`` is given).
 
     ``passages`` (the snapshot) enables the answerable subset; ``cite`` passages per question
-    go into the per-question results.
+    go into the per-question results. ``answerable_only`` (needs ``passages``): generate only
+    for the answerable questions, whose figures are then the ones reported.
     """
+    if answerable_only and passages is None:
+        raise ValueError("answerable_only needs the passages to find the answerable questions")
     ks_t = tuple(sorted(set(ks)))
     depth = max(max(ks_t), cite)
     t_start = time.perf_counter()
@@ -240,8 +253,11 @@ def evaluate(
 
     if answer is not None:
         gen_s = 0.0
-        prog = Progress(len(questions), "answering", progress)
-        for i, q in enumerate(questions):
+        todo = [i for i in range(len(questions))
+                if not answerable_only or (flags is not None and flags[i])]
+        prog = Progress(len(todo), "answering", progress)
+        for i in todo:
+            q = questions[i]
             if cancel is not None:
                 cancel.raise_if_cancelled()
             t0 = time.perf_counter()
@@ -259,9 +275,15 @@ def evaluate(
             if used:
                 r.docs = [_doc_json(rank, d, matchers[i].matches(cache.get(d)))
                           for rank, d in enumerate(used)]
+                probs = [getattr(d, "prob", None) for d in used]
+                if all(isinstance(p, float) for p in probs):
+                    r.top1_prob = max(p for p in probs if p is not None)
+            posts = [t.posterior for t in (getattr(ans, "tokens", []) or [])]
+            if posts:
+                r.token_entropy = float(np.mean([entropy(p) for p in posts]))
             prog.update(1)
         timings["generation_s"] = gen_s
-        timings["answer_per_question_ms"] = 1000.0 * gen_s / n
+        timings["answer_per_question_ms"] = 1000.0 * gen_s / max(1, len(todo))
     timings["total_s"] = time.perf_counter() - t_start
     return EvalReport(results=results, ks=ks_t, retrieval_only=answer is None,
                       timings=timings, config=dict(config or {}))

@@ -1,0 +1,84 @@
+"""`ragdesk index calibrate NAME QUESTIONS.jsonl`: fit the snapshot's retrieval temperature."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING
+
+from ragdesk.cli.common import print_json
+from ragdesk.core.errors import BadInputError
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
+
+
+def register(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    c = isub.add_parser(
+        "calibrate", help="fit the retrieval temperature of p(z|x) on questions with answers",
+        description="Retrieves the top K passages for each question (NQ-open style JSONL) and "
+                    "fits the temperature τ of p(z|x) = softmax(score / τ) that puts the most "
+                    "probability on the passages holding a gold answer; stores it with the "
+                    "snapshot, where the engine, training and the explore views use it. Use "
+                    "questions you will not evaluate on.")
+    c.add_argument("name", metavar="NAME")
+    c.add_argument("questions", metavar="QUESTIONS.jsonl")
+    c.add_argument("--docs", type=int, default=20, metavar="K",
+                   help="passages per question in the fit (default: 20)")
+    c.add_argument("--skip", type=int, default=0, metavar="N",
+                   help="skip the first N questions of the file")
+    c.add_argument("--limit", type=int, metavar="N", help="use at most N questions")
+    c.add_argument("--pack", metavar="P", help="model pack whose question encoder to use")
+    c.add_argument("--dry-run", action="store_true", help="report the fit without storing it")
+    c.add_argument("--json", action="store_true", help="print the report as JSON")
+    c.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.evaluation.calibrate import calibrate_temperature
+    from ragdesk.core.evaluation.questions import read_questions
+    from ragdesk.core.models.loading import load_question_encoder
+    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
+    from ragdesk.core.progress import terminal_printer
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.snapshots.calibration import Calibration, write_calibration
+
+    if args.docs < 2:
+        raise BadInputError(f"--docs must be at least 2, not {args.docs}.")
+    if args.skip < 0 or (args.limit is not None and args.limit < 1):
+        raise BadInputError("--skip must be 0 or more and --limit at least 1.")
+    questions = read_questions(args.questions)[args.skip:]
+    if args.limit is not None:
+        questions = questions[:args.limit]
+    if not questions:
+        raise BadInputError("No questions left to calibrate on.",
+                            hint="Check the file, --skip and --limit.")
+    snapshot = open_snapshot(ctx.data, ctx.catalog, args.name)
+    pack_name = (args.pack or ctx.catalog.get_snapshot(snapshot.name).default_pack
+                 or chosen_pack(ctx.settings))
+    pack = get_pack(ctx.catalog, pack_name, ctx.data)
+    check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
+    encoder = load_question_encoder(pack.question_encoder)
+    snapshot.check_query_encoder(encoder.info)
+    try:
+        report = calibrate_temperature(snapshot, encoder, questions, docs=args.docs,
+                                       progress=terminal_printer(sys.stderr))
+    except ValueError as exc:
+        raise BadInputError(str(exc), hint="Use more questions, or a larger --docs.") from exc
+    fit = report.fit
+    if not args.dry_run:
+        lines = f"{args.skip + 1}-{args.skip + len(questions)}"
+        source = f"{args.questions} lines {lines}, K={args.docs}"
+        write_calibration(snapshot.folder, Calibration(
+            temperature=fit.temperature, questions=fit.questions, source=source,
+            log_likelihood=fit.log_likelihood, log_likelihood_at_1=fit.log_likelihood_at_1))
+    if args.json:
+        print_json({**report.to_json(), "stored": not args.dry_run})
+        return 0
+    print(f"{args.name}: temperature {fit.temperature:.4g} fitted on {fit.questions:,} of "
+          f"{report.questions:,} questions (top {args.docs}); mean log-likelihood of the "
+          f"answer passages {fit.log_likelihood:.3f} (τ = 1: {fit.log_likelihood_at_1:.3f}); "
+          f"mean top-1 p(z|x) of 5 passages {report.mean_top1_after:.3f} "
+          f"(τ = 1: {report.mean_top1_before:.3f}).")
+    print("Stored with the snapshot." if not args.dry_run else "Not stored (--dry-run).")
+    return 0
