@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.options import DEFAULT_STYLE, STYLES
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -38,6 +39,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer in tokens")
     p.add_argument("--retriever", choices=RETRIEVERS,
                    help="dense (the question encoder), sparse (BM25) or hybrid")
+    p.add_argument("--style", choices=STYLES,
+                   help="short (the answer alone) or sentence, for instruction-tuned generators")
+    p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
+                   help="constrain the answer to spans of the passages")
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="retrieval temperature of p(z|x) (default: the snapshot's)")
     p.add_argument("--json", action="store_true",
                    help="print the answer, its tokens with sources, and the passages as JSON")
     p.set_defaults(func=cmd_ask)
@@ -61,6 +68,8 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     beams = int(_setting(args.beams, ctx, "num_beams", 1))
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens", 32))
     retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
+    style = str(_setting(args.style, ctx, "style", DEFAULT_STYLE))
+    grounded = bool(_setting(args.grounded, ctx, "grounded", False))
 
     engine = engine_from_context(ctx, snapshot=args.snapshot,
                                  question_encoder=args.question_encoder,
@@ -69,7 +78,8 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
         stream = None if args.json or not sys.stdout.isatty() else _stream_to_stdout
         ans = engine.answer(args.question, mode=mode, decoding=decoding, n_docs=n_docs,
                             num_beams=beams, max_new_tokens=max_new, retriever=retriever,
-                            on_token=stream)
+                            on_token=stream, style=style, grounded=grounded,
+                            temperature=args.temperature)
     finally:
         engine.close()
     if args.json:
@@ -90,7 +100,8 @@ def _stream_to_stdout(tok: Any) -> None:
 
 def _print_sources(ans: Any) -> None:
     what = "RAG-Token" if ans.mode == "token" else f"RAG-Sequence ({ans.decoding})"
-    print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {ans.snapshot}")
+    print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {ans.snapshot}, "
+          f"p(z|x) temperature {ans.temperature:.4g}")
     if ans.tokens:
         marked = " ".join(f"{t.text.strip() or repr(t.text)}[{t.source + 1}]"
                           for t in ans.tokens)

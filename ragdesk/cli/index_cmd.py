@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.cli import calibrate_cmd
 from ragdesk.cli.common import print_json, print_table
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import terminal_printer
@@ -133,6 +134,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rm.add_argument("--variant", choices=["hnsw-sq8", "ivf-pq"],
                     help="remove only this index variant")
     rm.set_defaults(func=cmd_remove)
+
+    calibrate_cmd.register(isub)
 
 
 def _progress() -> Any:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.errors import BadInputError, MissingModelError
+from ragdesk.core.options import DEFAULT_STYLE, STYLES
 
 if TYPE_CHECKING:
     import torch
@@ -60,6 +61,36 @@ def _max_positions(config: Any) -> int | None:
         if isinstance(v, int) and v > 0:
             return v
     return None
+
+
+DEFAULT_NO_REPEAT_NGRAM = 3
+
+STYLE_INSTRUCTIONS = {
+    "short": ("Answer the question with only the answer, a few words taken from the passage "
+              "(a name, a date, a number or a short phrase), not a sentence."),
+    "sentence": "Use this passage to answer the question in one sentence.",
+}
+
+
+def check_style(style: str) -> str:
+    if style not in STYLES:
+        raise BadInputError(f"Unknown answer style {style!r}.",
+                            hint="Use " + " or ".join(repr(s) for s in STYLES) + ".")
+    return style
+
+
+def normalize_question(question: str) -> str:
+    """The question as the generator's prompt shows it: whitespace collapsed, first letter
+    upper case, ending in a question mark. Small generators answer a lower-case question
+    without "?" differently from the same question written properly; retrieval is not
+    affected (the encoders and BM25 are case-insensitive)."""
+    q = " ".join(question.split())
+    if not q:
+        return q
+    q = q[0].upper() + q[1:]
+    if q[-1] not in "?.!":
+        q += "?"
+    return q
 
 
 def check_question(question: str) -> str:
@@ -128,8 +159,10 @@ class Generator(ABC):
     def _settings(self) -> GenerationSettings: ...
 
     @abstractmethod
-    def prepare(self, question: str, passages: Sequence[PassageText]) -> PassageContext:
-        """Build and encode the K generator inputs."""
+    def prepare(self, question: str, passages: Sequence[PassageText],
+                style: str = DEFAULT_STYLE) -> PassageContext:
+        """Build and encode the K generator inputs; ``style`` (see :data:`STYLES`) is the
+        answer style the prompt asks for, where the generator takes instructions."""
 
     @property
     def vocab_size(self) -> int:
@@ -209,7 +242,9 @@ class Seq2SeqGenerator(Generator):
                 hint="Ask a shorter question.")
         return [*before, *head[:window - fixed], *tail, *after]
 
-    def prepare(self, question: str, passages: Sequence[PassageText]) -> PassageContext:
+    def prepare(self, question: str, passages: Sequence[PassageText],
+                style: str = DEFAULT_STYLE) -> PassageContext:
+        # BART reads the fixed input format its RAG checkpoint was trained on: no style.
         check_question(question)
         ids = [self.input_ids(question, p) for p in passages]
         if self.lean_decoder is not None:
@@ -467,6 +502,7 @@ class CausalLMGenerator(Generator):
     def __init__(self, model: Any, tokenizer: Any, name: str, *,
                  max_passage_tokens: int = MAX_COMBINED_LENGTH,
                  use_chat_template: bool | None = None, stop_at_newline: bool = True,
+                 no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
                  precision: str = "float32", lean_decoder: bool | None = None) -> None:
         super().__init__(model, tokenizer, name)
         from ragdesk.core.engine import causal_decoder
@@ -478,6 +514,10 @@ class CausalLMGenerator(Generator):
             lean_decoder and causal_decoder.supports(model))
         self.lean_decoder = causal_decoder.GemmaDecoder(model, precision) if use else None
         self.precision = precision if use else "float32"
+        if no_repeat_ngram_size > 0 and self.settings.no_repeat_ngram_size == 0:
+            # Small causal LMs fall into loops ("the artist, the artist, ..."); a factoid
+            # answer never needs the same three tokens twice.
+            self.settings = replace(self.settings, no_repeat_ngram_size=no_repeat_ngram_size)
         if stop_at_newline:
             self.stop_ids = newline_token_ids(tokenizer) - self.special_ids
             extra = tuple(sorted(self.stop_ids - set(self.settings.eos_token_ids)))
@@ -503,24 +543,28 @@ class CausalLMGenerator(Generator):
         return GenerationSettings.from_generation_config(gc, start_token_id=None,
                                                          fallback_pad=pad)
 
-    def prompt_text(self, question: str, passage: PassageText) -> str:
+    def prompt_text(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+                    ) -> str:
+        """The prompt for one passage. The instruction comes first so that the K prompts of
+        one question share their opening tokens."""
         body = f"{passage.title}\n{passage.text}".strip()
+        question = normalize_question(question)
         if self.use_chat_template:
-            user = (f"Use this passage to answer the question.\n\n{body}\n\n"
-                    f"Question: {question}")
+            user = f"{STYLE_INSTRUCTIONS[check_style(style)]}\n\n{body}\n\nQuestion: {question}"
             return str(self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": user}], tokenize=False,
                 add_generation_prompt=True))
         return f"{body}\n\nQuestion: {question}\nAnswer:"
 
-    def input_ids(self, question: str, passage: PassageText) -> list[int]:
+    def input_ids(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+                  ) -> list[int]:
         tok = self.tokenizer
         text_ids = tok(passage.text, add_special_tokens=False)["input_ids"]
         if len(text_ids) > self.max_passage_tokens:
             passage = PassageText(passage.title,
                                   tok.decode(text_ids[:self.max_passage_tokens]))
         add_special = not self.use_chat_template
-        ids: list[int] = tok(self.prompt_text(question, passage),
+        ids: list[int] = tok(self.prompt_text(question, passage, style),
                              add_special_tokens=add_special)["input_ids"]
         if self.max_positions is not None and len(ids) >= self.max_positions:
             raise BadInputError(
@@ -528,9 +572,10 @@ class CausalLMGenerator(Generator):
                 f"most {self.max_positions}.", hint="Ask a shorter question.")
         return ids
 
-    def prepare(self, question: str, passages: Sequence[PassageText]) -> PassageContext:
+    def prepare(self, question: str, passages: Sequence[PassageText],
+                style: str = DEFAULT_STYLE) -> PassageContext:
         check_question(question)
-        ids = [self.input_ids(question, p) for p in passages]
+        ids = [self.input_ids(question, p, style) for p in passages]
         if self.lean_decoder is not None:
             from ragdesk.core.engine.causal_decoder import LeanCausalContext
 

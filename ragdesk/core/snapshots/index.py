@@ -18,6 +18,7 @@ from ragdesk.core.catalog import Catalog
 from ragdesk.core.encoders import EncoderInfo
 from ragdesk.core.errors import CorruptSnapshotError, EncoderMismatchError, NotFoundError
 from ragdesk.core.paths import DataDir
+from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.faiss_variants import Searcher, open_searcher
 from ragdesk.core.snapshots.lifecycle import recover, snapshot_folder
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, MANIFEST_FILE, Manifest, read_manifest
@@ -69,6 +70,8 @@ class SnapshotIndex:
                                                         entry.file, entry.params)
         self._closed = False
         self._lock = threading.Lock()
+        # read once: an answer in flight keeps the τ it started with
+        self.temperature, self.temperature_source = snapshot_temperature(folder, self.encoder)
 
     @classmethod
     def open(cls, folder: Path, variant: str | None = None, name: str | None = None
