@@ -13,6 +13,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+# Imports encode with the exact transformers forward, so that the equality tests compare
+# against the reference; the fused bf16 kernel has its own tests (tests/core/test_fused_encoder.py).
+os.environ.setdefault("RAGDESK_ENCODE_PRECISION", "float32")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
