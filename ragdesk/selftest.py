@@ -141,7 +141,7 @@ def check_dpr(tmp: Path) -> str:
     hf_logging.disable_progress_bar()
     try:
         model.save_pretrained(folder)
-        reloaded = DPRQuestionEncoder.from_pretrained(folder).eval()
+        reloaded = DPRQuestionEncoder.from_pretrained(folder, trust_remote_code=False).eval()
     finally:
         if bars:
             hf_logging.enable_progress_bar()

@@ -57,11 +57,13 @@ def _load_from_gguf(gguf_path: Path, dtype: torch.dtype, prog: Progress,
     folder, name = str(gguf_path.parent), gguf_path.name
     try:
         prog.set(0, "reading the GGUF tokenizer (slow the first time)")
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name,
+                                                  trust_remote_code=False)
         if cancel is not None:
             cancel.raise_if_cancelled()
         prog.set(1, "dequantizing the GGUF weights")
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype,
+                                                     trust_remote_code=False)
     except RagdeskError:
         raise
     except Exception as exc:  # a damaged file can fail anywhere in the parser
@@ -121,9 +123,9 @@ def load_gguf_causal_lm(
     if use_cache and cache_is_valid(gguf_path):
         cache = cache_dir_for(gguf_path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(cache))
+            tokenizer = AutoTokenizer.from_pretrained(str(cache), trust_remote_code=False)
             model = AutoModelForCausalLM.from_pretrained(str(cache), use_safetensors=True,
-                                                         dtype=dtype)
+                                                         dtype=dtype, trust_remote_code=False)
             prog.set(3, f"loaded {gguf_path.name}")
             return model.eval(), tokenizer
         except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -67,7 +67,7 @@ def _from_state_dict(cls: Any, config: Any, state: dict[str, torch.Tensor], fold
                      part: str, dtype: torch.dtype | None) -> Any:
     try:
         model, info = cls.from_pretrained(None, config=config, state_dict=state, dtype=dtype,
-                                          output_loading_info=True)
+                                          output_loading_info=True, trust_remote_code=False)
     except (OSError, ValueError, RuntimeError, KeyError) as exc:
         raise MissingModelError(
             f"The {part.replace('_', ' ')} in {folder} could not be loaded: {exc}") from exc
@@ -92,7 +92,7 @@ def load_rag_part(folder: Path, part: str, *, dtype: torch.dtype | None = None) 
     )
 
     try:
-        config = RagConfig.from_pretrained(str(folder))
+        config = RagConfig.from_pretrained(str(folder), trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MissingModelError(f"{folder} has an unreadable RAG config: {exc}") from exc
     sub = getattr(config, part)
@@ -112,7 +112,9 @@ def load_rag_part(folder: Path, part: str, *, dtype: torch.dtype | None = None) 
     if not tok_dir.is_dir():
         raise MissingModelError(f"{folder} is a RAG checkpoint without {tok_dir.name}/.")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir))
+        # False, never the default None: with None, a folder whose config has an auto_map
+        # makes transformers ask on stdin whether to run its .py files (tests/test_remote_code.py).
+        tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), trust_remote_code=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise MissingModelError(f"The tokenizer in {tok_dir} could not be loaded: {exc}") from exc
     state = read_part_state_dict(folder, part)

@@ -240,8 +240,9 @@ def build_rag_checkpoints(root: Path, qdir: Path, bart_dir: Path) -> tuple[Path,
         model = cls.from_pretrained_question_encoder_generator(str(qdir), str(bart_dir))
         out = root / name
         model.save_pretrained(out)
-        RagTokenizer(AutoTokenizer.from_pretrained(str(qdir)),
-                     AutoTokenizer.from_pretrained(str(bart_dir))).save_pretrained(str(out))
+        RagTokenizer(AutoTokenizer.from_pretrained(str(qdir), trust_remote_code=False),
+                     AutoTokenizer.from_pretrained(str(bart_dir), trust_remote_code=False),
+                     ).save_pretrained(str(out))
         outs.append(out)
     return outs[0], outs[1]
 
