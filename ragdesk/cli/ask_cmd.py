@@ -4,10 +4,13 @@ sources."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.cli.common import print_json
+from ragdesk.cli.common import print_json, terminal_safe
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.options import DEFAULT_STYLE, STYLES
 
@@ -15,6 +18,8 @@ if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
+PRECISIONS = ("float32", "int8")  # ragdesk.core.engine.causal_decoder.PRECISIONS
+PRECISION_KEY = "generator_precision"  # in the settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +50,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="constrain the answer to spans of the passages")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact) "
+                        "or int8 (about 4x faster on a CPU, answers may differ slightly); "
+                        f"default: the setting {PRECISION_KEY!r}, else float32")
     p.add_argument("--json", action="store_true",
                    help="print the answer, its tokens with sources, and the passages as JSON")
     p.set_defaults(func=cmd_ask)
@@ -58,10 +67,14 @@ def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
 
 
 def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
-    from ragdesk.core.engine.api import engine_from_context
-
+    t_start = time.perf_counter()
     if not args.question.strip():
         raise BadInputError("The question is empty.", hint='Run ragdesk ask "your question".')
+    from ragdesk.core.engine.generators import check_question
+
+    # Bytes that are not UTF-8 (ragdesk ask $'\xff') arrive as lone surrogates: a clear
+    # refusal (exit 2) now instead of a tokenizer TypeError after the models have loaded.
+    check_question(args.question)
     mode = str(_setting(args.mode, ctx, "mode", "token"))
     decoding = str(_setting(args.decoding, ctx, "decoding", "thorough"))
     n_docs = int(_setting(args.docs, ctx, "n_docs", 5))
@@ -70,45 +83,141 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
     style = str(_setting(args.style, ctx, "style", DEFAULT_STYLE))
     grounded = bool(_setting(args.grounded, ctx, "grounded", False))
+    precision = str(_setting(args.precision, ctx, PRECISION_KEY, "float32"))
 
-    engine = engine_from_context(ctx, snapshot=args.snapshot,
-                                 question_encoder=args.question_encoder,
-                                 generator=args.generator, pack=args.pack)
+    # Everything that can be checked without a model is checked before one loads (loading the
+    # starter pack takes seconds; a typo should not).
+    from ragdesk.core.engine.causal_decoder import check_precision
+    from ragdesk.core.engine.generators import check_style
+    from ragdesk.core.engine.options import DecodeOptions, check_mode
+    from ragdesk.core.engine.retrieval import check_n_docs
+    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
+    from ragdesk.core.snapshots import open_snapshot
+
+    check_mode(mode, decoding)
+    check_style(style)
+    DecodeOptions(beams, max_new, 0).check()
+    if retriever not in RETRIEVERS:
+        raise BadInputError(f"Unknown retriever {retriever!r} in the settings.",
+                            hint="Use --retriever dense, sparse or hybrid.")
+    check_precision(precision)
+    if n_docs < 1:
+        raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
+    snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)  # none active, damaged
+    check_n_docs(n_docs, snapshot)
+    pack_name = (args.pack or ctx.catalog.get_snapshot(snapshot.name).default_pack
+                 or chosen_pack(ctx.settings))
+    pack = None
+    if args.pack or args.question_encoder is None or args.generator is None:
+        pack = get_pack(ctx.catalog, pack_name, ctx.data)  # a named pack must exist
+        if args.question_encoder is None:
+            check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
+    qenc_ref = str(args.question_encoder or pack.question_encoder)  # type: ignore[union-attr]
+    gen_ref = str(args.generator or pack.generator)  # type: ignore[union-attr]
+    if not (args.question_encoder or args.generator):
+        used = f"pack {pack_name!r}"
+    else:
+        used = ", ".join(
+            f"{role} {ref if given else f'of pack {pack_name!r}'}"
+            for role, ref, given in (("question encoder", qenc_ref, args.question_encoder),
+                                     ("generator", gen_ref, args.generator)))
+    print(f"ragdesk: snapshot {snapshot.name!r} ({snapshot.size:,} passages), {used}",
+          file=sys.stderr)
+    t_checked = time.perf_counter()
+
+    from ragdesk.core.engine import Engine
+    from ragdesk.core.models.loading import load_generator, load_question_encoder
+    from ragdesk.core.snapshots import SnapshotLibrary
+
+    with _quiet_loading(args.verbose):
+        encoder = load_question_encoder(qenc_ref)
+        snapshot.check_query_encoder(encoder.info)
+        t_enc = time.perf_counter()
+        gen = load_generator(gen_ref, precision=precision)
+    t_loaded = time.perf_counter()
+    engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
+                    snapshot=snapshot.name, owns_library=True)
+    first: list[float] = []
+    streamed: list[str] = []
+
+    def on_token(tok: Any) -> None:
+        if not first:
+            first.append(time.perf_counter())
+        if not args.json:
+            streamed.append(tok.text)
+            _stream_to_stdout(tok)
+
     try:
-        stream = None if args.json or not sys.stdout.isatty() else _stream_to_stdout
+        t_ask = time.perf_counter()
         ans = engine.answer(args.question, mode=mode, decoding=decoding, n_docs=n_docs,
                             num_beams=beams, max_new_tokens=max_new, retriever=retriever,
-                            on_token=stream, style=style, grounded=grounded,
-                            temperature=args.temperature)
+                            snapshot=snapshot, on_token=on_token, style=style,
+                            grounded=grounded, temperature=args.temperature)
+        t_done = time.perf_counter()
     finally:
         engine.close()
+        snapshot.close()
+    if args.verbose:
+        t = ans.timings
+        ttft = f"; first token after {first[0] - t_ask:.2f} s" if first else ""
+        print(f"ragdesk: checks {t_checked - t_start:.2f} s; loaded the question encoder in "
+              f"{t_enc - t_checked:.2f} s and the generator ({gen.kind}, {_precision_of(gen)}) "
+              f"in {t_loaded - t_enc:.2f} s; answered in {t_done - t_ask:.2f} s (retrieval "
+              f"{t.get('retrieve_s', 0):.2f} s, prompts {t.get('encode_s', 0):.2f} s, "
+              f"decoding {t.get('decode_s', 0):.2f} s{ttft}); total "
+              f"{time.perf_counter() - t_start:.2f} s", file=sys.stderr)
     if args.json:
-        print_json(ans.to_json())
+        out = ans.to_json()
+        out["pack"] = pack_name if pack is not None else None
+        out["precision"] = _precision_of(gen)
+        print_json(out)
         return 0
-    if stream is not None:
+    if streamed:
         print()
     else:
-        print(ans.text or "(empty answer)")
+        print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     _print_sources(ans)
     return 0
 
 
+def _precision_of(gen: Any) -> str:
+    return str(getattr(gen, "precision", "float32"))
+
+
+@contextlib.contextmanager
+def _quiet_loading(verbose: int) -> Iterator[None]:
+    """transformers draws a "Loading weights" progress bar for every model on stderr; the
+    answer is what the user asked for, so the bars show only with -v."""
+    if verbose:
+        yield
+        return
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
+
+
 def _stream_to_stdout(tok: Any) -> None:
-    sys.stdout.write(tok.text)
+    sys.stdout.write(terminal_safe(tok.text, newlines=True))
     sys.stdout.flush()
 
 
 def _print_sources(ans: Any) -> None:
     what = "RAG-Token" if ans.mode == "token" else f"RAG-Sequence ({ans.decoding})"
-    print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {ans.snapshot}, "
+    print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {terminal_safe(ans.snapshot)}, "
           f"p(z|x) temperature {ans.temperature:.4g}")
     if ans.tokens:
-        marked = " ".join(f"{t.text.strip() or repr(t.text)}[{t.source + 1}]"
+        marked = " ".join(f"{terminal_safe(t.text.strip()) or repr(t.text)}[{t.source + 1}]"
                           for t in ans.tokens)
         print(f"\nTokens [main source]: {marked}")
     print("\nSources:")
     for i, d in enumerate(ans.docs, 1):
-        text = " ".join(d.text.split())
+        text = terminal_safe(" ".join(d.text.split()))
         short = text if len(text) <= 160 else text[:157] + "..."
-        print(f"  [{i}] {d.title}  (p={d.prob:.3f}, score {d.score:.2f})")
+        print(f"  [{i}] {terminal_safe(d.title)}  (p={d.prob:.3f}, score {d.score:.2f})")
         print(f"      {short}")

@@ -25,6 +25,7 @@ go through transformers' forward (:class:`ragdesk.core.engine.generators.CausalC
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     import torch
 
     from ragdesk.core.engine.generators import CausalLMGenerator
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("float32", "int8")
 FAST_PRECISION = "int8"
@@ -127,11 +130,20 @@ def _int8_prepack(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
     w = weight.float().contiguous()
     scales = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()
     zeros = torch.zeros(w.shape[0], dtype=torch.long)
+    engine = torch.backends.quantized.engine
+    # oneDNN packs about 2x faster than fbgemm (the x86 default: 262k x 640 output layer 1.3-1.6
+    # s vs 2.6-3.3 s, measured on 2 loaded cores) and its products are as fast and equal to
+    # 1e-6; packing is part of every start-up
+    pack_with = "onednn" if "onednn" in torch.backends.quantized.supported_engines else engine
     with warnings.catch_warnings():  # quantized tensor creation is flagged as deprecated
         warnings.simplefilter("ignore")
         qw = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
-        return torch.ops.quantized.linear_prepack(
-            qw, None if bias is None else bias.float().contiguous())
+        try:
+            torch.backends.quantized.engine = pack_with
+            return torch.ops.quantized.linear_prepack(
+                qw, None if bias is None else bias.float().contiguous())
+        finally:
+            torch.backends.quantized.engine = engine
 
 
 class _Norm:
@@ -273,13 +285,14 @@ class GemmaDecoder:
         import torch
 
         check_precision(precision)
-        if precision == "int8" and not int8_available():
-            from ragdesk.core.errors import MissingModelError
-
-            raise MissingModelError("This torch build has no int8 kernels for the CPU.",
-                                    hint="Use the float32 precision.")
         cfg = model.config
         inner = model.model
+        if precision == "int8" and (inner.embed_tokens.weight.device.type != "cpu"
+                                    or not int8_available()):
+            # the int8 kernels are fbgemm's / oneDNN's, for the CPU only
+            log.warning("int8 generator weights need the CPU kernels of torch's quantized "
+                        "ops; running in float32")
+            precision = "float32"
         self.precision = precision
         self.heads = int(cfg.num_attention_heads)
         self.kv_heads = int(cfg.num_key_value_heads)

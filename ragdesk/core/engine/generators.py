@@ -513,7 +513,7 @@ class CausalLMGenerator(Generator):
         use = causal_decoder.supports(model) if lean_decoder is None else (
             lean_decoder and causal_decoder.supports(model))
         self.lean_decoder = causal_decoder.GemmaDecoder(model, precision) if use else None
-        self.precision = precision if use else "float32"
+        self.precision = self.lean_decoder.precision if self.lean_decoder else "float32"
         if no_repeat_ngram_size > 0 and self.settings.no_repeat_ngram_size == 0:
             # Small causal LMs fall into loops ("the artist, the artist, ..."); a factoid
             # answer never needs the same three tokens twice.

@@ -238,12 +238,20 @@ def load_generator(
     device: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    precision: str | None = None,
 ) -> Seq2SeqGenerator | CausalLMGenerator:
-    """The engine's generator for a reference (BART-style seq2seq or a causal LM)."""
+    """The engine's generator for a reference (BART-style seq2seq or a causal LM).
+
+    ``precision`` (causal LMs that take ragdesk's lean decoder, i.e. Gemma 3): "float32"
+    (default, exact) or "int8" (the fast path: int8 weights, dynamically quantized
+    activations); other generators always run in float32."""
+    from ragdesk.core.engine.causal_decoder import check_precision
+
+    precision = check_precision(precision or "float32")  # before any weight is read
     parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
                                  cancel=cancel)
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
 
     if parts.kind == "seq2seq":
         return Seq2SeqGenerator(parts.model, parts.tokenizer, parts.name)
-    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name)
+    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name, precision=precision)
