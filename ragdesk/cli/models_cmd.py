@@ -194,8 +194,9 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.models import starter
 
     printer = terminal_printer()
+    # The generator is converted alongside the passages' BM25 stage (see the core function).
     record = starter.ensure_starter_snapshot(ctx.data, ctx.catalog, progress=printer,
-                                             limit=args.limit, prepare=False)
+                                             limit=args.limit, prepare=not args.skip_generator)
     if record is None:
         print("A snapshot already exists; the Vital Articles snapshot was not built "
               "(import it with `ragdesk index import --format vital-articles`).")

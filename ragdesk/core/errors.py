@@ -1,13 +1,24 @@
 """A small taxonomy of errors with text written for users.
 
 Every error a user can cause or fix derives from :class:`RagdeskError` and carries a
-``message`` (what went wrong) and a ``hint`` (what to do). The CLI prints both and exits
-non-zero; the GUI shows them in a dialog. Anything that is not a ``RagdeskError`` is a bug.
+``message`` (what went wrong) and what to do about it, once per front end: ``hint`` is for
+the command line (what to type), ``gui_hint`` for the desktop app (what to click), and
+``action`` optionally names the one GUI action that fixes it (one of :data:`ACTIONS`), which
+the app can offer as a button. The CLI prints ``message`` and ``hint`` and exits non-zero;
+the GUI shows ``message`` and :meth:`RagdeskError.gui_text`. Anything that is not a
+``RagdeskError`` is a bug.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+# GUI actions an error can point at (ragdesk/ui maps them to menu actions).
+ACTION_FIRST_RUN = "first-run"  # the welcome dialog: starter pack, paper packs, import
+ACTION_MANAGE_INDEXES = "manage-indexes"  # Index ▸ Manage indexes…
+ACTION_CHOOSE_PACK = "choose-pack"  # the model pack selector in the controls panel
+ACTION_RETRY = "retry"  # ask again (the cause was transient)
+ACTIONS = (ACTION_FIRST_RUN, ACTION_MANAGE_INDEXES, ACTION_CHOOSE_PACK, ACTION_RETRY)
 
 
 class RagdeskError(Exception):
@@ -15,18 +26,40 @@ class RagdeskError(Exception):
 
     exit_code = 1
     hint_default = ""
+    # What the GUI says when the raiser gave no gui_hint: it must never name a command.
+    gui_hint_default = ""
+    action_default: str | None = None
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, gui_hint: str | None = None,
+                 action: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint if hint is not None else self.hint_default
+        self._gui_hint = gui_hint
+        if action is not None and action not in ACTIONS:
+            raise ValueError(f"unknown GUI action {action!r}")
+        self.action = action if action is not None else self.action_default
+
+    @property
+    def gui_hint(self) -> str:
+        """What to do, in the desktop app's words (menus and buttons, never commands)."""
+        if self._gui_hint is not None:
+            return self._gui_hint
+        if self.hint and "`" not in self.hint and "--" not in self.hint:
+            return self.hint  # a hint without a command reads the same in both front ends
+        return self.gui_hint_default
 
     def user_text(self) -> str:
         return f"{self.message}\n{self.hint}" if self.hint else self.message
 
+    def gui_text(self) -> str:
+        return f"{self.message}\n{self.gui_hint}" if self.gui_hint else self.message
+
 
 class DataDirError(RagdeskError):
     hint_default = "Choose a writable folder with --data-dir DIR or the RAGDESK_DATA_DIR variable."
+    gui_hint_default = ("Start ragdesk with a writable data folder (the RAGDESK_DATA_DIR "
+                        "environment variable).")
 
 
 class CatalogError(RagdeskError):
@@ -38,10 +71,13 @@ class CatalogError(RagdeskError):
 
 class CatalogBusyError(CatalogError):
     hint_default = "Another ragdesk process is writing to this data directory; try again shortly."
+    action_default = ACTION_RETRY
 
 
 class NotFoundError(RagdeskError):
     hint_default = "Run `ragdesk index list` or `ragdesk models list` to see what exists."
+    gui_hint_default = "Open Index ▸ Manage indexes… to see the snapshots that exist."
+    action_default = ACTION_MANAGE_INDEXES
 
 
 class AlreadyExistsError(RagdeskError):
@@ -77,6 +113,9 @@ class MissingModelError(RagdeskError):
         "Check the model id or folder; `ragdesk models list` shows installed packs and "
         "`ragdesk models import PATH --name NAME` registers a local folder."
     )
+    gui_hint_default = ("Choose an installed model pack in the controls panel, or set up the "
+                        "offline starter pack from the welcome dialog (Help ▸ Get started…).")
+    action_default = ACTION_CHOOSE_PACK
 
 
 class EncoderMismatchError(RagdeskError):
@@ -85,6 +124,9 @@ class EncoderMismatchError(RagdeskError):
 
 class CorruptSnapshotError(RagdeskError):
     hint_default = "Run `ragdesk index verify NAME`; remove the snapshot and import it again."
+    gui_hint_default = ("Open Index ▸ Manage indexes…, select the snapshot and click Verify; "
+                        "if it fails, remove it and import it again.")
+    action_default = ACTION_MANAGE_INDEXES
 
 
 class DiskFullError(RagdeskError):
@@ -96,6 +138,28 @@ class OfflineError(RagdeskError):
         "ragdesk cannot reach the Hugging Face hub. Copy the model folders here and run "
         "`ragdesk models import PATH --name NAME`, or use the offline starter pack."
     )
+    gui_hint_default = ("ragdesk cannot reach the Hugging Face hub. Choose the offline starter "
+                        "pack in the welcome dialog (Help ▸ Get started…) instead.")
+    action_default = ACTION_FIRST_RUN
+
+
+class NoSnapshotError(NotFoundError):
+    """Nothing to answer from yet: no snapshot is active (or none exists)."""
+
+    hint_default = ("Set up the offline starter pack with `ragdesk models setup-starter`, "
+                    "import a snapshot with `ragdesk index import`, or pick one with "
+                    "`ragdesk index switch NAME`.")
+    gui_hint_default = ("Click Start in the welcome dialog (Help ▸ Get started…) to set up "
+                        "the offline starter pack, or pick a snapshot in the Index menu.")
+    action_default = ACTION_FIRST_RUN
+
+
+class DensePendingError(RagdeskError):
+    """The snapshot answers with BM25 while its dense vectors are still being computed."""
+
+    hint_default = "Ask with `--retriever sparse` (BM25) until the import has finished."
+    gui_hint_default = ("Its answers use BM25 until then; dense and hybrid retrieval switch "
+                        "on by themselves when the vectors are done.")
 
 
 class Cancelled(RagdeskError):

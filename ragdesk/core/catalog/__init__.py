@@ -2,6 +2,7 @@
 variants, import jobs, model packs and which snapshot is active."""
 
 from ragdesk.core.catalog.catalog import (
+    STAGE_SPARSE,
     Catalog,
     ImportJobRecord,
     IndexVariantRecord,
@@ -13,6 +14,7 @@ from ragdesk.core.catalog.migrations import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "STAGE_SPARSE",
     "Catalog",
     "ImportJobRecord",
     "IndexVariantRecord",

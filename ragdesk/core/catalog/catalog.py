@@ -37,6 +37,11 @@ class SnapshotState(str, Enum):
     FAILED = "failed"
 
 
+# SnapshotRecord.stage of a snapshot that is not ready yet but answers with BM25: its
+# passages and sparse index are complete (in its staging folder); dense vectors are pending.
+STAGE_SPARSE = "sparse"
+
+
 def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -74,6 +79,12 @@ class SnapshotRecord:
     created_at: str
     variants: tuple[IndexVariantRecord, ...] = ()
     active: bool = False
+    stage: str | None = None  # STAGE_SPARSE while an unfinished import answers with BM25
+
+    @property
+    def searchable(self) -> bool:
+        """Whether questions can be asked of it now (ready, or BM25-ready while encoding)."""
+        return self.state == SnapshotState.READY.value or self.stage == STAGE_SPARSE
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +101,7 @@ class SnapshotRecord:
             "default_pack": self.default_pack,
             "created": self.created_at,
             "active": self.active,
+            "stage": self.stage,
             "variants": [
                 {
                     "variant": v.variant,
@@ -223,6 +235,7 @@ class Catalog:
             dim=r.dim, source=r.source, error=r.error, default_pack=r.default_pack,
             created_at=r.created_at, variants=self._variants(conn, r.id),
             active=(r.name == active),
+            stage=None if r.state == SnapshotState.READY.value else r.stage,
         )
 
     def list_snapshots(self) -> list[SnapshotRecord]:
@@ -279,7 +292,7 @@ class Catalog:
 
     def update_snapshot(self, name: str, **fields: Any) -> None:
         allowed = {"folder", "state", "passages", "encoder_id", "encoder_family", "dim",
-                   "source", "error", "default_pack"}
+                   "source", "error", "default_pack", "stage"}
         bad = set(fields) - allowed
         if bad:
             raise ValueError(f"unknown snapshot fields: {sorted(bad)}")
@@ -371,12 +384,13 @@ class Catalog:
     def set_active(self, name: str | None) -> None:
         with self.transaction() as conn:
             if name is not None:
-                state = conn.execute(
-                    text("SELECT state FROM snapshots WHERE name = :n"), {"n": name}
-                ).scalar()
-                if state is None:
+                row = conn.execute(
+                    text("SELECT state, stage FROM snapshots WHERE name = :n"), {"n": name}
+                ).first()
+                if row is None:
                     raise NotFoundError(f"There is no snapshot named {name!r}.")
-                if state != SnapshotState.READY.value:
+                state = row[0]
+                if state != SnapshotState.READY.value and row[1] != STAGE_SPARSE:
                     raise CatalogError(
                         f"The snapshot {name!r} is {state}, not ready.",
                         "Only a ready snapshot can be made active; see `ragdesk index list`.",

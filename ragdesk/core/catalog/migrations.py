@@ -67,6 +67,11 @@ STEPS: list[list[str]] = [
             created_at TEXT NOT NULL
         )""",
     ],
+    # 3: what an unfinished import can already answer from. NULL: nothing; 'sparse': its
+    # passages and BM25 index are complete in the staging folder, dense vectors pending.
+    [
+        "ALTER TABLE snapshots ADD COLUMN stage TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(STEPS)

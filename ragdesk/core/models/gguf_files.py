@@ -12,11 +12,14 @@ cannot be written the model still loads, just slowly every time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +53,71 @@ def cache_is_valid(gguf_path: Path) -> bool:
                 and (cache / "config.json").is_file())
 
 
+class _PlainNumpy:
+    """numpy, except that ``memmap`` hands back a plain ``ndarray`` view of the map.
+
+    gguf's reader slices its memmap a few million times while parsing Gemma 3's 262,144
+    vocabulary strings, and every slice of a ``np.memmap`` runs the subclass's Python
+    ``__getitem__``/``__array_finalize__``: that was half of the parse. The view reads the
+    same mapped bytes (read-only), so nothing else changes.
+    """
+
+    def __init__(self, np_module: Any) -> None:
+        self._np = np_module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._np, name)
+
+    def memmap(self, *args: Any, **kwargs: Any) -> Any:
+        return self._np.memmap(*args, **kwargs).view(self._np.ndarray)
+
+
+_reader_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _one_gguf_parse() -> Iterator[None]:
+    """Parse the GGUF once for the tokenizer, the config and the weights.
+
+    transformers builds a new ``GGUFReader`` (whole metadata, vocabulary included) for each
+    of the three; the reader only reads, so one instance per file serves all of them.
+    Patched for the duration of one conversion, under a lock (a process converts one GGUF
+    at a time anyway).
+    """
+    import importlib
+
+    gguf: Any = importlib.import_module("gguf")
+    reader_mod: Any = importlib.import_module("gguf.gguf_reader")
+
+    original_cls = gguf.GGUFReader
+    original_np = reader_mod.np
+    readers: dict[str, Any] = {}
+
+    def cached_reader(path: Any, mode: str = "r") -> Any:
+        key = f"{os.fspath(path)}|{mode}"
+        if key not in readers:
+            readers[key] = original_cls(path, mode)
+        return readers[key]
+
+    with _reader_lock:
+        gguf.GGUFReader = cached_reader
+        reader_mod.np = _PlainNumpy(original_np)
+        try:
+            yield
+        finally:
+            gguf.GGUFReader = original_cls
+            reader_mod.np = original_np
+            readers.clear()
+
+
 def _load_from_gguf(gguf_path: Path, dtype: torch.dtype, prog: Progress,
                     cancel: CancelToken | None) -> tuple[Any, Any]:
+    with _one_gguf_parse():
+        return _load_from_gguf_once(gguf_path, dtype, prog, cancel)
+
+
+def _load_from_gguf_once(gguf_path: Path, dtype: torch.dtype, prog: Progress,
+                         cancel: CancelToken | None) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, name = str(gguf_path.parent), gguf_path.name

@@ -12,15 +12,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.paths import DataDir
-from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback, ProgressUpdate
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -181,6 +184,39 @@ def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
     return path
 
 
+class _CombinedProgress:
+    """One progress stream for the two things setting up does at once: the snapshot's
+    (``main``: reading, BM25, encoding; its rate and ETA are the ones shown) and the
+    generator's (``side``: shown as a suffix until it is done). Both threads report here."""
+
+    def __init__(self, callback: ProgressCallback | None) -> None:
+        self.callback = callback
+        self._lock = threading.Lock()
+        self._last: ProgressUpdate | None = None
+        self._side = ""
+
+    def _emit(self, u: ProgressUpdate) -> None:
+        if self.callback is None:
+            return
+        if self._side:
+            u = dataclasses.replace(u, message=f"{u.message}  ·  generator: {self._side}")
+        self.callback(u)
+
+    def main(self, u: ProgressUpdate) -> None:
+        with self._lock:
+            self._last = u
+            self._emit(u)
+
+    def side(self, u: ProgressUpdate) -> None:
+        with self._lock:
+            done = u.total is not None and u.done >= u.total
+            self._side = "" if done else u.message
+            if self._last is not None:
+                self._emit(self._last)
+            elif self.callback is not None:
+                self.callback(u)
+
+
 def ensure_starter_snapshot(
     data: DataDir,
     catalog: Catalog,
@@ -189,27 +225,85 @@ def ensure_starter_snapshot(
     *,
     limit: int | None = None,
     prepare: bool = True,
+    on_answerable: Callable[[], None] | None = None,
 ) -> Any:
     """Build the Vital Articles snapshot with the starter encoder when no snapshot is ready,
-    then (``prepare``) get the starter generator ready with :func:`prepare_generator`.
+    and (``prepare``) get the starter generator ready with :func:`prepare_generator`.
+
+    The work is staged so that questions can be asked long before it is all done:
+
+    1. the passages are read and indexed with BM25 (seconds); the snapshot becomes the
+       active one and answers with BM25 (catalog stage ``sparse``, see
+       :mod:`ragdesk.core.snapshots.staged`);
+    2. meanwhile a second thread assembles and converts the generator;
+    3. once both are done, ``on_answerable()`` is called (from whichever thread finished
+       last) and the dense vectors are encoded (the long part), with both cores;
+       then the snapshot is ready and answers use dense or hybrid retrieval again.
 
     Returns the new snapshot's record, or None when a ready snapshot already existed (no
-    snapshot is built then). The new snapshot becomes the active one. An interrupted build is
-    resumed by the importer. ``limit`` keeps only the first articles (for a quick trial).
+    snapshot is built then). An interrupted build is resumed by the importer (its BM25 stage
+    survives a crash). ``limit`` keeps only the first articles (for a quick trial).
     """
-    record = None
-    ready = [s for s in catalog.list_snapshots() if s.state == "ready"]
-    if ready:
-        if catalog.active_snapshot() is None:
-            catalog.set_active(ready[0].name)
-    else:
-        from ragdesk.core.snapshots import import_snapshot
+    combined = _CombinedProgress(progress)
+    pending = [1 + int(prepare)]
+    pending_lock = threading.Lock()
+    generator_done = threading.Event()
+    errors: list[BaseException] = []
 
-        encoder = load_encoder("passage")
-        record = import_snapshot(data, catalog, SNAPSHOT_NAME, name=SNAPSHOT_NAME,
-                                 encoder=encoder, fmt="vital-articles", limit=limit,
-                                 default_pack="starter", progress=progress, cancel=cancel)
-        catalog.set_active(record.name)
+    def one_part_done() -> None:
+        with pending_lock:
+            pending[0] -= 1
+            last = pending[0] == 0
+        if last and on_answerable is not None:
+            on_answerable()
+
+    def generator() -> None:
+        try:
+            prepare_generator(data, progress=combined.side, cancel=cancel)
+        except BaseException as exc:  # re-raised on the calling thread at the end
+            errors.append(exc)
+        finally:
+            generator_done.set()
+        # Also after a failure: a waiting question then loads the generator itself and
+        # reports the real problem, instead of waiting for good.
+        one_part_done()
+
+    thread = None
     if prepare:
-        prepare_generator(data, progress=progress, cancel=cancel)
+        thread = threading.Thread(target=generator, name="ragdesk-starter-generator",
+                                  daemon=True)
+        thread.start()
+    else:
+        generator_done.set()
+
+    def staged(name: str) -> None:
+        catalog.set_active(name)
+        one_part_done()
+        # Encoding waits for the conversion: on two cores it would only slow down the
+        # conversion, which is what the first answer waits for.
+        while not generator_done.wait(0.2):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+
+    record = None
+    try:
+        ready = [s for s in catalog.list_snapshots() if s.state == "ready"]
+        if ready:
+            if catalog.active_snapshot() is None:
+                catalog.set_active(ready[0].name)
+            one_part_done()
+        else:
+            from ragdesk.core.snapshots import import_snapshot
+
+            encoder = load_encoder("passage")
+            record = import_snapshot(data, catalog, SNAPSHOT_NAME, name=SNAPSHOT_NAME,
+                                     encoder=encoder, fmt="vital-articles", limit=limit,
+                                     default_pack="starter", progress=combined.main,
+                                     cancel=cancel, staged=True, on_stage=staged)
+            catalog.set_active(record.name)
+    finally:
+        if thread is not None:
+            thread.join()
+    if errors:
+        raise errors[0]
     return record

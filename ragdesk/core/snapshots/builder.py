@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,8 @@ class _Plan:
     precomputed_path: Path | None
     batch_size: int
     default_pack: str | None
+    fast: bool = True
+    staged: bool = False
 
     def fingerprint(self) -> dict[str, Any]:
         emb: dict[str, Any] | None = None
@@ -148,8 +151,10 @@ class _Build:
     """The resumable work inside the staging folder."""
 
     def __init__(self, plan: _Plan, staging: Path, catalog: Catalog, job_id: int,
-                 progress: ProgressCallback | None, cancel: CancelToken | None) -> None:
+                 progress: ProgressCallback | None, cancel: CancelToken | None,
+                 on_stage: Callable[[str], None] | None = None) -> None:
         self.plan = plan
+        self.on_stage = on_stage
         self.staging = staging
         self.catalog = catalog
         self.job_id = job_id
@@ -220,10 +225,48 @@ class _Build:
             if self.plan.precomputed is not None:
                 self._copy_embeddings(n)
             else:
+                if self.plan.staged:
+                    self._stage_sparse()
                 self._encode(writer, n)
         finally:
             writer.close()
+        if self.plan.staged and self.plan.precomputed is None:
+            self._refresh_sparse(n)
         return self._write_manifest(n)
+
+    def _stage_sparse(self) -> None:
+        """Make the passages answerable with BM25 before any vector is computed.
+
+        The BM25 index is built (or, on a resume, found) in ``staging/<slug>/bm25`` by the
+        sparse store, which renames it into place only when complete; only after that does
+        the catalog's ``stage`` say ``sparse``. It moves with the folder at the end.
+        """
+        from ragdesk.core.catalog import STAGE_SPARSE
+        from ragdesk.core.snapshots.staged import StagedSnapshot
+        from ragdesk.core.sparse.store import ensure_sparse
+
+        snap = StagedSnapshot(self.plan.name, self.staging)
+        try:
+            ensure_sparse(snap, progress=self.progress, cancel=self.cancel)
+        finally:
+            snap.close()
+        self.catalog.update_snapshot(self.plan.name, stage=STAGE_SPARSE, passages=snap.size)
+        if self.on_stage is not None:
+            self.on_stage(self.plan.name)
+
+    def _refresh_sparse(self, n: int) -> None:
+        """Give the staged BM25 index the passage norms the hybrid re-ranker reads."""
+        from ragdesk.core.sparse.store import BM25_DIRNAME, refresh_norms
+
+        folder = self.staging / BM25_DIRNAME
+        if not folder.is_dir():
+            return
+        try:
+            emb = np.load(self.staging / EMBEDDINGS_FILE, mmap_mode="r", allow_pickle=False)
+            refresh_norms(folder, emb)
+        except (OSError, ValueError, RagdeskError) as exc:
+            # Not fatal: the sparse store rebuilds an index without norms on first use.
+            log.warning("could not refresh the BM25 norms in %s: %s", folder, exc)
 
     def _read_passages(self) -> None:
         """Stream the source into passages.sqlite; restarted from scratch if interrupted."""
@@ -289,7 +332,10 @@ class _Build:
         self._job(done, total, msg, force=done >= total)
 
     def _encode(self, writer: PassageWriter, n: int) -> None:
-        enc = self.plan.encoder
+        # Bulk encoding runs the fused kernel (bf16 where the CPU has it: cosine 0.9999 to
+        # float32, same top-20 accuracy, about 3x faster); questions keep the exact forward.
+        enc = self.plan.encoder.fast() if self.plan.fast else self.plan.encoder
+        self.state["precision"] = enc.precision
         mm = self._open_embeddings(n, enc.info.dim)
         # Longest first, ties by id: the same order (and batch boundaries) on every run,
         # so a resumed import computes exactly what an uninterrupted one would.
@@ -368,6 +414,8 @@ class _Build:
                                   "limit": self.plan.limit}
         if self.plan.precomputed_path is not None:
             source["embeddings"] = str(self.plan.precomputed_path)
+        elif "precision" in self.state:
+            source["precision"] = self.state["precision"]  # how the vectors were computed
         manifest = Manifest(
             name=self.plan.name, slug=self.plan.slug, created=utcnow(), source=source,
             passages=n, encoder=info, embeddings_dtype=self.plan.dtype.name, dim=info.dim,
@@ -462,14 +510,23 @@ def import_snapshot(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     batch_size: int = 64,
+    staged: bool = False,
+    on_stage: Callable[[str], None] | None = None,
+    fast: bool = True,
 ) -> SnapshotRecord:
     """Import a snapshot (see the module docstring); resumes an interrupted import of the
     same name and arguments. ``encoder`` may be None only for the Vital Articles source,
-    which then uses the starter pack's all-MiniLM-L6-v2."""
+    which then uses the starter pack's all-MiniLM-L6-v2.
+
+    ``staged``: build the BM25 index right after reading the passages, mark the snapshot
+    answerable with BM25 (catalog ``stage`` = ``sparse``, see :mod:`.staged`) and call
+    ``on_stage(name)``, then encode. ``fast``: encode with the fused kernel
+    (:meth:`TextEncoder.fast`) rather than the exact transformers forward."""
     data.ensure()
     recover(data, catalog)
     plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
                  batch_size)
+    plan.staged, plan.fast = staged, fast
     name = plan.name
     if not locks.claim(name):
         raise AlreadyExistsError(f"The snapshot {name!r} is already being imported here.")
@@ -483,12 +540,14 @@ def import_snapshot(
             catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
                                  state=SnapshotState.IMPORTING, **fields)
         else:
+            # The stage is set again once this run has checked (or rebuilt) its BM25 index.
             catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
-                                    passages=0, **fields)
+                                    passages=0, stage=None, **fields)
         job_id = catalog.create_job("import", name, pid=os.getpid())
         staging = data.staging_dir / plan.slug
         try:
-            manifest = _Build(plan, staging, catalog, job_id, progress, cancel).run()
+            manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
+                              on_stage).run()
             final = _rename_into_place(data, staging, plan.slug)
             # Not in the manifest's file list; left behind harmlessly by a crash right here.
             (final / STATE_FILE).unlink(missing_ok=True)
@@ -518,10 +577,12 @@ def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseExce
         message, job_state = f"{type(exc).__name__}: {exc}", "failed"
     if isinstance(exc, DiskFullError):
         message += " Free some space and run the same import again to resume."
+    fields: dict[str, Any] = {}
     if not resumable:
         shutil.rmtree(staging, ignore_errors=True)
+        fields["stage"] = None  # nothing staged is left to answer from
     try:
-        catalog.update_snapshot(name, state=SnapshotState.FAILED, error=message)
+        catalog.update_snapshot(name, state=SnapshotState.FAILED, error=message, **fields)
         catalog.update_job(job_id, state=job_state, message=message)
     except RagdeskError:
         log.warning("could not record the failed import of %s", name, exc_info=True)

@@ -14,15 +14,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ragdesk.core.catalog import Catalog
+from ragdesk.core.catalog import STAGE_SPARSE, Catalog, SnapshotState
 from ragdesk.core.encoders import EncoderInfo
-from ragdesk.core.errors import CorruptSnapshotError, EncoderMismatchError, NotFoundError
+from ragdesk.core.errors import (
+    CorruptSnapshotError,
+    EncoderMismatchError,
+    NoSnapshotError,
+    NotFoundError,
+)
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.faiss_variants import Searcher, open_searcher
 from ragdesk.core.snapshots.lifecycle import recover, snapshot_folder
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, MANIFEST_FILE, Manifest, read_manifest
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
+from ragdesk.core.snapshots.staged import StagedSnapshot
 from ragdesk.core.types import Hit, Passage
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,8 @@ def load_embeddings(folder: Path, manifest: Manifest) -> np.ndarray:
 
 class SnapshotIndex:
     """One opened snapshot and one of its index variants. Safe to search from many threads."""
+
+    has_dense = True  # see StagedSnapshot: an unfinished import that answers with BM25
 
     def __init__(self, name: str, folder: Path, manifest: Manifest, variant: str | None = None):
         self.name = name
@@ -165,11 +173,7 @@ def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
     if name is None:
         name = catalog.active_snapshot()
         if name is None:
-            raise NotFoundError(
-                "No snapshot is active.",
-                "Import one with `ragdesk index import` (the starter pack: `ragdesk index "
-                "import vital-articles --name starter`) or pick one with `ragdesk index "
-                "switch NAME`.")
+            raise NoSnapshotError("No snapshot is active.")
     folder, _ = snapshot_folder(data, catalog, name)
     if not (folder / MANIFEST_FILE).exists():
         raise CorruptSnapshotError(f"The folder of snapshot {name!r} ({folder}) is missing or "
@@ -189,12 +193,19 @@ class SnapshotLibrary:
         self.catalog = catalog
         self._lock = threading.Lock()
         self._open: dict[str, tuple[int, SnapshotIndex]] = {}
+        # Not closed when the import finishes: an answer in flight may still read it.
+        self._staged_open: dict[str, StagedSnapshot] = {}
         try:
             recover(data, catalog)
         except (OSError, CorruptSnapshotError) as exc:
             log.warning("could not tidy %s: %s", data.root, exc)
 
-    def get(self, name: str) -> SnapshotIndex:
+    def get(self, name: str) -> SnapshotIndex | StagedSnapshot:
+        """The opened snapshot ``name``: its complete index when it is ready, else, while a
+        staged import encodes it, its BM25-only :class:`StagedSnapshot`."""
+        rec = self.catalog.get_snapshot(name)
+        if rec.state != SnapshotState.READY.value and rec.stage == STAGE_SPARSE:
+            return self._staged(name, rec.slug)
         folder, _ = snapshot_folder(self.data, self.catalog, name)
         try:
             stamp = (folder / MANIFEST_FILE).stat().st_mtime_ns
@@ -210,13 +221,23 @@ class SnapshotLibrary:
             self._open[name] = (stamp, index)
             return index
 
-    def current(self) -> SnapshotIndex:
+    def _staged(self, name: str, slug: str) -> StagedSnapshot:
+        folder = self.data.staging_dir / slug
+        with self._lock:
+            cached = self._staged_open.get(name)
+            if cached is not None and cached.folder == folder:
+                return cached
+            snap = StagedSnapshot(name, folder)
+            self._staged_open[name] = snap
+            return snap
+
+    def current(self) -> SnapshotIndex | StagedSnapshot:
         name = self.catalog.active_snapshot()
         if name is None:
             return open_snapshot(self.data, self.catalog, None)  # raises the helpful error
         return self.get(name)
 
-    def switch(self, name: str) -> SnapshotIndex:
+    def switch(self, name: str) -> SnapshotIndex | StagedSnapshot:
         index = self.get(name)
         self.catalog.set_active(name)
         return index
@@ -226,3 +247,6 @@ class SnapshotLibrary:
             for _, index in self._open.values():
                 index.close()
             self._open.clear()
+            for staged in self._staged_open.values():
+                staged.close()
+            self._staged_open.clear()

@@ -52,7 +52,7 @@ def mark_ready(catalog: Catalog, name: str, manifest: Manifest) -> None:
     info = manifest.encoder
     catalog.update_snapshot(name, state=SnapshotState.READY, passages=manifest.passages,
                             encoder_id=info.id, encoder_family=info.family, dim=info.dim,
-                            error=None)
+                            error=None, stage=None)
     for variant, entry in manifest.variants.items():
         catalog.upsert_variant(
             name, variant, entry.file, bytes=entry.bytes,
@@ -105,6 +105,8 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
                 log.warning("snapshot folder %s has an unreadable manifest", final)
         if not importing:
             continue
+        # A staged snapshot keeps its stage: its passages and BM25 index in the staging
+        # folder are complete and still answer; the resume encodes the rest.
         catalog.update_snapshot(
             rec.name, state=SnapshotState.FAILED,
             error="The import was interrupted; run the same import again to resume it.")

@@ -138,9 +138,13 @@ def rank_batch(
             sc = np.asarray([h.score for h in hits], dtype=np.float32)
             out.append(Ranked(ids=ids, scores=sc, dense=sc, sparse=None))
         return out
+    if mode == "hybrid" and not getattr(snapshot, "has_dense", True):
+        snapshot.embeddings()  # raises DensePendingError: hybrid needs the vectors
     if index is None:
         index = ensure_sparse(snapshot, progress=progress, cancel=cancel)
-    emb = snapshot.embeddings() if q is not None else None
+    # A staged snapshot has no vectors yet: BM25 alone (dense scores come from elsewhere).
+    emb = snapshot.embeddings() if q is not None and getattr(snapshot, "has_dense", True) \
+        else None
     if mode == "sparse":
         out = []
         for i, question in enumerate(questions):
@@ -222,6 +226,29 @@ def dense_scored(hits: Sequence[Hit]) -> list[Hit]:
     return out
 
 
+def with_dense_scores(hits: Sequence[Hit], encoder: Any, q: np.ndarray,
+                      passage_encoder: Any) -> list[Hit]:
+    """BM25 hits of a snapshot whose vectors are pending, given their exact d(z)·q(x).
+
+    p(z|x) is defined on inner products (and τ was fitted on them), so while the passage
+    vectors are being computed the K retrieved passages are encoded here, with the question
+    encoder — possible when it is the very model that encodes the passages (a
+    sentence-transformers snapshot queried with its own encoder, as the starter pack is).
+    Otherwise the hits keep their BM25 scores.
+    """
+    same = (passage_encoder is not None and encoder.info.family == "sentence-transformers"
+            and encoder.info.id == passage_encoder.id and encoder.info.dim == passage_encoder.dim)
+    if not hits or not same:
+        return list(hits)
+    from ragdesk.core.encoders import passage_input
+
+    vecs = encoder.encode([passage_input(encoder, h.title, h.text) for h in hits])
+    dense = vecs @ np.asarray(q, dtype=np.float32).reshape(-1)
+    return [ScoredHit(id=h.id, title=h.title, text=h.text, score=h.score,
+                      dense_score=float(d), sparse_score=getattr(h, "sparse_score", None))
+            for h, d in zip(hits, dense.tolist(), strict=True)]
+
+
 def register_engine_retrievers() -> None:
     """Make ``Engine.answer(retriever="sparse" | "hybrid")`` work (idempotent)."""
     from ragdesk.core.engine.retrieval import (
@@ -237,7 +264,11 @@ def register_engine_retrievers() -> None:
             if check is not None:
                 check(req.question_encoder.info)
             q = req.question_encoder.encode([req.question])
-            return dense_scored(retrieve(req.snapshot, req.question, q[0], req.n_docs, mode))
+            hits = retrieve(req.snapshot, req.question, q[0], req.n_docs, mode)
+            if not getattr(req.snapshot, "has_dense", True):
+                hits = with_dense_scores(hits, req.question_encoder, q[0],
+                                         getattr(req.snapshot, "encoder", None))
+            return dense_scored(hits)
 
         return run
 

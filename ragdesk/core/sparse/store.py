@@ -10,6 +10,7 @@ another number of passages, is rebuilt. Loaded indexes are shared within the pro
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -22,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.atomic import fsync_dir
+from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.errors import CorruptSnapshotError, DiskFullError, is_disk_full
 from ragdesk.core.progress import CancelToken, ProgressCallback
-from ragdesk.core.sparse.bm25 import DEFAULT_B, DEFAULT_K1, BM25Index
+from ragdesk.core.sparse.bm25 import DEFAULT_B, DEFAULT_K1, META_NAME, BM25Index
 from ragdesk.core.sparse.features import PASSAGE_COLUMNS, Postings, passage_row
 from ragdesk.core.sparse.tokenize import TOKENIZER_VERSION, bm25_tokens
 
@@ -112,7 +113,16 @@ def _passages(snapshot: Any, chunk: int = READ_CHUNK) -> Iterator[tuple[str, str
             yield p.title, p.text
 
 
+def _has_dense(snapshot: Any) -> bool:
+    return bool(getattr(snapshot, "has_dense", True))
+
+
 def _embedding_norms(snapshot: Any, chunk: int = 65536) -> np.ndarray:
+    if not _has_dense(snapshot):
+        # A staged snapshot (dense vectors pending): BM25 needs no norms; only the hybrid
+        # re-ranker does, and it cannot run before the vectors exist. refresh_norms fills
+        # them in when they do.
+        return np.zeros(int(snapshot.size), dtype=np.float32)
     emb = snapshot.embeddings()
     out = np.empty(emb.shape[0], dtype=np.float32)
     for s in range(0, emb.shape[0], chunk):
@@ -143,8 +153,9 @@ def build_index(
             prev = title
             yield f"{title} {text}" if title else text
 
+    source = {**_source(snapshot), "norms": _has_dense(snapshot)}
     bm25 = BM25Index.build(texts(), total=int(snapshot.size), k1=k1, b=b,
-                           source=_source(snapshot), progress=progress, cancel=cancel)
+                           source=source, progress=progress, cancel=cancel)
     vocab = bm25.vocab
     titles = Postings.build([[vocab[t] for t in ts if t in vocab] for ts in title_terms],
                             len(vocab))
@@ -197,8 +208,37 @@ def build_sparse(
 
 def _usable(index: SparseIndex, snapshot: Any) -> bool:
     meta = index.bm25.meta
+    # Built while the dense vectors were pending (no norms): stale once they exist.
+    norms_ok = meta.source.get("norms", True) or not _has_dense(snapshot)
     return (meta.tokenizer == TOKENIZER_VERSION and meta.num_docs == int(snapshot.size)
-            and meta.source.get("format") == SPARSE_FORMAT)
+            and meta.source.get("format") == SPARSE_FORMAT and bool(norms_ok))
+
+
+def refresh_norms(folder: Path, embeddings: np.ndarray) -> None:
+    """Fill in the passage norms of a sparse index built before the dense vectors existed
+    (a staged import calls this once its vectors are complete, before the snapshot is
+    renamed into place). The features file is replaced first and the meta after it, each
+    atomically: a crash in between leaves ``norms: false``, and the index is rebuilt on use.
+    """
+    meta_path = folder / META_NAME
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    feats = np.array(np.load(folder / FEATURES_FILE, allow_pickle=False), dtype=np.float32)
+    if feats.shape[0] != embeddings.shape[0]:
+        raise CorruptSnapshotError(f"{folder / FEATURES_FILE} has {feats.shape[0]} rows, "
+                                   f"the embeddings {embeddings.shape[0]}.")
+    for s in range(0, feats.shape[0], 65536):
+        block = np.asarray(embeddings[s:s + 65536], dtype=np.float32)
+        feats[s:s + 65536, PASSAGE_COLUMNS.index("norm")] = np.linalg.norm(block, axis=1)
+    tmp = folder / f".{FEATURES_FILE}.{uuid.uuid4().hex[:8]}.npy"
+    np.save(tmp, feats)
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / FEATURES_FILE)
+    meta.setdefault("source", {})["norms"] = True
+    write_json_atomic(meta_path, meta)
+    fsync_dir(folder)
+    with _lock:
+        _loaded.pop(str(folder), None)
 
 
 def ensure_sparse(

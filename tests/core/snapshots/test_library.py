@@ -125,7 +125,10 @@ def test_open_without_an_active_snapshot(tmp_path: Path) -> None:
     data, catalog = open_data(tmp_path / "d")
     with pytest.raises(NotFoundError, match="No snapshot is active") as ei:
         open_snapshot(data, catalog)
-    assert "vital-articles" in ei.value.hint
+    # Each front end is told its own way: a command for the CLI, where to click for the GUI.
+    assert "ragdesk models setup-starter" in ei.value.hint
+    assert "`" not in ei.value.gui_hint and "ragdesk " not in ei.value.gui_hint
+    assert "Get started" in ei.value.gui_hint and ei.value.action == "first-run"
     with pytest.raises(NotFoundError):
         SnapshotLibrary(data, catalog).current()
     with pytest.raises(NotFoundError):
