@@ -46,6 +46,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="constrain answers to spans of the passages (default: from settings)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
+    p.add_argument("--precision", choices=("float32", "int8"),
+                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact) "
+                        "or int8 (the fast path); default: the setting "
+                        "'generator_precision', else float32")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     p.add_argument("--skip", type=int, default=0, metavar="N",
                    help="skip the first N questions of the file (before --limit)")
@@ -81,6 +85,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
     style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
     grounded = bool(_setting(args.grounded, ctx, "grounded") or False)
+    precision = str(_setting(args.precision, ctx, "generator_precision") or "float32")
     if args.skip < 0:
         raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
     if retriever not in RETRIEVERS:
@@ -88,6 +93,9 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
                             hint="Use --retriever dense, sparse or hybrid.")
     if n_docs < 1:
         raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
+    if precision not in ("float32", "int8"):
+        raise BadInputError(f"Unknown generator precision {precision!r} in the settings.",
+                            hint="Use --precision float32 or int8.")
     if args.batch_size < 1:
         raise BadInputError(f"--batch-size must be at least 1, not {args.batch_size}.")
     out_path = Path(args.out) if args.out else None
@@ -112,11 +120,13 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         ensure_sparse(snapshot, progress=progress)
 
     answer = None
+    generator: Any = None
     if not args.retrieval_only:
         from ragdesk.core.engine import Engine
         from ragdesk.core.models import load_generator
 
-        engine = Engine(encoder, load_generator(pack.generator))
+        generator = load_generator(pack.generator, precision=precision)
+        engine = Engine(encoder, generator)
 
         def answer(question: str) -> Any:
             return engine.answer(question, mode=mode, decoding=decoding, n_docs=n_docs,
@@ -130,6 +140,8 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
               "decoding": None if args.retrieval_only or mode != "sequence" else decoding,
               "style": None if args.retrieval_only else style,
               "grounded": None if args.retrieval_only else grounded,
+              "precision": (None if args.retrieval_only
+                            else getattr(generator, "precision", "float32")),
               "temperature": (args.temperature if args.temperature is not None
                               else snapshot.temperature),
               "skip": args.skip, "answerable_only": bool(args.answerable_only)}
@@ -166,6 +178,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         f"RAG-{c['mode'].title()}" + (f", {c['decoding']} decoding" if c["decoding"] else ""))
     if not c["retrieval_only"]:
         what += f"; {c['style']} answers" + ("; grounded" if c["grounded"] else "")
+        if c.get("precision"):
+            what += f"; generator in {c['precision']}"
     print(f"{s['n']:,} questions; snapshot {c['snapshot']!r} ({c['passages']:,} passages); "
           f"pack {c['pack']}; {c['retriever']} retriever; {what}; {c['n_docs']} passages per "
           f"answer; retrieval temperature {c['temperature']:.4g}")
