@@ -178,3 +178,37 @@ def test_builds_the_vital_articles_snapshot(data: DataDir, catalog: Catalog) -> 
     index.close()
     assert hits[0].id == passage.id
     assert starter.ensure_starter_snapshot(data, catalog, prepare=False) is None  # only once
+
+
+def test_setup_is_answerable_before_the_vectors(data: DataDir, catalog: Catalog, tiny_models,  # type: ignore[no-untyped-def]
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """BM25 stage and generator first (the generator in its own thread), vectors last."""
+    import threading
+    import time
+
+    from ragdesk.core.encoders import load_encoder
+
+    events: list[str] = []
+    monkeypatch.setattr(starter, "load_encoder",
+                        lambda role="passage": load_encoder(tiny_models.st_encoder))
+
+    def fake_prepare(d, progress=None, cancel=None):  # type: ignore[no-untyped-def]
+        assert threading.current_thread() is not threading.main_thread()
+        time.sleep(0.5)  # slower than the BM25 stage: encoding must wait for it
+        events.append("generator")
+
+    monkeypatch.setattr(starter, "prepare_generator", fake_prepare)
+
+    def progress(u):  # type: ignore[no-untyped-def]
+        if u.message.startswith("encoding") and "encoding" not in events:
+            events.append("encoding")
+
+    def answerable() -> None:
+        rec = catalog.get_snapshot("vital-articles")
+        events.append(f"answerable:{rec.state}:{rec.stage}:{catalog.active_snapshot()}")
+
+    record = starter.ensure_starter_snapshot(data, catalog, progress=progress, limit=30,
+                                             on_answerable=answerable)
+    assert events == ["generator", "answerable:importing:sparse:vital-articles", "encoding"]
+    assert record is not None and record.state == "ready"
+    assert catalog.active_snapshot() == "vital-articles"

@@ -1,0 +1,164 @@
+"""Staged imports: BM25 answers before the dense vectors exist, and nothing half-built looks
+complete — not while encoding, not after an interruption, not after the resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragdesk.core.catalog import STAGE_SPARSE, Catalog
+from ragdesk.core.encoders import load_encoder
+from ragdesk.core.errors import Cancelled, DensePendingError, NotFoundError
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, ProgressUpdate
+from ragdesk.core.snapshots import SnapshotLibrary, import_snapshot, open_snapshot, recover
+from ragdesk.core.snapshots.index import SnapshotIndex
+from ragdesk.core.snapshots.staged import StagedSnapshot
+from ragdesk.core.sparse import retrieve
+from ragdesk.core.sparse.store import bm25_folder, ensure_sparse, forget_loaded
+from tests.core.snapshots.util import naive_passages, open_data, write_jsonl
+
+
+@pytest.fixture()
+def env(tmp_path: Path) -> Any:
+    forget_loaded()
+    data, catalog = open_data(tmp_path / "data")
+    yield data, catalog
+    catalog.close()
+    forget_loaded()
+
+
+def _engine_sparse(snapshot: Any, question: str, encoder: Any, k: int) -> list[Any]:
+    """What Engine.answer(retriever="sparse") retrieves."""
+    from ragdesk.core.engine.retrieval import RetrievalRequest, get_retriever
+
+    return get_retriever("sparse")(RetrievalRequest(question=question, n_docs=k,
+                                                    snapshot=snapshot, question_encoder=encoder))
+
+
+def test_staged_import_answers_with_bm25_before_any_vector(
+        env: tuple[DataDir, Catalog], tiny_models: Any, small_corpus: list[tuple[str, str]],
+        tmp_path: Path) -> None:
+    data, catalog = env
+    src = write_jsonl(tmp_path / "c.jsonl", small_corpus)
+    expected = naive_passages(small_corpus)
+    enc = load_encoder(tiny_models.st_encoder)
+    question = f"{expected[3][0]} {' '.join(expected[3][1].split()[:6])}"
+    seen: dict[str, Any] = {}
+    updates: list[ProgressUpdate] = []
+
+    def at_stage(name: str) -> None:
+        rec = catalog.get_snapshot(name)
+        seen["state"], seen["stage"], seen["passages"] = rec.state, rec.stage, rec.passages
+        seen["encoded_before"] = [u.done for u in updates if u.message.startswith("encoding")]
+        assert not data.snapshot_dir(rec.slug).exists()  # nothing in snapshots/ yet
+        catalog.set_active(name)  # a staged snapshot may be the active one
+        library = SnapshotLibrary(data, catalog)
+        snap = library.current()
+        assert isinstance(snap, StagedSnapshot) and snap.size == len(expected)
+        with pytest.raises(DensePendingError, match="dense vectors"):
+            snap.search(np.zeros((1, enc.dim), np.float32), 3)
+        with pytest.raises(DensePendingError):
+            retrieve(snap, question, enc.encode([question])[0], 3, "hybrid")
+        # The engine's BM25 retriever works, and p(z|x) gets exact inner products.
+        hits = _engine_sparse(snap, question, enc, 3)
+        assert hits and hits[0].id == 3
+        seen["hits"] = [(h.id, h.score) for h in hits]
+        # Verify / open_snapshot stay strict: the snapshot is not ready.
+        with pytest.raises(NotFoundError, match="importing"):
+            open_snapshot(data, catalog, name)
+        library.close()
+
+    rec = import_snapshot(data, catalog, src, name="staged", encoder=enc, staged=True,
+                          on_stage=at_stage, progress=updates.append, batch_size=4)
+    assert seen["state"] == "importing" and seen["stage"] == STAGE_SPARSE
+    assert seen["passages"] == len(expected) and seen["encoded_before"] == []
+    assert rec.state == "ready" and rec.stage is None
+
+    library = SnapshotLibrary(data, catalog)
+    index = library.get("staged")
+    assert isinstance(index, SnapshotIndex)
+    emb = np.asarray(index.embeddings())
+    q = enc.encode([question])[0]
+    # The scores the staged answer used are the inner products of the finished snapshot.
+    for pid, score in seen["hits"]:
+        assert score == pytest.approx(float(emb[pid] @ q), abs=1e-4)
+    # The BM25 index built in staging moved with the folder and now knows the norms.
+    sparse = ensure_sparse(index)
+    assert bm25_folder(index).parent == data.snapshot_dir(rec.slug)
+    assert sparse.bm25.meta.source["norms"] is True
+    assert sparse.bm25.meta.source["created"] is None  # the staged build, not a rebuild
+    from ragdesk.core.sparse.features import PASSAGE_COLUMNS
+
+    np.testing.assert_allclose(sparse.passage_features[:, PASSAGE_COLUMNS.index("norm")],
+                               np.linalg.norm(emb, axis=1), rtol=1e-5)
+    assert retrieve(index, question, q, 3, "hybrid")
+    library.close()
+
+
+def test_interrupted_staged_import_keeps_answering_and_resumes(
+        env: tuple[DataDir, Catalog], tiny_models: Any, small_corpus: list[tuple[str, str]],
+        tmp_path: Path) -> None:
+    data, catalog = env
+    src = write_jsonl(tmp_path / "c.jsonl", small_corpus)
+    expected = naive_passages(small_corpus)
+    enc = load_encoder(tiny_models.st_encoder)
+    cancel = CancelToken()
+
+    def stop_after_first_batch(u: ProgressUpdate) -> None:
+        if u.message.startswith("encoding") and u.done > 0:
+            cancel.cancel()
+
+    with pytest.raises(Cancelled):
+        import_snapshot(data, catalog, src, name="s", encoder=enc, staged=True, batch_size=4,
+                        progress=stop_after_first_batch, cancel=cancel)
+    recover(data, catalog)
+    rec = catalog.get_snapshot("s")
+    # Interrupted: not ready, never in snapshots/, but its finished BM25 stage still answers.
+    assert rec.state == "failed" and rec.stage == STAGE_SPARSE and not rec.active
+    assert not data.snapshot_dir(rec.slug).exists()
+    library = SnapshotLibrary(data, catalog)
+    snap = library.get("s")
+    assert isinstance(snap, StagedSnapshot)
+    done, total = snap.dense_progress()
+    assert 0 < done < total == len(expected)
+    assert _engine_sparse(snap, expected[0][0], enc, 2)
+    library.close()
+
+    updates: list[ProgressUpdate] = []
+    rec = import_snapshot(data, catalog, src, name="s", encoder=enc, staged=True, batch_size=4,
+                          progress=updates.append)
+    assert rec.state == "ready" and rec.stage is None
+    assert not any(u.message.startswith("reading") for u in updates)  # resumed, not redone
+    index = open_snapshot(data, catalog, "s")
+    emb = np.asarray(index.embeddings())
+    index.close()
+    texts = [f"{t}. {x}" for t, x in expected]
+    np.testing.assert_allclose(emb, enc.encode(texts), atol=1e-5)
+
+
+def test_a_failed_staged_import_leaves_nothing_to_answer_from(
+        env: tuple[DataDir, Catalog], tiny_models: Any, small_corpus: list[tuple[str, str]],
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragdesk.core.encoders import TextEncoder
+
+    data, catalog = env
+    src = write_jsonl(tmp_path / "c.jsonl", small_corpus)
+    enc = load_encoder(tiny_models.st_encoder)
+
+    def broken(self: TextEncoder, rows: Any) -> Any:
+        raise ValueError("boom")
+
+    monkeypatch.setattr(TextEncoder, "encode_tokenized", broken)
+    with pytest.raises(ValueError):
+        import_snapshot(data, catalog, src, name="x", encoder=enc, staged=True)
+    rec = catalog.get_snapshot("x")
+    # Not resumable (a bug, not an interruption): the staging folder is gone, and so is the
+    # stage that pointed at it.
+    assert rec.state == "failed" and rec.stage is None and not rec.searchable
+    assert not (data.staging_dir / rec.slug).exists()
+    with pytest.raises(NotFoundError):
+        SnapshotLibrary(data, catalog).get("x")
