@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import sys
 import threading
 import time
@@ -63,10 +64,19 @@ class ProgressUpdate:
 ProgressCallback = Callable[[ProgressUpdate], None]
 
 
+# The rate (and so the ETA) is measured over about this much recent time: long enough to
+# smooth batch-to-batch noise, short enough to follow a machine whose load changes (the
+# first minute of an import is often the slowest: models loading, caches cold, other work).
+RATE_WINDOW_S = 30.0
+
+
 class Progress:
     """Counts work done, derives rate and ETA, and forwards updates to a callback.
 
-    ``start_done`` lets resumed work report the true total without inflating the rate.
+    The rate is the one over the last :data:`RATE_WINDOW_S` seconds (over everything while
+    less time has passed), so the ETA follows the recent pace rather than the first
+    minute's. ``start_done`` lets resumed work report the true total without inflating the
+    rate.
     """
 
     def __init__(
@@ -76,6 +86,7 @@ class Progress:
         callback: ProgressCallback | None = None,
         start_done: int = 0,
         unit: str = "",
+        window_s: float = RATE_WINDOW_S,
     ) -> None:
         self.total = total
         self.unit = unit
@@ -84,20 +95,33 @@ class Progress:
         self.done = start_done
         self._start_done = start_done
         self._t0 = time.monotonic()
+        self._window_s = window_s
+        # (time, done) samples; the first one at or before the window's start is kept, so
+        # that the window always spans its full length once that much time has passed.
+        self._samples: collections.deque[tuple[float, int]] = collections.deque(
+            [(self._t0, start_done)])
 
     def update(self, n: int = 1, message: str | None = None) -> None:
         self.set(self.done + n, message)
 
     def set(self, done: int, message: str | None = None) -> None:
+        if done < self.done:  # counting restarted (e.g. a redone batch): a new baseline
+            self._samples.clear()
         self.done = done
+        now = time.monotonic()
+        self._samples.append((now, done))
+        while len(self._samples) > 2 and self._samples[1][0] <= now - self._window_s:
+            self._samples.popleft()
         if message is not None:
             self.message = message
         if self.callback is not None:
             self.callback(self.snapshot())
 
     def snapshot(self) -> ProgressUpdate:
-        elapsed = time.monotonic() - self._t0
-        work = self.done - self._start_done
+        now = time.monotonic()
+        t_old, done_old = self._samples[0] if self._samples else (self._t0, self._start_done)
+        elapsed = now - t_old
+        work = self.done - done_old
         rate = work / elapsed if elapsed > 0 and work > 0 else None
         eta = None
         if rate and self.total is not None:
