@@ -263,7 +263,8 @@ class TokenText(QTextBrowser):
 
 
 class Legend(QWidget):
-    """Colour swatches for passages 1..K with each one's share of the answer's tokens."""
+    """Colour swatches for passages 1..K with each one's share of the answer's tokens; the
+    swatches wrap onto another line when the card is narrow rather than dropping off."""
 
     passageClicked = Signal(int)
 
@@ -272,56 +273,84 @@ class Legend(QWidget):
         self.k = 0
         self.counts: list[int] = []
         self.setMouseTracking(True)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
         self._rects: list[QRectF] = []
         self.setToolTip("Colour of each source passage, with its share of the answer's tokens")
 
     def set_counts(self, k: int, counts: Sequence[int]) -> None:
+        self.counts = list(counts)
         if k != self.k:
             self.k = k
-            self.updateGeometry()
-        self.counts = list(counts)
+        self.updateGeometry()
         self.update()
-
-    def sizeHint(self) -> QSize:
-        return QSize(300, QFontMetrics(self._font()).height() + 6)
 
     def _font(self) -> QFont:
         f = QFont(self.font())
         f.setPointSizeF(f.pointSizeF() * 0.92)
         return f
 
+    def _line_h(self) -> int:
+        return QFontMetrics(self._font()).height() + 6
+
+    def _texts(self) -> list[str]:
+        total = sum(self.counts) or 1
+        return [f"[{k + 1}] {round(100 * (self.counts[k] if k < len(self.counts) else 0) / total)}%"
+                for k in range(self.k)]
+
+    def layout_rects(self, width: int) -> tuple[QRectF, list[QRectF]]:
+        """The "Sources:" label's box and each swatch-and-text box at this width."""
+        fm = QFontMetrics(self._font())
+        h = fm.height()
+        pad = (self._line_h() - h) / 2
+        label = QRectF(0, pad, fm.horizontalAdvance("Sources:") + 2, h)
+        x, y = label.right() + 6, pad
+        rects = []
+        for text in self._texts():
+            w = h * 0.8 + 4 + fm.horizontalAdvance(text) + 2
+            if x + w > width and x > label.right() + 6:
+                x, y = label.right() + 6, y + self._line_h()
+            rects.append(QRectF(x, y, w, h))
+            x += w + 12
+        return label, rects
+
+    def hasHeightForWidth(self) -> bool:
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        _, rects = self.layout_rects(width)
+        lines = len({r.y() for r in rects}) or 1
+        return lines * self._line_h()
+
+    def sizeHint(self) -> QSize:
+        return QSize(300, self.heightForWidth(300))
+
+    def minimumSizeHint(self) -> QSize:
+        label, rects = self.layout_rects(0)
+        widest = max((r.width() for r in rects), default=0.0)
+        return QSize(int(label.width() + 6 + widest), self._line_h())
+
     def paintEvent(self, event: QPaintEvent) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         p.setFont(self._font())
         fm = QFontMetrics(self._font())
-        total = sum(self.counts) or 1
-        x = 0.0
         h = fm.height()
-        y = (self.height() - h) / 2
-        self._rects = []
         muted = self.palette().color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
-        label = "Sources:"
+        label, rects = self.layout_rects(self.width())
+        self._rects = rects
         p.setPen(muted)
-        p.drawText(QRectF(x, y, fm.horizontalAdvance(label) + 2, h),
-                   Qt.AlignmentFlag.AlignVCenter, label)
-        x += fm.horizontalAdvance(label) + 8
-        for k in range(self.k):
+        p.drawText(label, Qt.AlignmentFlag.AlignVCenter, "Sources:")
+        for k, (rect, text) in enumerate(zip(rects, self._texts(), strict=True)):
             n = self.counts[k] if k < len(self.counts) else 0
-            text = f"[{k + 1}] {round(100 * n / total)}%"
             sw = h * 0.8
-            rect = QRectF(x, y, sw + 4 + fm.horizontalAdvance(text), h)
-            if rect.right() > self.width():
-                break
-            self._rects.append(rect)
             p.setPen(passage_color(k))
             p.setBrush(passage_tint(k, self.palette()) if n else self.palette().base())
-            p.drawRoundedRect(QRectF(x, y + (h - sw) / 2, sw, sw), 3, 3)
+            p.drawRoundedRect(QRectF(rect.x(), rect.y() + (h - sw) / 2, sw, sw), 3, 3)
             p.setPen(self.palette().color(QPalette.ColorRole.Text) if n else muted)
-            p.drawText(QRectF(x + sw + 4, y, rect.width() - sw - 4, h),
+            p.drawText(QRectF(rect.x() + sw + 4, rect.y(), rect.width() - sw - 4, h),
                        Qt.AlignmentFlag.AlignVCenter, text)
-            x = rect.right() + 12
         p.end()
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
@@ -336,7 +365,7 @@ class CitationChip(ElidedButton):
     shortens with "…"; the rank and the probability stay."""
 
     def __init__(self, k: int, doc: RetrievedDoc, parent: QWidget | None = None) -> None:
-        super().__init__(elide(doc.title, 38), parent, prefix=f"[{k + 1}]  ",
+        super().__init__(elide(doc.title, 60), parent, prefix=f"[{k + 1}]  ",
                          suffix=f"   {doc.prob:.2f}")
         self.k = k
         self.doc = doc

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import bisect
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -19,6 +19,7 @@ from PySide6.QtGui import (
     QPaintEvent,
     QPalette,
     QPen,
+    QResizeEvent,
 )
 from PySide6.QtWidgets import (
     QFrame,
@@ -54,9 +55,11 @@ def label_width(widest: float, grid_w: float, available: float | None,
                 floor: float = LABEL_FLOOR_PX) -> float:
     """Pixels for the row labels' text: all the widest one needs when it fits beside the grid
     in the ``available`` width (None: unknown, so all of it); otherwise what is left there,
-    but never less than ``floor`` (or the widest, if narrower): then the grid scrolls."""
+    but never less than ``floor`` (or the widest, if narrower), nor than 40% of a view too
+    narrow for the floor: then the grid scrolls."""
     if available is None:
         return widest
+    floor = min(floor, 0.4 * available)
     return max(min(widest, floor), min(widest, available - grid_w))
 
 
@@ -64,6 +67,7 @@ class PosteriorHeatMap(QWidget):
     """Tokens × passages. Click (or arrows + Enter) selects a cell's passage."""
 
     cellClicked = Signal(int, int)  # token index, passage rank (0-based)
+    laidOut = Signal()  # the grid's geometry changed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -226,6 +230,7 @@ class PosteriorHeatMap(QWidget):
         self.setMinimumSize(self.sizeHint())
         self.updateGeometry()
         self.update()
+        self.laidOut.emit()
 
     # ---- painting --------------------------------------------------------------------------
 
@@ -370,6 +375,21 @@ class PosteriorHeatMap(QWidget):
         self.update()
 
 
+class _Scroller(QScrollArea):
+    """The map's scroll area; tells the map how wide its view is, so that row labels can
+    use the room the grid leaves."""
+
+    def __init__(self, on_width: Callable[[float], None]) -> None:
+        super().__init__()
+        self._on_width = on_width
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # Less the vertical scroll bar, which may appear after the labels are sized.
+        bar = self.verticalScrollBar().sizeHint().width()
+        self._on_width(max(0, self.width() - 2 * self.frameWidth() - bar))
+
+
 class ColourBar(QWidget):
     """The heat map's scale, 0 to 1. It stands beside the scrolling map rather than at the
     grid's end, so it and its labels stay whole however narrow the pane gets."""
@@ -438,12 +458,11 @@ class HeatMapPanel(QWidget):
         self.caption.setWordWrap(True)
         lay.addWidget(self.caption)
         self.map = PosteriorHeatMap()
-        self.scroller = QScrollArea()
+        self.scroller = _Scroller(self.map.set_available_width)
         self.scroller.setFrameShape(QFrame.Shape.NoFrame)
         self.scroller.setWidget(self.map)
         self.scroller.setWidgetResizable(True)
         self.scroller.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.scroller.viewport().installEventFilter(self)
         self.colour_bar = ColourBar(self.map)
         row = QHBoxLayout()
         row.setContentsMargins(0, 0, 0, 0)
@@ -451,21 +470,9 @@ class HeatMapPanel(QWidget):
         row.addWidget(self.scroller, 1)
         row.addWidget(self.colour_bar)
         lay.addLayout(row, 1)
-        # Tokens stream in and selections change: the scale follows the map's geometry.
-        self._bar_timer = QTimer(self)
-        self._bar_timer.setSingleShot(True)
-        self._bar_timer.setInterval(100)
-        self._bar_timer.timeout.connect(self.colour_bar.update)
-        self.map.installEventFilter(self)
+        # The scale sits beside the grid's rows, which move when the data changes.
+        self.map.laidOut.connect(self.colour_bar.update)
         self.set_mode(None)
-
-    def eventFilter(self, obj: QObject, event: QEvent) -> bool:
-        if obj is self.scroller.viewport() and event.type() == QEvent.Type.Resize:
-            self.map.set_available_width(self.scroller.viewport().width())
-        elif (obj is self.map and event.type() in (QEvent.Type.Paint, QEvent.Type.Resize)
-              and not self._bar_timer.isActive()):
-            self._bar_timer.start()
-        return False
 
     def set_mode(self, mode: str | None, question: str | None = None) -> None:
         if mode is None:

@@ -186,7 +186,7 @@ def test_citation_chips_fit_the_card(qtbot: Any, width: int) -> None:
         assert chip.text().startswith(f"[{chip.k + 1}]")
         assert chip.text().endswith(f"{chip.doc.prob:.2f}")  # the rank and p(z|x) stay
         elided += chip.text() != chip.full_text()
-    assert (elided > 0) == (width < 420)
+    assert (elided > 0) == (width < 700)  # the widest chip needs about 500 px
 
 
 @pytest.mark.parametrize("width", [330, 520, 900])
@@ -250,6 +250,7 @@ def test_label_width_uses_the_room_beside_the_grid() -> None:
     assert label_width(200, 620, 800) == 180  # what is left, above the floor
     assert label_width(90, 2000, 800) == 90  # narrower than the floor: never shortened
     assert label_width(200, 5000, None) == 200
+    assert label_width(200, 5000, 300) == 120  # a narrow pane: 40% of it for the labels
 
 
 def test_heat_map_labels_are_whole_while_streaming_and_with_room(qtbot: Any) -> None:
@@ -342,3 +343,73 @@ def test_an_empty_answer_says_why_and_what_to_try(qtbot: Any) -> None:
     text = card.status_label.text()
     assert text.startswith("The model produced an empty answer")
     assert "passages" in text and "Try" in text
+
+
+def test_legend_wraps_instead_of_dropping_passages(qtbot: Any) -> None:
+    from ragdesk.ui.chat import Legend
+
+    legend = Legend()
+    qtbot.addWidget(legend)
+    legend.set_counts(10, [3, 1, 0, 0, 2, 0, 0, 1, 0, 5])
+    label, rects = legend.layout_rects(260)
+    assert len(rects) == 10 and all(r.right() <= 260 for r in rects)
+    assert legend.heightForWidth(260) > legend.heightForWidth(2000)
+    boxes = [label, *rects]
+    assert not any(a.intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert legend.minimumSizeHint().width() <= 260
+
+
+# ---- the retrieval map -------------------------------------------------------------------------
+
+
+def test_place_label_keeps_labels_on_the_canvas_and_apart() -> None:
+    from PySide6.QtCore import QPointF
+
+    from ragdesk.ui.explore.map_canvas import place_label
+
+    bounds = QRectF(20, 4, 300, 200)
+    taken: list[QRectF] = []
+    # Marks in a corner, at an edge and in a tight bunch: the first places on the right
+    # would run off the canvas or cover each other.
+    for c in [QPointF(315, 10), QPointF(318, 120), QPointF(25, 200), QPointF(150, 100),
+              QPointF(156, 104), QPointF(160, 98), QPointF(152, 110)]:
+        box = place_label(c, 8, 64, 18, taken, bounds)
+        assert bounds.contains(box), (c, box)
+        assert not any(box.intersects(t) for t in taken), (c, box)
+        taken.append(box)
+
+
+@pytest.mark.parametrize("size", [(420, 820), (1000, 600)])
+def test_map_fills_its_canvas_and_labels_do_not_collide(qtbot: Any,
+                                                        size: tuple[int, int]) -> None:
+    from ragdesk.core.projection import ProjectionCache
+    from ragdesk.ui.explore import RetrievalMap
+    from tests.ui.explore.helpers import array_snapshot
+
+    snap = array_snapshot()
+    w = RetrievalMap(snap, k=5, n_neighbours=150, cache=ProjectionCache())
+    qtbot.addWidget(w)
+    w.resize(*size)
+    w.show()
+    qtbot.waitExposed(w)
+    with qtbot.waitSignal(w.mapReady, timeout=20_000):
+        w.show_question("a question", snap.embeddings()[3] * 0.9)
+    qtbot.waitUntil(lambda: not w.is_busy(), timeout=20_000)
+    canvas = w.canvas
+    # A tall view (a side dock) puts the passages under the map, not beside it.
+    tall = size[0] < size[1]
+    assert (canvas.width() > w.width() * 0.9) == tall
+    canvas.grab()  # paints, which places the labels
+    boxes = canvas.label_boxes()
+    assert len(boxes) == 6  # five ranks and the query
+    bounds = canvas.label_bounds()
+    assert all(bounds.contains(b) for b in boxes)
+    overlaps = sum(a.intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert overlaps == 0
+    # The passages span most of the canvas along the side that limits the scale.
+    xs = [canvas.to_widget(p.xy).x() for p in canvas.points()]
+    ys = [canvas.to_widget(p.xy).y() for p in canvas.points()]
+    fill = max((max(xs) - min(xs)) / canvas.width(), (max(ys) - min(ys)) / canvas.height())
+    assert fill > 0.75
+    # The hint is text that wraps and scrolls, not a one-line placeholder.
+    assert "Drag the ★" in w.preview.toPlainText()

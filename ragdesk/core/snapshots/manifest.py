@@ -129,7 +129,7 @@ def checksum_files(folder: Path, names: list[str], message: str,
                    progress: ProgressCallback | None = None,
                    cancel: CancelToken | None = None) -> dict[str, dict[str, Any]]:
     total = sum((folder / n).stat().st_size for n in names)
-    prog = Progress(total, message, progress)
+    prog = Progress(total, message, progress, unit="bytes")
     out: dict[str, dict[str, Any]] = {}
     for n in names:
         p = folder / n

@@ -101,7 +101,7 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
     for f in sorted(needed - set(manifest.files)):
         report.problems.append(f"{f}: not listed in the manifest's checksums.")
     total = sum(int(m.get("size", 0)) for m in manifest.files.values())
-    prog = Progress(total, "verifying checksums", progress)
+    prog = Progress(total, "verifying checksums", progress, unit="bytes")
     for fname, meta in sorted(manifest.files.items()):
         path = folder / fname
         if not path.is_file():

@@ -31,6 +31,39 @@ HOVER_PX = 7.0
 MARGIN_PX = 28.0
 
 
+def place_label(c: QPointF, radius: float, w: float, h: float, taken: Sequence[QRectF],
+                bounds: QRectF) -> QRectF:
+    """A ``w`` x ``h`` box for the label of a mark of ``radius`` at ``c``: the first spot
+    around it (right, left, above, below, the diagonals, then the same a step further out)
+    that lies inside ``bounds`` and covers no box in ``taken``; failing that, the spot inside
+    ``bounds`` that covers the least of them, so a label may be hidden in part by another
+    only when the map is too crowded for any other place, and never runs off the canvas."""
+    best: QRectF | None = None
+    best_overlap = math.inf
+    for step in range(3):
+        gap = radius + 3 + step * (h + 2)
+        spots = [(gap, -h / 2), (-gap - w, -h / 2), (-w / 2, -gap - h), (-w / 2, gap),
+                 (gap * 0.7, -gap * 0.7 - h), (gap * 0.7, gap * 0.7),
+                 (-gap * 0.7 - w, -gap * 0.7 - h), (-gap * 0.7 - w, gap * 0.7)]
+        for dx, dy in spots:
+            box = QRectF(c.x() + dx, c.y() + dy, w, h)
+            if not bounds.contains(box):
+                continue
+            overlap = sum(box.intersected(t).width() * box.intersected(t).height()
+                          for t in taken if box.intersects(t))
+            if overlap == 0:
+                return box
+            if overlap < best_overlap:
+                best, best_overlap = box, overlap
+    if best is not None:
+        return best
+    # Too near the edge for any spot: to the right of the mark, moved inside the bounds.
+    box = QRectF(c.x() + radius + 3, c.y() - h / 2, w, h)
+    box.moveLeft(min(max(box.left(), bounds.left()), bounds.right() - w))
+    box.moveTop(min(max(box.top(), bounds.top()), bounds.bottom() - h))
+    return box
+
+
 class MapCanvas(QWidget):
     """Paints the map and turns mouse drags of the query handle into data coordinates."""
 
@@ -53,6 +86,8 @@ class MapCanvas(QWidget):
         self._message = ""
         self._dragging = False
         self._hovered: MapPoint | None = None
+        self._query_box: QRectF | None = None
+        self._label_boxes: list[QRectF] = []
 
     # -- data ---------------------------------------------------------------------------
     def set_map(self, points: Sequence[MapPoint], question_xy: tuple[float, float],
@@ -64,10 +99,11 @@ class MapCanvas(QWidget):
         xs = [p.xy[0] for p in self._points] + [question_xy[0]]
         ys = [p.xy[1] for p in self._points] + [question_xy[1]]
         xmin, xmax, ymin, ymax = min(xs), max(xs), min(ys), max(ys)
-        # Leave room to drag past the outermost passages.
-        span = max(xmax - xmin, ymax - ymin, 1e-9)
-        pad = 0.12 * span
-        self._box = (xmin - pad, xmax + pad, ymin - pad, ymax + pad)
+        # A little room to drag past the outermost passages on either axis; more would
+        # leave the passages a small part of the canvas (dragging works past the box too).
+        padx = 0.05 * max(xmax - xmin, 1e-9)
+        pady = 0.05 * max(ymax - ymin, 1e-9)
+        self._box = (xmin - padx, xmax + padx, ymin - pady, ymax + pady)
         r1, r2 = projection.explained_variance_ratio
         self._axis_labels = (f"PC 1 ({r1:.0%} of variance)", f"PC 2 ({r2:.0%})")
         self._message = ""
@@ -296,38 +332,46 @@ class MapCanvas(QWidget):
         p.setFont(f)
         plate = QColor(background(self.palette()))
         plate.setAlpha(220)
+        bounds = self.label_bounds()
         taken = list(dots)
         hp = self.handle_widget_pos()
+        query_box: QRectF | None = None
         if hp is not None:
-            taken.append(QRectF(hp.x() - 12, hp.y() - 30, 110, 42))  # the star and its label
+            star = QRectF(hp.x() - 11, hp.y() - 11, 22, 22)
+            taken.append(star)
+            text = self._query_label()
+            # The star's label goes first: it is the one thing on the map to grab.
+            query_box = place_label(hp, 11, fm.horizontalAdvance(text) + 10, fm.height() + 2,
+                                    taken, bounds)
+            taken.append(query_box)
         for (rank, prob, c), dot in zip(shown, dots, strict=True):
             label = f"[{rank + 1}] {prob:.2f}"
-            box = self._place_label(c, dot.width() / 2, fm.horizontalAdvance(label) + 8,
-                                    fm.height() + 2, taken)
+            box = place_label(c, dot.width() / 2, fm.horizontalAdvance(label) + 8,
+                              fm.height() + 2, taken, bounds)
             taken.append(box)
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(plate)
             p.drawRoundedRect(box, 3, 3)
             p.setPen(rank_colour(rank))
             p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), label)
+        self._query_box = query_box
+        self._label_boxes = taken[len(dots) + (1 if hp is not None else 0):]
+
+    def label_bounds(self) -> QRectF:
+        """Where labels may go: inside the canvas, clear of the axis titles along the left
+        and bottom edges."""
+        return QRectF(self.rect()).adjusted(20, 4, -4, -20)
+
+    def label_boxes(self) -> list[QRectF]:
+        """The rank labels' and the query label's boxes as last painted (for tests)."""
+        return list(self._label_boxes)
 
     @staticmethod
     def _dot_radius(prob: float) -> float:
         return 5.0 + 7.0 * math.sqrt(prob)
 
-    @staticmethod
-    def _place_label(c: QPointF, radius: float, w: float, h: float,
-                     taken: Sequence[QRectF]) -> QRectF:
-        """The first spot around the dot (right, left, above, below, diagonals) that covers
-        no other label or retrieved dot; to the right if every spot is taken."""
-        gap = radius + 3
-        spots = [(gap, -h / 2), (-gap - w, -h / 2), (-w / 2, -gap - h), (-w / 2, gap),
-                 (gap, -gap - h), (gap, gap), (-gap - w, -gap - h), (-gap - w, gap)]
-        for dx, dy in spots:
-            box = QRectF(c.x() + dx, c.y() + dy, w, h)
-            if not any(box.intersects(t) for t in taken):
-                return box
-        return QRectF(c.x() + gap, c.y() - h / 2, w, h)
+    def _query_label(self) -> str:
+        return "query (drag me)" if self._question_xy == self._handle_xy else "query"
 
     def _paint_query(self, p: QPainter) -> None:
         if self._question_xy is not None and self._question_xy != self._handle_xy:
@@ -347,12 +391,19 @@ class MapCanvas(QWidget):
         p.setPen(QPen(background(self.palette()), 1.5))
         p.setBrush(QBrush(QUERY_COLOUR))
         p.drawPolygon(star)
+        box = self._query_box
+        if box is None:
+            return
         f = QFont(self.font())
         f.setBold(True)
         p.setFont(f)
+        plate = QColor(background(self.palette()))
+        plate.setAlpha(220)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(plate)
+        p.drawRoundedRect(box, 3, 3)
         p.setPen(QUERY_COLOUR)
-        label = "query (drag me)" if self._question_xy == self._handle_xy else "query"
-        p.drawText(QPointF(c.x() - r, c.y() - r - 5), label)
+        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), self._query_label())
 
     def _paint_hover(self, p: QPainter) -> None:
         pt = self._hovered

@@ -134,11 +134,9 @@ class RetrievalMap(QWidget):
         self.table.setToolTip("Click a passage to read it below.")
         self.preview = QTextBrowser(self)
         self.preview.setOpenLinks(False)
-        self.preview.setPlaceholderText(
-            "Drag the ★ to move the query; the passages it retrieves light up, and dotted rings "
-            "mark the question's own passages. Retrieval uses the full vectors, so dots near "
-            "the query in 2-D need not be the nearest ones.\n\nHover a dot, or click a "
-            "passage above, to read it.")
+        # The hint is the preview's text, not its placeholder: a placeholder neither wraps
+        # nor scrolls, so a short preview cut it mid-sentence.
+        self._show_hint()
         self.canvas.hoveredChanged.connect(self._on_hovered)
         self.status_label = QLabel(self)
         self.status_label.setWordWrap(True)
@@ -168,12 +166,37 @@ class RetrievalMap(QWidget):
         splitter.addWidget(side)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
+        splitter.setChildrenCollapsible(False)
+        self.splitter = splitter
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(splitter)
         self._fit_table_height()
         self._update_buttons()
         self._set_status("")
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._orient()
+
+    def _orient(self) -> None:
+        """Passages beside the map in a wide view, below it in a tall one (a side dock), so
+        the map gets the longer side and the passages' text is not squeezed into a column."""
+        tall = self.width() < 1.15 * self.height()
+        want = Qt.Orientation.Vertical if tall else Qt.Orientation.Horizontal
+        if self.splitter.orientation() != want:
+            self.splitter.setOrientation(want)
+            total = self.height() if tall else self.width()
+            self.splitter.setSizes([int(total * 0.58), total - int(total * 0.58)])
+
+    def _show_hint(self) -> None:
+        muted = self.palette().color(QPalette.ColorGroup.Disabled,
+                                     QPalette.ColorRole.Text).name()
+        self.preview.setHtml(
+            f"<div style='color:{muted}'><p>Drag the ★ to move the query; the passages it "
+            "retrieves light up, and dotted rings mark the question's own passages. "
+            "Retrieval uses the full vectors, so dots near the query in 2-D need not be the "
+            "nearest ones.</p><p>Hover a dot, or click a passage above, to read it.</p></div>")
 
     # -- public API ---------------------------------------------------------------------
     def set_snapshot(self, snapshot: VectorSnapshot | None) -> None:
@@ -377,7 +400,7 @@ class RetrievalMap(QWidget):
 
     def _apply_map(self, data: MapData) -> None:
         self._map = data
-        self.preview.clear()
+        self._show_hint()
         self._query = data.query.copy()
         self.canvas.set_map(data.points, data.query_xy, data.projection,
                             [d.id for d in data.retrieved])
