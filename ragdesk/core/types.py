@@ -67,6 +67,9 @@ class Answer:
     temperature: float = 1.0  # τ of p(z|x) = softmax(score / τ)
     style: str | None = None  # the answer style the prompt asked for
     grounded: bool = False  # whether the answer was constrained to passage spans
+    # Which retriever found the passages ("dense", "sparse" = BM25, "hybrid"), when the
+    # caller knows: a snapshot whose vectors are still being computed answers with BM25.
+    retriever: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

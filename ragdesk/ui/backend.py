@@ -62,10 +62,16 @@ class SnapshotInfo:
     variants: tuple[VariantInfo, ...] = ()
     # Why the current model pack cannot query this snapshot; None when it can.
     unusable_reason: str | None = None
+    stage: str | None = None  # "sparse": not ready, but answers with BM25 meanwhile
 
     @property
     def ready(self) -> bool:
         return self.state == "ready"
+
+    @property
+    def searchable(self) -> bool:
+        """Questions can be asked of it now (ready, or BM25 while its vectors are computed)."""
+        return self.ready or self.stage == "sparse"
 
 
 @dataclass(frozen=True)
@@ -118,13 +124,16 @@ class ErrorReport:
     details: str = ""
     is_bug: bool = False
     cancelled: bool = False
+    # The GUI action that fixes it (ragdesk.core.errors.ACTIONS), offered as a button.
+    action: str | None = None
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> ErrorReport:
         if isinstance(exc, Cancelled):
             return cls(exc.message, cancelled=True)
         if isinstance(exc, RagdeskError):
-            return cls(exc.message, exc.hint or "")
+            # The GUI's own words: what to click, never a command to type.
+            return cls(exc.message, exc.gui_hint, action=exc.action)
         if isinstance(exc, MemoryError):
             return cls("ragdesk ran out of memory.",
                        "Use fewer passages (K) or beams, or a smaller model pack.")
@@ -154,8 +163,48 @@ def _describe_pack(name: str, kind: str) -> str:
     }.get(name, f"{kind} pack")
 
 
+class SetupGate:
+    """Whether the starter pack's setup still keeps questions waiting (thread-safe).
+
+    The setup job begins it; it opens as soon as the setup can answer (the BM25 stage and the
+    generator, see ``ensure_starter_snapshot``), and also when the setup ends in any way, so
+    that a waiting question then runs and reports whatever is really wrong.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending = False
+
+    @property
+    def pending(self) -> bool:
+        with self._cond:
+            return self._pending
+
+    def begin(self) -> None:
+        with self._cond:
+            self._pending = True
+
+    def open(self) -> None:
+        with self._cond:
+            self._pending = False
+            self._cond.notify_all()
+
+    def wait(self, cancel: CancelToken | None = None, poll_s: float = 0.2) -> None:
+        """Block (a worker thread) until the setup can answer; raises Cancelled if asked."""
+        with self._cond:
+            while self._pending:
+                if cancel is not None:
+                    cancel.raise_if_cancelled()
+                self._cond.wait(poll_s)
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+
+
 class Backend:
     """Facade over ragdesk.core for the GUI. Thread-safe where the docstrings say so."""
+
+    # Keep only the first N articles when building the starter snapshot (tests, trials).
+    starter_limit: int | None = None
 
     def __init__(self, ctx: AppContext) -> None:
         self.ctx = ctx
@@ -166,6 +215,7 @@ class Backend:
         self._engine_lock = threading.Lock()
         self._library: Any = None
         self._library_lock = threading.Lock()
+        self.setup = SetupGate()
 
     # ---- reads (any thread) -------------------------------------------------------------
 
@@ -196,7 +246,7 @@ class Backend:
         out = []
         for r in records:
             reason = None
-            if r.state != "ready":
+            if r.state != "ready" and not r.searchable:
                 reason = {"importing": "still importing",
                           "failed": "import failed"}.get(r.state, r.state)
             elif pack_spec is not None:
@@ -207,7 +257,7 @@ class Backend:
                 error=r.error, active=r.active, default_pack=r.default_pack,
                 variants=tuple(VariantInfo(v.variant, v.bytes, v.bytes_per_passage,
                                            v.recall_at_20) for v in r.variants),
-                unusable_reason=reason))
+                unusable_reason=reason, stage=r.stage))
         return out
 
     def _pack_spec(self, name: str) -> Any:
@@ -237,8 +287,12 @@ class Backend:
         return None
 
     def needs_first_run(self) -> bool:
-        """True when nothing could answer a question yet: no ready snapshot."""
-        return not any(s.state == "ready" for s in self.catalog.list_snapshots())
+        """True when nothing could answer a question yet: no ready or staged snapshot."""
+        return not any(s.searchable for s in self.catalog.list_snapshots())
+
+    def wait_for_setup(self, cancel: CancelToken) -> None:
+        """Hold a question (on the engine thread) until the starter setup can answer it."""
+        self.setup.wait(cancel)
 
     # ---- engine (the engine worker thread) ----------------------------------------------
 
@@ -253,6 +307,9 @@ class Backend:
 
     def engine(self, pack: str) -> Any:
         """Load the engine for ``pack`` once; later calls return the same object."""
+        # During the starter setup its generator is being converted: loading it here too
+        # would convert it twice. Waiting costs nothing, a question needs the setup anyway.
+        self.setup.wait()
         library = self.library()
         with self._engine_lock:
             if self._engine is not None and self._engine_pack == pack:
@@ -273,15 +330,27 @@ class Backend:
 
     def answer(self, question: str, params: AskParams, *, pack: str, snapshot: str | None,
                on_token: OnToken | None, cancel: CancelToken) -> Answer:
+        self.setup.wait(cancel)
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
+        from ragdesk.core.snapshots.staged import has_dense
+
+        # Taken once, so a switch meanwhile does not change it (the engine does the same).
+        index = engine.snapshot_index(snapshot)
+        retriever = params.retriever
+        if not has_dense(index):
+            # Its dense vectors are still being computed: answer with what is ready. The
+            # answer records it, and the card says so.
+            retriever = "sparse"
         # BM25 and hybrid: the first question on a snapshot builds its BM25 index (seconds
         # for the starter snapshot), here on the worker.
-        return engine.answer(  # type: ignore[no-any-return]
+        answer: Answer = engine.answer(
             question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
-            min_new_tokens=params.min_new_tokens, snapshot=snapshot, on_token=on_token,
-            cancel=cancel, retriever=params.retriever)
+            min_new_tokens=params.min_new_tokens, snapshot=index, on_token=on_token,
+            cancel=cancel, retriever=retriever)
+        answer.retriever = retriever
+        return answer
 
     def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AskParams, *,
                          pack: str, snapshot: str | None, on_token: OnToken | None,
@@ -348,10 +417,23 @@ class Backend:
             self._engine = None
 
     def build_starter(self, progress: ProgressCallback, cancel: CancelToken) -> None:
+        """Set up the starter pack; questions asked meanwhile wait in :attr:`setup` and run
+        as soon as it can answer (BM25 and the generator), long before it is done."""
         from ragdesk.core import models
 
-        models.ensure_starter_snapshot(self.data, self.catalog, progress=progress, cancel=cancel)
-        self.set_pack("starter")
+        def answerable() -> None:
+            # The pack is chosen before waiting questions run, so that they load its models.
+            self.set_pack("starter")
+            self.setup.open()
+
+        self.setup.begin()
+        try:
+            models.ensure_starter_snapshot(self.data, self.catalog, progress=progress,
+                                           cancel=cancel, limit=self.starter_limit,
+                                           on_answerable=answerable)
+            self.set_pack("starter")
+        finally:
+            self.setup.open()
 
     def download_pack(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> None:
         from ragdesk.core import models

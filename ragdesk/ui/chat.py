@@ -471,6 +471,10 @@ class AnswerCard(QFrame):
         self.state = "running"
         self._set_status("Retrieving passages and generating…")
 
+    def set_queued(self, text: str) -> None:
+        """Waiting for something else first (the starter pack's setup): say what and how far."""
+        self._set_status(text)
+
     def append_token(self, tok: AnswerToken) -> None:
         if self.state != "running":
             self.set_running()
@@ -565,11 +569,16 @@ class AnswerCard(QFrame):
         if p.mode == "sequence":
             parts.append(f"{p.decoding} decoding")
         parts.append(f"K = {p.n_docs}")
-        if p.retriever != "dense":
-            parts.append("BM25" if p.retriever == "sparse" else p.retriever)
+        a = self.answer
+        # What really retrieved (a snapshot still computing its vectors answers with BM25).
+        used = a.retriever if a is not None and a.retriever else p.retriever
+        if used != "dense":
+            label = "BM25" if used == "sparse" else used
+            if used != p.retriever:
+                label += " (dense index not ready yet)"
+            parts.append(label)
         if p.num_beams > 1:
             parts.append(f"{p.num_beams} beams")
-        a = self.answer
         snap = (a.snapshot if a is not None and a.snapshot else self.snapshot)
         if snap:
             parts.append(f"snapshot {snap}")

@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import PackInfo
 from ragdesk.ui.dialogs import JobPanel
-from ragdesk.ui.index_manager import human_bytes
 from ragdesk.ui.resources import app_icon
 
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ class FirstRunDialog(QDialog):
         self.setObjectName("FirstRunDialog")
         self.setWindowTitle("Welcome to ragdesk")
         self.job: Any = None
+        self._answerable = False  # the starter setup can answer (its first stage is done)
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(22, 20, 22, 16)
@@ -63,9 +64,9 @@ class FirstRunDialog(QDialog):
         self.starter = self._option(
             lay, "&Offline starter pack (recommended)",
             "About 10,000 Wikipedia Vital Articles, the all-MiniLM-L6-v2 retriever and the "
-            "Gemma 3 270M generator, all installed from PyPI; no network is needed. Building "
-            "the index encodes about 12,000 passages once, with a progress bar that says how "
-            "long it will take.")
+            "Gemma 3 270M generator, all installed from PyPI; no network is needed. You can "
+            "ask within about a minute (answers use BM25 keyword search first); the dense "
+            "index of about 12,000 passages is computed meanwhile, with a progress bar.")
         self.paper = self._option(
             lay, "&Download a paper pack",
             "The fine-tuned RAG checkpoints of Lewis et al. (2020) from huggingface.co. You "
@@ -180,6 +181,13 @@ class FirstRunDialog(QDialog):
     def _job_progress(self, job: Any, update: Any) -> None:
         if self._mine(job):
             self.job_panel.update_progress(job, update)
+            if (getattr(job, "kind", None) == "starter" and not self._answerable
+                    and not self.window_.backend.setup.pending):
+                self._answerable = True
+                self.message.setText(
+                    "<b>Ready for questions.</b> Answers use BM25 keyword search until the "
+                    "dense index above is done; then dense retrieval switches on by itself.")
+                self.later.setText("Start &asking")
 
     def _job_finished(self, job: Any, _result: object) -> None:
         if self._mine(job):

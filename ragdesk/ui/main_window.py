@@ -50,7 +50,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk._version import __version__
-from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.progress import CancelToken, ProgressCallback, ProgressUpdate
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.core.units import plural
 from ragdesk.ui.backend import AskParams, Backend, ErrorReport, PackInfo, SnapshotInfo
@@ -145,6 +145,8 @@ class MainWindow(QMainWindow):
         self.stopped_cleanly = True
         self._shut_down = False
         self._first_load_done = False
+        self._queue_shown = False  # a card shows the starter setup's progress
+        self._setup_update: ProgressUpdate | None = None
         self._preloaded: str | None = None
         self._pending_params: AskParams | None = None
         self._save_params_timer = QTimer(self)
@@ -300,6 +302,8 @@ class MainWindow(QMainWindow):
         self.act_reload = A("&Reload list", self.reload_snapshots, "F5", "refresh")
         self.act_shortcuts = A("&Keyboard shortcuts", self.show_shortcuts, "F1", "keyboard")
         self.act_about = A("&About ragdesk", self.show_about, None, "info")
+        self.act_get_started = A("&Get started…", self.open_first_run, None, None,
+                                 "The starter pack, a paper pack or your own files")
 
     def _build_menus(self) -> None:
         mb = self.menuBar()
@@ -350,7 +354,7 @@ class MainWindow(QMainWindow):
             self.theme_actions[key] = act
 
         m = mb.addMenu("&Help")
-        m.addActions([self.act_shortcuts, self.act_about])
+        m.addActions([self.act_get_started, self.act_shortcuts, self.act_about])
 
     def _rebuild_index_menu(self) -> None:
         menu = self.index_menu
@@ -371,7 +375,7 @@ class MainWindow(QMainWindow):
             act.setCheckable(True)
             act.setData(s.name)
             act.setChecked(s.name == self.active_snapshot)
-            act.setEnabled(s.ready and not s.unusable_reason)
+            act.setEnabled(s.searchable and not s.unusable_reason)
             act.setToolTip(s.unusable_reason or f"{s.encoder or ''} ({s.dim or '?'}-d)")
             act.triggered.connect(lambda _c=False, n=s.name: self.switch_snapshot(n))
             self.snapshot_group.addAction(act)
@@ -393,6 +397,7 @@ class MainWindow(QMainWindow):
         j.jobStarted.connect(self.status_job.start)
         j.jobStarted.connect(lambda job: self._set_activity(f"{job.title}…"))
         j.jobProgress.connect(self.status_job.update_progress)
+        j.jobProgress.connect(self._show_setup_queue)
         j.jobFinished.connect(self._job_finished)
         j.jobFailed.connect(self._job_failed)
         self.writes.jobFinished.connect(self._write_finished)
@@ -477,13 +482,13 @@ class MainWindow(QMainWindow):
         self._rebuild_index_menu()
         self.update_status()
         self.snapshotsLoaded.emit(snapshots)
-        usable = any(s.ready and not s.unusable_reason for s in snapshots)
+        usable = any(s.searchable and not s.unusable_reason for s in snapshots)
         if usable and self._preloaded != self.pack:
             self._preloaded = self.pack
             self.engine.preload(self.pack)
         if not self._first_load_done:
             self._first_load_done = True
-            if not any(s.ready for s in snapshots) and self.first_run is None \
+            if not any(s.searchable for s in snapshots) and self.first_run is None \
                     and not self.jobs.busy and self.property("offer_first_run") is not False:
                 self.open_first_run()
 
@@ -588,7 +593,11 @@ class MainWindow(QMainWindow):
     def _on_started(self, rid: int) -> None:
         card = self._cards.get(rid)
         if card is not None:
-            card.set_running()
+            if self.backend.setup.pending:
+                card.set_queued(self._queue_text())  # started again once it can answer
+                self._queue_shown = True
+            else:
+                card.set_running()
 
     def _on_token(self, rid: int, tok: AnswerToken) -> None:
         card = self._cards.get(rid)
@@ -1002,6 +1011,42 @@ class MainWindow(QMainWindow):
         if self._shut_down:
             return
         self.error_box = show_error(self, report, title)
+        # The error names the GUI action that fixes it: offer it as a button.
+        actions = {"first-run": ("Get started…", self.open_first_run),
+                   "manage-indexes": ("Manage indexes…", self.open_index_manager),
+                   "choose-pack": ("Choose a model pack", self.focus_pack_selector)}
+        if report.action in actions:
+            text, slot = actions[report.action]
+            button = self.error_box.addButton(text, QMessageBox.ButtonRole.ActionRole)
+            button.clicked.connect(lambda _c=False, f=slot: f())
+
+    def focus_pack_selector(self) -> None:
+        pack = getattr(self.controls, "pack", None)
+        if isinstance(pack, QWidget):
+            pack.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _queue_text(self) -> str:
+        u = self._setup_update
+        where = f" — {u.describe()}" if u is not None else ""
+        return (f"Waiting for the starter pack{where}. This question runs as soon as the "
+                "passages are searchable and the generator is ready.")
+
+    def _show_setup_queue(self, job: Job, update: ProgressUpdate) -> None:
+        """Questions asked before the starter pack can answer wait in line; their cards show
+        how far the setup is (and they start by themselves when it can answer)."""
+        if job.kind != "starter":
+            return
+        if not self.backend.setup.pending:
+            if self._queue_shown:
+                self._queue_shown = False
+                self.reload_snapshots()  # the staged snapshot shows up as usable
+            return
+        self._setup_update = update
+        text = self._queue_text()
+        for card in self._cards.values():
+            if card.state in ("waiting", "running") and not card.tokens:
+                card.set_queued(text)
+                self._queue_shown = True
 
     # ---- closing -------------------------------------------------------------------------------
 

@@ -103,6 +103,12 @@ class _EngineRunner(QObject):
             return
         self.started.emit(req.id)
         try:
+            if self.backend.setup.pending:
+                # Asked while the starter pack is being set up: the card shows the setup's
+                # progress until it can answer (BM25 + generator), then this runs.
+                self.status.emit("Waiting for the starter pack…")
+                self.backend.wait_for_setup(req.cancel)
+                self.started.emit(req.id)
             if not self.backend.engine_loaded(req.pack):
                 self.status.emit(f"Loading the {req.pack} models…")
                 self.backend.engine(req.pack)

@@ -1,0 +1,124 @@
+"""The first minute of a new user: a question asked while the starter pack is being set up
+waits in a visible queue, is answered with BM25 as soon as the passages are searchable and the
+generator is ready, and dense retrieval takes over when the vectors are done. No error."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragdesk.core.types import Answer
+from ragdesk.ui.backend import Backend
+from tests.ui.conftest import open_window
+
+ANSWER_TIMEOUT_MS = 180_000
+
+
+def plain_text(label_text: str) -> str:
+    """A label's words with the no-break spaces and joiners the layout uses removed."""
+    return label_text.replace("\xa0", " ").replace("\u2060", "")
+
+
+class StarterBackend(Backend):
+    """The real Backend and the real staged setup (importer, BM25, catalog, gate), with the
+    starter's models replaced by tiny ones: a tiny sentence-transformers encoder (passages
+    and questions) and a tiny causal LM, over the first 40 Vital Articles."""
+
+    starter_limit = 40
+    parts: tuple[Any, Any] | None = None
+
+    def engine(self, pack: str) -> Any:
+        assert self.parts is not None
+        self.setup.wait()
+        library = self.library()
+        with self._engine_lock:
+            if self._engine is None:
+                from ragdesk.core.engine import Engine
+
+                self._engine = Engine(*self.parts, library=library)
+                self._engine_pack = pack
+            return self._engine
+
+
+@pytest.fixture()
+def starter_window(qtbot: Any, tmp_path: Path, tiny_models: Any,
+                   monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, dict[str, Any]]]:
+    from ragdesk.core.encoders import load_encoder
+    from ragdesk.core.models import load_generator, starter
+
+    release = {"generator": threading.Event(), "vectors": threading.Event()}
+    passages = load_encoder(tiny_models.st_encoder)
+    plain = passages.encode_tokenized
+
+    def held_back(rows: Any) -> Any:
+        # The dense stage waits for the test, so that the BM25 stage is what answers.
+        release["vectors"].wait(120)
+        return plain(rows)
+
+    passages.encode_tokenized = held_back  # type: ignore[method-assign]
+    monkeypatch.setattr(starter, "load_encoder", lambda role="passage": passages)
+
+    def prepare_generator(data: Any, progress: Any = None, cancel: Any = None) -> None:
+        release["generator"].wait(120)
+
+    monkeypatch.setattr(starter, "prepare_generator", prepare_generator)
+    StarterBackend.parts = (load_encoder(tiny_models.st_encoder, role="question"),
+                            load_generator(str(tiny_models.causal_lm)))
+    w = open_window(qtbot, tmp_path / "data", StarterBackend)
+    yield w, release
+    for ev in release.values():
+        ev.set()
+    w.shutdown()
+    w.backend.ctx.close()
+
+
+def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
+        qtbot: Any, starter_window: tuple[Any, dict[str, Any]]) -> None:
+    window, release = starter_window
+    assert window.backend.needs_first_run()
+    job = window.start_starter_pack()
+    qtbot.waitUntil(lambda: window.backend.setup.pending, timeout=10_000)
+
+    window.question.setPlainText("Which city is the capital of France?")
+    card = window.send()
+    assert card is not None
+    # Queued, visibly, with the setup's progress; not failed, no dialog.
+    qtbot.waitUntil(lambda: "Waiting for the starter pack" in card.status_label.text(),
+                    timeout=30_000)
+    cat = window.backend.catalog
+    qtbot.waitUntil(lambda: (cat.find_snapshot("vital-articles") is not None
+                             and cat.get_snapshot("vital-articles").stage == "sparse"),
+                    timeout=60_000)
+    qtbot.wait(300)  # the question keeps waiting: the generator is not ready yet
+    assert card.state in ("waiting", "running") and not card.tokens
+    assert window.last_error is None
+
+    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+        release["generator"].set()
+    answer = sig.args[1]
+    assert isinstance(answer, Answer) and not answer.cancelled
+    assert answer.retriever == "sparse" and answer.snapshot == "vital-articles"
+    assert len(answer.docs) == window.params().n_docs
+    assert abs(sum(d.prob for d in answer.docs) - 1.0) < 1e-4
+    assert card.state == "done"
+    assert "BM25 (dense index not ready yet)" in plain_text(card.meta_label.text())
+    assert cat.get_snapshot("vital-articles").state == "importing"  # vectors still pending
+    assert window.last_error is None
+
+    # The vectors finish: the same snapshot is ready and dense retrieval is back.
+    with qtbot.waitSignal(window.jobs.jobFinished, timeout=120_000):
+        release["vectors"].set()
+    assert job.kind == "starter"
+    assert cat.get_snapshot("vital-articles").state == "ready"
+    qtbot.waitUntil(lambda: not window.engine.busy, timeout=10_000)
+    window.question.setPlainText("Which city is the capital of France?")
+    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+        window.send()
+    again = sig.args[1]
+    assert again.retriever == "dense" and again.snapshot == "vital-articles"
+    assert "BM25" not in plain_text(window.chat.cards[-1].meta_label.text())
+    assert window.last_error is None
