@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragdesk.core.errors import RagdeskError
+from ragdesk.core.posterior import probs_np
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Hit, RetrievedDoc
 
@@ -200,19 +201,21 @@ def projection_cache() -> ProjectionCache:
     return _CACHE
 
 
-def doc_probs(hits: Sequence[Hit]) -> list[float]:
-    """p(z|x) = softmax of the top-K inner products."""
-    if not hits:
-        return []
-    s = np.array([h.score for h in hits], dtype=np.float64)
-    e = np.exp(s - s.max())
-    return [float(v) for v in e / e.sum()]
+def doc_probs(hits: Sequence[Hit], temperature: float = 1.0) -> list[float]:
+    """p(z|x) over the top-K (see :mod:`ragdesk.core.posterior`)."""
+    return [float(v) for v in probs_np([h.score for h in hits], temperature)]
 
 
-def retrieved_docs(hits: Sequence[Hit], snapshot: str | None = None) -> list[RetrievedDoc]:
+def retrieved_docs(hits: Sequence[Hit], snapshot: str | None = None,
+                   temperature: float = 1.0) -> list[RetrievedDoc]:
     return [RetrievedDoc(id=h.id, title=h.title, text=h.text, score=h.score, prob=p,
                          snapshot=snapshot)
-            for h, p in zip(hits, doc_probs(hits), strict=True)]
+            for h, p in zip(hits, doc_probs(hits, temperature), strict=True)]
+
+
+def _temperature(snapshot: object) -> float:
+    t = getattr(snapshot, "temperature", 1.0)
+    return float(t) if isinstance(t, (int, float)) else 1.0
 
 
 def passage_vectors(snapshot: VectorSnapshot, ids: Sequence[int]) -> np.ndarray:
@@ -281,7 +284,8 @@ def build_map(snapshot: VectorSnapshot, query: np.ndarray, *, k: int = 5,
     qxy = proj.project(q[0])
     return MapData(snapshot=snapshot.name, projection=proj, query=q[0].copy(),
                    query_xy=(float(qxy[0]), float(qxy[1])), points=points,
-                   retrieved=retrieved_docs(hits[:k], snapshot.name))
+                   retrieved=retrieved_docs(hits[:k], snapshot.name,
+                                            _temperature(snapshot)))
 
 
 def search_from(snapshot: VectorSnapshot, projection: Projection, query: np.ndarray, *,
@@ -294,7 +298,8 @@ def search_from(snapshot: VectorSnapshot, projection: Projection, query: np.ndar
     xy = projection.project(passage_vectors(snapshot, [h.id for h in fresh]))
     new_points = [MapPoint(id=h.id, title=h.title, xy=(float(a), float(b)), score=h.score,
                            text=h.text) for h, (a, b) in zip(fresh, xy, strict=True)]
-    return SearchResult(query=q[0].copy(), retrieved=retrieved_docs(hits, snapshot.name),
+    return SearchResult(query=q[0].copy(),
+                        retrieved=retrieved_docs(hits, snapshot.name, _temperature(snapshot)),
                         new_points=new_points)
 
 

@@ -203,7 +203,12 @@ class PassageInspector(QWidget):
         f = self.fact_labels
         f["rank"].setText(f"{k + 1} of {len(a.docs)}")
         f["score"].setText(f"{doc.score:.3f}")
-        f["prob"].setText(f"{doc.prob:.3f}")
+        tau = getattr(a, "temperature", 1.0)
+        f["prob"].setText(f"{doc.prob:.3f}  (τ = {tau:.3g})")
+        f["prob"].setToolTip(
+            f"p(z|x) = softmax over the {len(a.docs)} passages of score / τ. τ = 1 for DPR; "
+            "normalized encoders such as the starter pack's were trained with a temperature, "
+            "measured or fitted on held-out questions (ragdesk index calibrate).")
         f["share"].setText(
             f"{n} of {total} tokens ({100 * n / total:.0f}%) · mean posterior {mean:.2f}"
             if total else "no tokens")

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import copy
 import inspect
+import re
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -79,23 +81,65 @@ def check_style(style: str) -> str:
     return style
 
 
-def normalize_question(question: str) -> str:
-    """The question as the generator's prompt shows it: whitespace collapsed, first letter
-    upper case, ending in a question mark. Small generators answer a lower-case question
-    without "?" differently from the same question written properly; retrieval is not
-    affected (the encoders and BM25 are case-insensitive)."""
-    q = " ".join(question.split())
-    if not q:
-        return q
+def normalize_question(question: str, passages: Sequence[PassageText] = ()) -> str:
+    """The question as the generator's prompt shows it: whitespace collapsed, each word in
+    the casing the passages use most for it (so "mona lisa" reads "Mona Lisa" when the
+    passages say so), first letter upper case, ending in a question mark.
+
+    Small generators answer "who painted the mona lisa" differently from "Who painted the
+    Mona Lisa?"; retrieval is not affected (the encoders and BM25 are case-insensitive), so
+    the passages are the same and the prompt becomes the same too.
+    """
+    words = question.split()
+    if not words:
+        return ""
+    if question.isupper():  # typed with caps lock: casing carries nothing
+        words = [w.lower() for w in words]
+    if passages:
+        seen: dict[str, Counter[str]] = {}  # word -> weighted counts of its forms
+        for p in passages:
+            for text in (p.title, p.text):
+                for m in _WORD.finditer(text):
+                    before = text[:m.start()].rstrip()
+                    # a sentence's first word is capitalized whatever it is: it votes little
+                    weight = 1000 if before and before[-1] not in ".!?" else 1
+                    w = m.group(0)
+                    seen.setdefault(w.lower(), Counter())[w] += weight
+
+        def recase(m: re.Match[str]) -> str:
+            forms = seen.get(m.group(0).lower())
+            return forms.most_common(1)[0][0] if forms else m.group(0)
+
+        words = [_WORD.sub(recase, w) for w in words]
+    q = " ".join(words)
     q = q[0].upper() + q[1:]
     if q[-1] not in "?.!":
         q += "?"
     return q
 
 
+_WORD = re.compile(r"\w+")
+
+
 def check_question(question: str) -> str:
-    if not isinstance(question, str) or not question.strip():
+    if not isinstance(question, str):
+        raise BadInputError(f"The question must be text (str), not {type(question).__name__}.",
+                            hint="Decode bytes first, e.g. question.decode('utf-8').")
+    if not question.strip():
         raise BadInputError("The question is empty.", hint="Type a question to ask.")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # Lone surrogates: undecodable argv bytes (Python keeps byte 0xNN as U+DCNN), or
+        # "\ud800" from JSON or the API. The tokenizers reject them with a TypeError deep
+        # inside the model.
+        code = ord(question[exc.start])
+        what = (f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF
+                else f"a lone surrogate U+{code:04X}")
+        raise BadInputError(
+            f"The question is not valid UTF-8 text: character {exc.start + 1} is {what}.",
+            hint="Type the question again as UTF-8 text; check the terminal's or the "
+                 "file's encoding.") from None
     return question
 
 
@@ -575,6 +619,8 @@ class CausalLMGenerator(Generator):
     def prepare(self, question: str, passages: Sequence[PassageText],
                 style: str = DEFAULT_STYLE) -> PassageContext:
         check_question(question)
+        # recased from all K passages at once, so that every prompt reads the same question
+        question = normalize_question(question, passages)
         ids = [self.input_ids(question, p, style) for p in passages]
         if self.lean_decoder is not None:
             from ragdesk.core.engine.causal_decoder import LeanCausalContext

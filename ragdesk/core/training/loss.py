@@ -16,15 +16,15 @@ if TYPE_CHECKING:
 MODES = ("token", "sequence")
 
 
-def doc_log_probs(doc_scores: torch.Tensor) -> torch.Tensor:
+def doc_log_probs(doc_scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log p(z|x) over the K retrieved passages; ``doc_scores`` is [B, K]."""
-    import torch
+    from ragdesk.core.posterior import log_probs
 
-    return torch.log_softmax(doc_scores.float(), dim=-1)
+    return log_probs(doc_scores, temperature)
 
 
 def rag_sequence_nll(doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
-                     mask: torch.Tensor) -> torch.Tensor:
+                     mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """-log Σ_z p(z|x) Π_i p(y_i | x, z, y_<i), one value per question.
 
     ``doc_scores`` [B, K]; ``token_logprobs`` [B, K, T]; ``mask`` [B, T] is 1 on real answer
@@ -33,23 +33,26 @@ def rag_sequence_nll(doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
     import torch
 
     seq = (token_logprobs.float() * mask[:, None, :].float()).sum(-1)  # [B, K]
-    return -torch.logsumexp(doc_log_probs(doc_scores) + seq, dim=-1)
+    return -torch.logsumexp(doc_log_probs(doc_scores, temperature) + seq, dim=-1)
 
 
 def rag_token_nll(doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
-                  mask: torch.Tensor) -> torch.Tensor:
+                  mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """-Σ_i log Σ_z p(z|x) p(y_i | x, z, y_<i), one value per question (shapes as above)."""
     import torch
 
     per_token = torch.logsumexp(
-        doc_log_probs(doc_scores)[:, :, None] + token_logprobs.float(), dim=1)  # [B, T]
+        doc_log_probs(doc_scores, temperature)[:, :, None] + token_logprobs.float(),
+        dim=1)  # [B, T]
     return -(per_token * mask.float()).sum(-1)
 
 
 def rag_nll(mode: str, doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
-            mask: torch.Tensor) -> torch.Tensor:
+            mask: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """The objective of ``mode``; ``temperature`` is the snapshot's τ of p(z|x), so that
+    training optimizes the distribution the engine answers with."""
     if mode == "sequence":
-        return rag_sequence_nll(doc_scores, token_logprobs, mask)
+        return rag_sequence_nll(doc_scores, token_logprobs, mask, temperature)
     if mode == "token":
-        return rag_token_nll(doc_scores, token_logprobs, mask)
+        return rag_token_nll(doc_scores, token_logprobs, mask, temperature)
     raise ValueError(f"mode must be one of {MODES}, not {mode!r}")

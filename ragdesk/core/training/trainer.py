@@ -231,7 +231,8 @@ class RagTrainer:
         passages = [PassageText(h.title, h.text) for h in hits]
         lp = answer_logprobs(self.generator, ex.question, passages, target)[None]  # [1, K, T]
         mask = torch.ones((1, lp.shape[-1]), device=lp.device)
-        return rag_nll(self.config.mode, scores, lp, mask)[0]
+        tau = float(getattr(self.index, "temperature", 1.0))
+        return rag_nll(self.config.mode, scores, lp, mask, tau)[0]
 
     def _check_scores(self, scores: torch.Tensor, hits: Sequence[Any]) -> None:
         """The stored vectors must give the scores the index gave, or p(z|x) would be wrong."""
