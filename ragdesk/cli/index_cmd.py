@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli import calibrate_cmd
-from ragdesk.cli.common import print_json, print_table
+from ragdesk.cli.common import print_json, print_table, terminal_safe
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import terminal_printer
 from ragdesk.core.units import human_bytes
@@ -180,8 +180,8 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
         print_json(rec.to_json())
     else:
         active = " It is the active snapshot." if rec.active else ""
-        print(f"Imported {rec.name!r}: {rec.passages:,} passages, encoder {rec.encoder_id} "
-              f"({rec.dim}-d).{active}")
+        print(f"Imported {rec.name!r}: {rec.passages:,} passages, encoder "
+              f"{terminal_safe(rec.encoder_id)} ({rec.dim}-d).{active}")
     return 0
 
 
@@ -237,8 +237,8 @@ def cmd_switch(args: argparse.Namespace, ctx: AppContext) -> int:
     lib = SnapshotLibrary(ctx.data, ctx.catalog)
     try:
         index = lib.switch(args.name)
-        print(f"Active snapshot: {index.name} ({index.size:,} passages, {index.variant} "
-              "index).")
+        print(f"Active snapshot: {terminal_safe(index.name)} ({index.size:,} passages, "
+              f"{index.variant} index).")
     finally:
         lib.close()
     return 0
@@ -252,7 +252,8 @@ def cmd_verify(args: argparse.Namespace, ctx: AppContext) -> int:
     if args.json:
         print_json(report.to_json())
         return 0 if report.ok else CorruptSnapshotError.exit_code
-    print(f"{args.name}: OK ({len(report.checked)} checks: {', '.join(report.checked)}).")
+    print(f"{terminal_safe(args.name)}: OK ({len(report.checked)} checks: "
+          f"{', '.join(report.checked)}).")
     return 0
 
 

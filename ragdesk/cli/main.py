@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragdesk._version import __version__
+from ragdesk.cli.common import terminal_safe
 from ragdesk.core.errors import Cancelled, RagdeskError
 from ragdesk.core.logging_setup import setup_logging
 from ragdesk.core.paths import ENV_VAR
@@ -88,9 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CANCELLED
     except RagdeskError as exc:
         log.info("user-facing error: %s", exc.message, exc_info=True)
-        print(f"ragdesk: error: {exc.message}", file=sys.stderr)
+        # Messages quote names, paths and file contents: no terminal escapes through them.
+        print(f"ragdesk: error: {terminal_safe(exc.message, newlines=True)}", file=sys.stderr)
         if exc.hint:
-            print(f"  {exc.hint}", file=sys.stderr)
+            print(f"  {terminal_safe(exc.hint, newlines=True)}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:
         log.exception("internal error")

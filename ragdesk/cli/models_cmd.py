@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import print_json, print_table
+from ragdesk.cli.common import print_json, print_table, terminal_safe
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
 from ragdesk.core.units import human_bytes
 
@@ -119,13 +119,13 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
                      "installed" if s.installed else "not installed", size])
     print_table(["", "name", "kind", "status", "size"], rows)
     for s in statuses:
-        print(f"\n{s.name}: {s.spec.description}")
+        print(terminal_safe(f"\n{s.name}: {s.spec.description}", newlines=True))
         for part in s.parts:
             where = part.path if part.installed and part.path else "not installed"
             line = part.ref if part.path and part.ref == part.path else f"{part.ref}  [{where}]"
             if part.installed and part.path and not Path(part.path).exists():
                 line += "  (assembled on first use)"
-            print(f"  {ROLE_LABELS.get(part.role, part.role):<17} {line}")
+            print(f"  {ROLE_LABELS.get(part.role, part.role):<17} {terminal_safe(line)}")
     print("\n* = the pack `ask` and the app use (change it with `ragdesk models use NAME`).")
     return 0
 
@@ -139,7 +139,7 @@ def cmd_download(args: argparse.Namespace, ctx: AppContext) -> int:
     spec = BUILTIN_PACKS.get(args.pack) or get_pack(ctx.catalog, args.pack, ctx.data)
     folders = download_spec(spec, progress=_mb_printer())
     for f in folders:
-        print(f"downloaded {f}")
+        print(f"downloaded {terminal_safe(f)}")
     if args.use:
         ctx.settings.set("model_pack", spec.name)
     print(f"The pack {spec.name!r} is ready." + ("" if args.use else
@@ -156,7 +156,7 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
                        copy=args.copy, replace=args.replace, progress=terminal_printer())
     print(f"Registered the model pack {spec.name!r}:")
     for role, ref in spec.parts():
-        print(f"  {ROLE_LABELS[role]:<17} {ref}")
+        print(f"  {ROLE_LABELS[role]:<17} {terminal_safe(ref)}")
     if spec.encoder_family == "dpr" and not spec.passage_encoder:
         print("  (no passage encoder: query snapshots built with the DPR context encoder that "
               "matches this question encoder)")
@@ -171,7 +171,7 @@ def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
 
     removed = remove_pack(ctx.catalog, args.name, ctx.data)
     for p in removed:
-        print(f"deleted {p}")
+        print(f"deleted {terminal_safe(p)}")
     print(f"Removed the model pack {args.name!r}.")
     if chosen_pack(ctx.settings) == args.name:
         ctx.settings.set("model_pack", "starter")
@@ -207,7 +207,7 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
         gguf = starter.ensure_gguf(starter.gguf_path(ctx.data), progress=printer)
     else:
         gguf = starter.prepare_generator(ctx.data, progress=printer)
-    print(f"generator: {gguf}")
+    print(f"generator: {terminal_safe(gguf)}")
     if not args.no_use:
         ctx.settings.set("model_pack", "starter")
         print("`ask` and the app now use the starter pack.")
