@@ -501,6 +501,9 @@ class AnswerCard(QFrame):
         self.text.set_docs(answer.docs)
         self._update_legend()
         self._build_chips(answer.docs)
+        # No text: the message takes the text's place rather than sitting over a blank line.
+        self.text.setVisible(bool(answer.tokens))
+        self.legend.setVisible(bool(answer.tokens) and self.legend.isVisibleTo(self))
         if not answer.tokens:
             self._set_status(EMPTY_ANSWER)
         elif answer.cancelled:

@@ -297,7 +297,10 @@ class IndexManagerDialog(QDialog):
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
+        # The encoder (a hub id or a long path, whole in its tooltip) takes what is left and
+        # shortens with "…"; the sizes and recall beside it stay whole.
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         header.setHighlightSections(False)
         self.table.itemSelectionChanged.connect(self._update_buttons)
         self.table.doubleClicked.connect(lambda _i: self.switch_selected())
