@@ -377,6 +377,8 @@ def main() -> int:
     ap.add_argument("--out", default=str(REPO / "docs" / "screenshots"))
     ap.add_argument("--tiny", action="store_true", help="tiny random models (fast check)")
     ap.add_argument("--display", default=":91")
+    ap.add_argument("--size", default="1440x900",
+                    help="screen and window size, WxH (the README's pictures: 1440x900)")
     ap.add_argument("--articles", type=int, default=300,
                     help="Vital Articles in the sample snapshot (default 300)")
     ap.add_argument("--full", action="store_true",
@@ -384,6 +386,9 @@ def main() -> int:
     ap.add_argument("--import-file", default="")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    global SCREEN
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    SCREEN = (width, height)
     data_dir = Path(args.data_dir)
     if args.tiny and args.data_dir == ap.get_default("data_dir"):
         data_dir = Path("/tmp/ragdesk-screenshots/tiny-data")
@@ -415,7 +420,7 @@ def main() -> int:
                    QT_SCALE_FACTOR="1", QT_AUTO_SCREEN_SCALE_FACTOR="0")
         cmd = [sys.executable, __file__, "--inside", "--data-dir", str(data_dir),
                "--out", args.out, "--import-file", args.import_file,
-               "--display", args.display] + (["--tiny"] if args.tiny else [])
+               "--display", args.display, "--size", args.size] + (["--tiny"] if args.tiny else [])
         proc = subprocess.run(cmd, env=env, timeout=3600)
         return proc.returncode
     finally:

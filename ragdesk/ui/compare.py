@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.units import plural
 from ragdesk.ui.backend import SnapshotInfo
 from ragdesk.ui.chat import AnswerCard
 from ragdesk.ui.resources import icon
@@ -106,7 +107,7 @@ class CompareDialog(QDialog):
             keep = combo.currentData()
             combo.clear()
             for s in usable:
-                combo.addItem(f"{s.name}  ({s.passages:,} passages)", s.name)
+                combo.addItem(f"{s.name}  ({plural(s.passages, 'passage')})", s.name)
             i = combo.findData(keep) if keep else -1
             if i < 0:
                 i = min(col, combo.count() - 1)

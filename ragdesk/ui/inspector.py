@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.types import Answer
+from ragdesk.core.units import plural
 from ragdesk.ui.chat import elide
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
@@ -210,7 +211,7 @@ class PassageInspector(QWidget):
             "normalized encoders such as the starter pack's were trained with a temperature, "
             "measured or fitted on held-out questions (ragdesk index calibrate).")
         f["share"].setText(
-            f"{n} of {total} tokens ({100 * n / total:.0f}%) · mean posterior {mean:.2f}"
+            f"{n} of {plural(total, 'token')} ({100 * n / total:.0f}%) · mean posterior {mean:.2f}"
             if total else "no tokens")
         f["snapshot"].setText(doc.snapshot or a.snapshot or "–")
         f["id"].setText(str(doc.id))

@@ -58,6 +58,7 @@ from ragdesk.core.snapshots.manifest import (
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
 from ragdesk.core.snapshots.sources import Source, open_source
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES, starter_encoder_path
+from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
 
@@ -288,7 +289,7 @@ class _Build:
                     self._check_cancel()
                     writer.add(batch)
                     batch = []
-                    msg = f"reading {src.path.name}: {n:,} passages"
+                    msg = f"reading {src.path.name}: {plural(n, 'passage')}"
                     prog.set(src.bytes_read, msg)
                     self._job(n, None, msg)
             if batch:
@@ -298,7 +299,7 @@ class _Build:
         if n == 0:
             raise BadInputError("contains no passages: no article text was found in it.",
                                 path=src.path)
-        prog.set(src.size, f"read {n:,} passages from {src.path.name}")
+        prog.set(src.size, f"read {plural(n, 'passage')} from {src.path.name}")
         self.state.update(phase=PHASE_EMBEDDINGS, passages=n, encoded=0)
         self._save_state()
 

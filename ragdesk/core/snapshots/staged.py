@@ -26,6 +26,7 @@ from ragdesk.core.errors import CorruptSnapshotError, DensePendingError, Encoder
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.types import Hit, Passage
+from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class StagedSnapshot:
         done, total = self.dense_progress()
         return DensePendingError(
             f"The snapshot {self.name!r} is still computing its dense vectors ({done:,} of "
-            f"{total:,} passages); until then it answers with BM25.")
+            f"{plural(total, 'passage')}); until then it answers with BM25.")
 
     def check_query_encoder(self, info: EncoderInfo) -> None:
         mine = self.encoder

@@ -46,6 +46,7 @@ from ragdesk.core.projection import (
     VectorSnapshot,
 )
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
+from ragdesk.core.units import plural
 from ragdesk.ui.explore.map_canvas import MapCanvas
 from ragdesk.ui.explore.palette import rank_colour
 
@@ -483,8 +484,8 @@ class RetrievalMap(QWidget):
         if self._map is None:
             return ""
         r1, r2 = self._map.projection.explained_variance_ratio
-        return (f"{len(self.canvas.points())} passages of {self._map.snapshot} · the plane "
-                f"shows {r1 + r2:.0%} of the variance")
+        shown = plural(len(self.canvas.points()), "passage")
+        return f"{shown} of {self._map.snapshot} · the plane shows {r1 + r2:.0%} of the variance"
 
     def _set_status(self, text: str) -> None:
         self.status_label.setText(text)
