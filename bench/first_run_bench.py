@@ -87,8 +87,9 @@ def setup_timeline(root: Path, question: str) -> dict[str, Any]:
 
     def setup() -> None:
         try:
+            # As the app's Start button does (the CLI does not keep the generator loaded).
             starter.ensure_starter_snapshot(app.data, app.catalog, progress=progress,
-                                            on_answerable=on_answerable)
+                                            on_answerable=on_answerable, keep_generator=True)
             app.settings.set("model_pack", "starter")
         except BaseException as exc:
             errors.append(exc)

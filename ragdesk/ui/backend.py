@@ -430,7 +430,7 @@ class Backend:
         try:
             models.ensure_starter_snapshot(self.data, self.catalog, progress=progress,
                                            cancel=cancel, limit=self.starter_limit,
-                                           on_answerable=answerable)
+                                           on_answerable=answerable, keep_generator=True)
             self.set_pack("starter")
         finally:
             self.setup.open()

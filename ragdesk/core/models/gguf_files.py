@@ -172,6 +172,18 @@ def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+# A conversion whose result the caller asked to keep (``keep=True``: the starter setup, whose
+# first question follows at once), handed to the next load of the same file and dtype in this
+# process instead of reading the converted copy back (seconds for Gemma's 262k-word
+# tokenizer and 1 GB of float32 weights). Taken by that load, so it is never kept twice.
+_kept: dict[tuple[str, str], tuple[Any, Any]] = {}
+_kept_lock = threading.Lock()
+
+
+def _kept_key(gguf_path: Path, dtype: Any) -> tuple[str, str]:
+    return str(gguf_path.resolve()), str(dtype)
+
+
 def load_gguf_causal_lm(
     gguf_path: Path,
     *,
@@ -179,13 +191,24 @@ def load_gguf_causal_lm(
     use_cache: bool = True,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    keep: bool = False,
 ) -> tuple[Any, Any]:
-    """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache."""
+    """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache.
+
+    ``keep``: also keep the result for the next load of this file in this process."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = dtype or torch.float32
     prog = Progress(3, f"loading {gguf_path.name}", progress)
+    with _kept_lock:
+        kept = _kept.pop(_kept_key(gguf_path, dtype), None)
+    if kept is not None and use_cache and cache_is_valid(gguf_path):
+        if keep:
+            with _kept_lock:
+                _kept[_kept_key(gguf_path, dtype)] = kept
+        prog.set(3, f"loaded {gguf_path.name}")
+        return kept
     if use_cache and cache_is_valid(gguf_path):
         cache = cache_dir_for(gguf_path)
         try:
@@ -201,5 +224,8 @@ def load_gguf_causal_lm(
     if use_cache:
         prog.set(2, "saving a converted copy for faster starts")
         _write_cache(gguf_path, model, tokenizer)
+    if keep:
+        with _kept_lock:
+            _kept[_kept_key(gguf_path, dtype)] = (model, tokenizer)
     prog.set(3, f"loaded {gguf_path.name}")
     return model, tokenizer

@@ -172,14 +172,17 @@ def load_encoder(role: str = "question") -> TextEncoder:
 
 
 def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
-                      cancel: CancelToken | None = None) -> Path:
-    """Assemble the Gemma GGUF and convert it once (minutes of CPU the first time), so that
-    the first question does not wait for it. Quick when already done."""
+                      cancel: CancelToken | None = None, *, keep_loaded: bool = False) -> Path:
+    """Assemble the Gemma GGUF and convert it once (a minute of CPU the first time), so that
+    the first question does not wait for it. Quick when already done. ``keep_loaded``: the
+    converted model stays in memory for the next load in this process (a question is about to
+    be asked), which then skips reading it back."""
     from ragdesk.core.models.gguf_files import cache_is_valid, load_gguf_causal_lm
 
     path = ensure_gguf(gguf_path(data), progress=progress)
     if not cache_is_valid(path):
-        model, tokenizer = load_gguf_causal_lm(path, progress=progress, cancel=cancel)
+        model, tokenizer = load_gguf_causal_lm(path, progress=progress, cancel=cancel,
+                                               keep=keep_loaded)
         del model, tokenizer
     return path
 
@@ -226,6 +229,7 @@ def ensure_starter_snapshot(
     limit: int | None = None,
     prepare: bool = True,
     on_answerable: Callable[[], None] | None = None,
+    keep_generator: bool = False,
 ) -> Any:
     """Build the Vital Articles snapshot with the starter encoder when no snapshot is ready,
     and (``prepare``) get the starter generator ready with :func:`prepare_generator`.
@@ -243,6 +247,8 @@ def ensure_starter_snapshot(
     Returns the new snapshot's record, or None when a ready snapshot already existed (no
     snapshot is built then). An interrupted build is resumed by the importer (its BM25 stage
     survives a crash). ``limit`` keeps only the first articles (for a quick trial).
+    ``keep_generator``: a freshly converted generator stays in memory for the first question
+    (the app asks at once; the command line does not).
     """
     combined = _CombinedProgress(progress)
     pending = [1 + int(prepare)]
@@ -259,7 +265,8 @@ def ensure_starter_snapshot(
 
     def generator() -> None:
         try:
-            prepare_generator(data, progress=combined.side, cancel=cancel)
+            extra = {"keep_loaded": True} if keep_generator else {}
+            prepare_generator(data, progress=combined.side, cancel=cancel, **extra)
         except BaseException as exc:  # re-raised on the calling thread at the end
             errors.append(exc)
         finally:

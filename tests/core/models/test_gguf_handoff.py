@@ -1,0 +1,51 @@
+"""A conversion kept for the first question (the starter setup) is handed to the next load
+instead of being read back from disk, once, and behaves like the converted copy."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from ragdesk.core.models import gguf_files, load_generator_parts
+from tests.core.models.test_gguf import _assert_same_as_source
+
+
+@pytest.fixture()
+def gguf_copy(tiny_gguf: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "gguf" / tiny_gguf.name
+    dst.parent.mkdir()
+    shutil.copy2(tiny_gguf, dst)
+    return dst
+
+
+def test_kept_conversion_is_handed_over_once(tiny_models, gguf_copy: Path,  # type: ignore[no-untyped-def]
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model, tokenizer = gguf_files.load_gguf_causal_lm(gguf_copy, keep=True)
+    assert gguf_files.cache_is_valid(gguf_copy)  # the copy on disk is written as before
+
+    def no_read(*a: object, **k: object) -> None:
+        raise AssertionError("read back from disk")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", no_read)
+    monkeypatch.setattr(gguf_files, "_load_from_gguf", no_read)
+    parts = load_generator_parts(gguf_copy)
+    assert parts.model is model and parts.tokenizer is tokenizer
+    _assert_same_as_source(parts, tiny_models.causal_lm)
+    monkeypatch.undo()
+    # Handed over once: the next load reads the converted copy, a separate model.
+    again = load_generator_parts(gguf_copy)
+    assert again.model is not model
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.inference_mode():
+        torch.testing.assert_close(again.model(ids).logits, model(ids).logits,
+                                   rtol=0, atol=1e-6)
+
+
+def test_nothing_is_kept_unless_asked(gguf_copy: Path) -> None:
+    gguf_files.load_gguf_causal_lm(gguf_copy)
+    assert not gguf_files._kept
