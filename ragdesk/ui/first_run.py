@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QFont
+from PySide6.QtGui import QFont, QShowEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
     QComboBox,
@@ -121,15 +121,24 @@ class FirstRunDialog(QDialog):
             self._fit_height()
         return handled
 
-    def _fit_height(self) -> None:
-        """Grow to the height the wrapped texts need at this width. A dialog's minimum size
-        ignores height-for-width, so without this the progress panel or a message appearing
-        squeezes the subtitle and the descriptions until their lines are cut."""
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        # Qt sizes a dialog by its texts' heights at their preferred width, narrower than
+        # the minimum width: too tall, with the rest spread between the options.
+        self._fit_height(exact=True)
+
+    def _fit_height(self, exact: bool = False) -> None:
+        """Grow to the height the wrapped texts need at this width (``exact``: shrink to it
+        too). A dialog's minimum size ignores height-for-width, so without this the progress
+        panel or a message appearing squeezes the subtitle and the descriptions until their
+        lines are cut."""
         lay = self.layout()
-        if lay is None or not lay.hasHeightForWidth():
+        # Before it is shown the dialog sizes itself to its contents; a resize then would
+        # keep the default 640x480 instead.
+        if lay is None or not lay.hasHeightForWidth() or not self.isVisible():
             return
         need = lay.totalHeightForWidth(self.width())
-        if need > self.height():
+        if need > self.height() or (exact and need < self.height()):
             screen = self.screen().availableGeometry().height() if self.screen() else need
             self.resize(self.width(), min(need, screen - 40))
 
