@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +25,24 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def temp_name(path: Path) -> Path:
+    """A name beside ``path`` that no other writer uses: process, thread and a counter.
+
+    A name by process id alone let two threads of one process write the same temporary
+    file and rename it away under each other (issue 18: thousands of lost settings writes).
+    """
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}-"
+                          f"{next(_counter)}")
+
+
+_counter = itertools.count()
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path``, fsync, and rename over it."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = temp_name(path)
     try:
-        with open(tmp, "wb") as fh:
+        with open(tmp, "xb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
