@@ -198,9 +198,12 @@ def map_screenshot(snapshot: Any, out: Path, drag_to: str | None) -> None:
 
 def _encode_with_snapshot_encoder(snapshot: Any) -> np.ndarray:
     from ragdesk.core.encoders import load_encoder
+    from ragdesk.core.models.starter import ENCODER_ID
 
     info = snapshot.encoder
-    enc = load_encoder(info.id, role="question")
+    # The starter snapshot records the hub id; its model is the installed package's copy.
+    enc = (starter_encoder("question") if info.id == ENCODER_ID
+           else load_encoder(info.id, role="question"))
     return enc.encode([QUESTION])[0]
 
 

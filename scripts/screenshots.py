@@ -331,7 +331,6 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     # The first-run dialog as a new user sees it.
     fr = w.open_first_run()
     yield ("until", (lambda: fr.isVisible(), 10, "the first-run dialog"))
-    fr.adjustSize()
     yield ("sleep", 500)
     save("first-run.png", fr.frameGeometry())
     fr.reject()
