@@ -19,7 +19,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,18 +80,23 @@ def _one_gguf_parse() -> Iterator[None]:
     """Parse the GGUF once for the tokenizer, the config and the weights.
 
     transformers builds a new ``GGUFReader`` (whole metadata, vocabulary included) for each
-    of the three; the reader only reads, so one instance per file serves all of them.
-    Patched for the duration of one conversion, under a lock (a process converts one GGUF
-    at a time anyway).
+    of the three, and decodes every metadata value again each time; the reader only reads,
+    so one instance per file serves all of them, and the metadata-only result (asked for by
+    the tokenizer and the config) is decoded once and copied. Patched for the duration of
+    one conversion, under a lock (a process converts one GGUF at a time anyway).
     """
+    import copy
     import importlib
 
     gguf: Any = importlib.import_module("gguf")
     reader_mod: Any = importlib.import_module("gguf.gguf_reader")
+    hf_gguf: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
 
     original_cls = gguf.GGUFReader
     original_np = reader_mod.np
+    original_load = hf_gguf.load_gguf_checkpoint
     readers: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
 
     def cached_reader(path: Any, mode: str = "r") -> Any:
         key = f"{os.fspath(path)}|{mode}"
@@ -99,15 +104,26 @@ def _one_gguf_parse() -> Iterator[None]:
             readers[key] = original_cls(path, mode)
         return readers[key]
 
+    def cached_load(path: Any, return_tensors: bool = False, *args: Any, **kwargs: Any) -> Any:
+        if return_tensors or args or kwargs:
+            return original_load(path, return_tensors, *args, **kwargs)
+        key = os.fspath(path)
+        if key not in metadata:
+            metadata[key] = original_load(path, False)
+        return copy.deepcopy(metadata[key])  # callers may change what they get
+
     with _reader_lock:
         gguf.GGUFReader = cached_reader
         reader_mod.np = _PlainNumpy(original_np)
+        hf_gguf.load_gguf_checkpoint = cached_load
         try:
             yield
         finally:
             gguf.GGUFReader = original_cls
             reader_mod.np = original_np
+            hf_gguf.load_gguf_checkpoint = original_load
             readers.clear()
+            metadata.clear()
 
 
 def _load_from_gguf(gguf_path: Path, dtype: torch.dtype, prog: Progress,
@@ -176,7 +192,7 @@ def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
 # first question follows at once), handed to the next load of the same file and dtype in this
 # process instead of reading the converted copy back (seconds for Gemma's 262k-word
 # tokenizer and 1 GB of float32 weights). Taken by that load, so it is never kept twice.
-_kept: dict[tuple[str, str], tuple[Any, Any]] = {}
+_kept: dict[tuple[str, str], tuple[dict[str, Any], Any, Any]] = {}  # stamp, model, tok
 _kept_lock = threading.Lock()
 
 
@@ -192,10 +208,13 @@ def load_gguf_causal_lm(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     keep: bool = False,
+    on_loaded: Callable[[], None] | None = None,
 ) -> tuple[Any, Any]:
     """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache.
 
-    ``keep``: also keep the result for the next load of this file in this process."""
+    ``keep``: also keep the result for the next load of this file in this process.
+    ``on_loaded``: called once the model is in memory, before the converted copy is written
+    (with ``keep``, the next load can start right then: it does not need the copy)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -203,12 +222,12 @@ def load_gguf_causal_lm(
     prog = Progress(3, f"loading {gguf_path.name}", progress)
     with _kept_lock:
         kept = _kept.pop(_kept_key(gguf_path, dtype), None)
-    if kept is not None and use_cache and cache_is_valid(gguf_path):
+    if kept is not None and kept[0] == _source_stamp(gguf_path):  # the same file, unchanged
         if keep:
             with _kept_lock:
                 _kept[_kept_key(gguf_path, dtype)] = kept
         prog.set(3, f"loaded {gguf_path.name}")
-        return kept
+        return kept[1], kept[2]
     if use_cache and cache_is_valid(gguf_path):
         cache = cache_dir_for(gguf_path)
         try:
@@ -221,11 +240,13 @@ def load_gguf_causal_lm(
             log.warning("The converted copy %s is unusable (%s); converting the GGUF again.",
                         cache, exc)
     model, tokenizer = _load_from_gguf(gguf_path, dtype, prog, cancel)
+    if keep:
+        with _kept_lock:
+            _kept[_kept_key(gguf_path, dtype)] = (_source_stamp(gguf_path), model, tokenizer)
+    if on_loaded is not None:
+        on_loaded()
     if use_cache:
         prog.set(2, "saving a converted copy for faster starts")
         _write_cache(gguf_path, model, tokenizer)
-    if keep:
-        with _kept_lock:
-            _kept[_kept_key(gguf_path, dtype)] = (model, tokenizer)
     prog.set(3, f"loaded {gguf_path.name}")
     return model, tokenizer

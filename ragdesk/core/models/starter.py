@@ -172,17 +172,19 @@ def load_encoder(role: str = "question") -> TextEncoder:
 
 
 def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
-                      cancel: CancelToken | None = None, *, keep_loaded: bool = False) -> Path:
+                      cancel: CancelToken | None = None, *, keep_loaded: bool = False,
+                      on_loaded: Callable[[], None] | None = None) -> Path:
     """Assemble the Gemma GGUF and convert it once (a minute of CPU the first time), so that
     the first question does not wait for it. Quick when already done. ``keep_loaded``: the
     converted model stays in memory for the next load in this process (a question is about to
-    be asked), which then skips reading it back."""
+    be asked), which then skips reading it back; ``on_loaded`` is called as soon as it is
+    (before the converted copy is written to disk)."""
     from ragdesk.core.models.gguf_files import cache_is_valid, load_gguf_causal_lm
 
     path = ensure_gguf(gguf_path(data), progress=progress)
     if not cache_is_valid(path):
         model, tokenizer = load_gguf_causal_lm(path, progress=progress, cancel=cancel,
-                                               keep=keep_loaded)
+                                               keep=keep_loaded, on_loaded=on_loaded)
         del model, tokenizer
     return path
 
@@ -256,8 +258,13 @@ def ensure_starter_snapshot(
     generator_done = threading.Event()
     errors: list[BaseException] = []
 
-    def one_part_done() -> None:
+    counted: set[str] = set()
+
+    def one_part_done(part: str) -> None:
         with pending_lock:
+            if part in counted:
+                return
+            counted.add(part)
             pending[0] -= 1
             last = pending[0] == 0
         if last and on_answerable is not None:
@@ -265,7 +272,10 @@ def ensure_starter_snapshot(
 
     def generator() -> None:
         try:
-            extra = {"keep_loaded": True} if keep_generator else {}
+            # Kept in memory, the generator can answer before its copy is on disk.
+            extra: dict[str, Any] = ({"keep_loaded": True,
+                                      "on_loaded": lambda: one_part_done("generator")}
+                                     if keep_generator else {})
             prepare_generator(data, progress=combined.side, cancel=cancel, **extra)
         except BaseException as exc:  # re-raised on the calling thread at the end
             errors.append(exc)
@@ -273,7 +283,7 @@ def ensure_starter_snapshot(
             generator_done.set()
         # Also after a failure: a waiting question then loads the generator itself and
         # reports the real problem, instead of waiting for good.
-        one_part_done()
+        one_part_done("generator")
 
     thread = None
     if prepare:
@@ -285,7 +295,7 @@ def ensure_starter_snapshot(
 
     def staged(name: str) -> None:
         catalog.set_active(name)
-        one_part_done()
+        one_part_done("snapshot")
         # Encoding waits for the conversion: on two cores it would only slow down the
         # conversion, which is what the first answer waits for.
         while not generator_done.wait(0.2):
@@ -298,7 +308,7 @@ def ensure_starter_snapshot(
         if ready:
             if catalog.active_snapshot() is None:
                 catalog.set_active(ready[0].name)
-            one_part_done()
+            one_part_done("snapshot")
         else:
             from ragdesk.core.snapshots import import_snapshot
 

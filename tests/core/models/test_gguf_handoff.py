@@ -25,8 +25,13 @@ def test_kept_conversion_is_handed_over_once(tiny_models, gguf_copy: Path,  # ty
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers import AutoModelForCausalLM
 
-    model, tokenizer = gguf_files.load_gguf_causal_lm(gguf_copy, keep=True)
-    assert gguf_files.cache_is_valid(gguf_copy)  # the copy on disk is written as before
+    copy_written_at_signal: list[bool] = []
+    model, tokenizer = gguf_files.load_gguf_causal_lm(
+        gguf_copy, keep=True,
+        on_loaded=lambda: copy_written_at_signal.append(gguf_files.cache_is_valid(gguf_copy)))
+    # Signalled once in memory, before the converted copy was written; written after it.
+    assert copy_written_at_signal == [False]
+    assert gguf_files.cache_is_valid(gguf_copy)
 
     def no_read(*a: object, **k: object) -> None:
         raise AssertionError("read back from disk")
