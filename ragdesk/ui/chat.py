@@ -710,5 +710,6 @@ class ChatView(QScrollArea):
         self._stick = value >= bar.maximum() - 8
 
     def _on_range(self, _lo: int, hi: int) -> None:
-        if self._stick:
+        # Follow streaming text down; the empty state is read from its top.
+        if self._stick and self.cards:
             self.verticalScrollBar().setValue(hi)

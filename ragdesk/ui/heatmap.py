@@ -242,7 +242,10 @@ class PosteriorHeatMap(QWidget):
         muted = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
         if not self.tokens:
             p.setPen(muted)
-            p.drawText(QRectF(self.rect()), Qt.AlignmentFlag.AlignCenter,
+            # Wrapped within the view: the widget may be wider than the pane showing it.
+            width = min(self.width(), self._available or self.width())
+            p.drawText(QRectF(0, 0, width, self.height()).adjusted(8, 0, -8, 0),
+                       int(Qt.AlignmentFlag.AlignCenter) | int(Qt.TextFlag.TextWordWrap),
                        "The heat map appears when an answer is selected.")
             p.end()
             return

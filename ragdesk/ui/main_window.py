@@ -199,6 +199,9 @@ class MainWindow(QMainWindow):
 
         central = QWidget()
         central.setObjectName("Central")
+        # Docks widened (or a layout saved on a larger screen) leave the conversation this
+        # much at least, so questions and answers are never squeezed into a sliver.
+        central.setMinimumWidth(380)
         col = QVBoxLayout(central)
         col.setContentsMargins(0, 0, 0, 0)
         col.setSpacing(0)

@@ -415,3 +415,30 @@ def test_map_fills_its_canvas_and_labels_do_not_collide(qtbot: Any,
     assert fill > 0.75
     # The hint is text that wraps and scrolls, not a one-line placeholder.
     assert "Drag the ★" in w.preview.toPlainText()
+
+
+def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
+    from ragdesk.ui.chat import ChatView
+
+    QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(300, 160)  # shorter than the empty state: it scrolls
+    view.show()
+    qtbot.waitExposed(view)
+    qtbot.wait(100)
+    bar = view.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == 0
+
+
+def test_docks_leave_the_conversation_room(qtbot: Any, window: Any) -> None:
+    from PySide6.QtCore import Qt
+
+    window.resize(1280, 720)
+    qtbot.wait(50)
+    window.resizeDocks([window.inspector_dock], [1000], Qt.Orientation.Horizontal)
+    qtbot.wait(100)
+    assert window.centralWidget().width() >= 380
+    empty = window.chat.empty
+    assert empty.width() <= window.chat.viewport().width()
+    assert all(b.text() in empty.EXAMPLES for b in empty.buttons)  # room for each, whole
