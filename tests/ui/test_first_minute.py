@@ -62,7 +62,9 @@ def starter_window(qtbot: Any, tmp_path: Path, tiny_models: Any,
     passages.encode_tokenized = held_back  # type: ignore[method-assign]
     monkeypatch.setattr(starter, "load_encoder", lambda role="passage": passages)
 
-    def prepare_generator(data: Any, progress: Any = None, cancel: Any = None) -> None:
+    def prepare_generator(data: Any, progress: Any = None, cancel: Any = None,
+                          **kept: Any) -> None:
+        assert kept.get("keep_loaded") is True  # the app's first question reuses it
         release["generator"].wait(120)
 
     monkeypatch.setattr(starter, "prepare_generator", prepare_generator)
