@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import bisect
 import html
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -49,6 +49,7 @@ LABEL_FLOOR_PX = 150  # row labels shrink to this before the grid starts to scro
 SWATCH_PX = 10  # the passage-colour bar before each row label, with its gap
 SOURCE_STRIP = 4
 COLORBAR_W = 12
+QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum"
 
 
 def label_width(widest: float, grid_w: float, available: float | None,
@@ -378,21 +379,6 @@ class PosteriorHeatMap(QWidget):
         self.update()
 
 
-class _Scroller(QScrollArea):
-    """The map's scroll area; tells the map how wide its view is, so that row labels can
-    use the room the grid leaves."""
-
-    def __init__(self, on_width: Callable[[float], None]) -> None:
-        super().__init__()
-        self._on_width = on_width
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        # Less the vertical scroll bar, which may appear after the labels are sized.
-        bar = self.verticalScrollBar().sizeHint().width()
-        self._on_width(max(0, self.width() - 2 * self.frameWidth() - bar))
-
-
 class ColourBar(QWidget):
     """The heat map's scale, 0 to 1. It stands beside the scrolling map rather than at the
     grid's end, so it and its labels stay whole however narrow the pane gets."""
@@ -461,7 +447,7 @@ class HeatMapPanel(QWidget):
         self.caption.setWordWrap(True)
         lay.addWidget(self.caption)
         self.map = PosteriorHeatMap()
-        self.scroller = _Scroller(self.map.set_available_width)
+        self.scroller = QScrollArea()
         self.scroller.setFrameShape(QFrame.Shape.NoFrame)
         self.scroller.setWidget(self.map)
         self.scroller.setWidgetResizable(True)
@@ -472,10 +458,31 @@ class HeatMapPanel(QWidget):
         row.setSpacing(4)
         row.addWidget(self.scroller, 1)
         row.addWidget(self.colour_bar)
+        row.addStretch(0)
+        self._row = row
         lay.addLayout(row, 1)
-        # The scale sits beside the grid's rows, which move when the data changes.
-        self.map.laidOut.connect(self.colour_bar.update)
+        # The scale sits beside the grid, which moves and grows as the data changes.
+        self.map.laidOut.connect(self._follow_map)
         self.set_mode(None)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        # The map's view may be as wide as the panel less the scale (and a vertical scroll
+        # bar, which may appear after the labels are sized): row labels use what the grid
+        # leaves of that.
+        m = self.layout().contentsMargins()
+        bar = self.scroller.verticalScrollBar().sizeHint().width()
+        self.map.set_available_width(max(0, self.width() - m.left() - m.right()
+                                         - self.colour_bar.sizeHint().width()
+                                         - self._row.spacing() - bar))
+
+    def _follow_map(self) -> None:
+        # A narrow map keeps its scale next to it instead of at the pane's far edge.
+        bar = self.scroller.verticalScrollBar().sizeHint().width()
+        widest = (self.map.sizeHint().width() + bar + 2 * self.scroller.frameWidth()
+                  if self.map.tokens else QWIDGETSIZE_MAX)  # the placeholder: all of it
+        self.scroller.setMaximumWidth(widest)
+        self.colour_bar.update()
 
     def set_mode(self, mode: str | None, question: str | None = None) -> None:
         if mode is None:

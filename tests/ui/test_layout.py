@@ -442,3 +442,18 @@ def test_docks_leave_the_conversation_room(qtbot: Any, window: Any) -> None:
     empty = window.chat.empty
     assert empty.width() <= window.chat.viewport().width()
     assert all(b.text() in empty.EXAMPLES for b in empty.buttons)  # room for each, whole
+
+
+def test_colour_bar_sits_next_to_a_short_answers_grid(qtbot: Any) -> None:
+    answer = make_answer(k=5, n_tokens=3, seed=5)
+    panel = HeatMapPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 300)
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.map.set_data(answer.tokens, answer.docs)
+    qtbot.wait(100)
+    grid_right = panel.scroller.x() + panel.map.grid_rect().right()
+    assert 0 < panel.colour_bar.x() - grid_right < 60
+    for k in range(5):  # room to spare: every label whole
+        assert panel.map.row_label_text(k).endswith(answer.docs[k].title)
