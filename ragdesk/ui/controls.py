@@ -83,6 +83,9 @@ class ControlsPanel(QWidget):
         self.max_len = QSpinBox()
         self.max_len.setRange(1, 512)
         self.max_len.setSuffix(" tokens")
+        # "1 token", not "1 tokens".
+        self.max_len.valueChanged.connect(
+            lambda v: self.max_len.setSuffix(" token" if v == 1 else " tokens"))
         self.max_len.setToolTip("The longest answer to generate")
         form.addRow(self._label("Max &length", self.max_len), self.max_len)
         lay.addLayout(form)

@@ -457,3 +457,14 @@ def test_colour_bar_sits_next_to_a_short_answers_grid(qtbot: Any) -> None:
     assert 0 < panel.colour_bar.x() - grid_right < 60
     for k in range(5):  # room to spare: every label whole
         assert panel.map.row_label_text(k).endswith(answer.docs[k].title)
+
+
+def test_max_length_of_one_is_one_token(qtbot: Any) -> None:
+    from ragdesk.ui.controls import ControlsPanel
+
+    panel = ControlsPanel(AskParams(), "tiny")
+    qtbot.addWidget(panel)
+    panel.max_len.setValue(1)
+    assert panel.max_len.text() == "1 token"
+    panel.max_len.setValue(2)
+    assert panel.max_len.text() == "2 tokens"
