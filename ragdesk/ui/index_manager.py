@@ -356,7 +356,9 @@ class IndexManagerDialog(QDialog):
         window.snapshotsLoaded.connect(self.set_snapshots)
         if jobs.current is not None:
             self.job_panel.start(jobs.current)
-        self.resize(980, 440)
+        # Wide enough for the encoder's hub id beside the sizes where the screen allows.
+        screen = window.screen().availableGeometry() if window.screen() else None
+        self.resize(min(1160, screen.width() - 80) if screen else 980, 440)
         self.set_snapshots(window.snapshots)
         self._update_buttons()
 
