@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
+PRECISIONS = ("float32", "bfloat16", "int8")  # ragdesk.core.engine.causal_decoder's
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -46,9 +47,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="constrain answers to spans of the passages (default: from settings)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
-    p.add_argument("--precision", choices=("float32", "int8"),
-                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact) "
-                        "or int8 (the fast path); default: the setting "
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
+                        "bfloat16 (the fast path) or int8; default: the setting "
                         "'generator_precision', else float32")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     p.add_argument("--skip", type=int, default=0, metavar="N",
@@ -93,9 +94,9 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
                             hint="Use --retriever dense, sparse or hybrid.")
     if n_docs < 1:
         raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
-    if precision not in ("float32", "int8"):
+    if precision not in PRECISIONS:
         raise BadInputError(f"Unknown generator precision {precision!r} in the settings.",
-                            hint="Use --precision float32 or int8.")
+                            hint="Use --precision " + ", ".join(PRECISIONS) + ".")
     if args.batch_size < 1:
         raise BadInputError(f"--batch-size must be at least 1, not {args.batch_size}.")
     out_path = Path(args.out) if args.out else None

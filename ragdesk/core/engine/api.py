@@ -214,10 +214,10 @@ def _load_question_encoder(ref: str) -> TextEncoder:
     return load_question_encoder(ref)
 
 
-def _load_generator(ref: str) -> Generator:
+def _load_generator(ref: str, precision: str | None = None) -> Generator:
     from ragdesk.core.models import load_generator
 
-    gen: Generator = load_generator(ref)
+    gen: Generator = load_generator(ref, precision=precision)
     return gen
 
 
@@ -248,7 +248,9 @@ def engine_from_context(app: AppContext, *, snapshot: str | None = None,
         question_encoder = question_encoder or spec.question_encoder
         generator = generator or spec.generator
     qenc = _load_question_encoder(str(question_encoder))
-    gen = _load_generator(str(generator))
+    # "float32" (exact), "bfloat16" (the fast path of the starter pack's Gemma 3) or "int8",
+    # for the GUI and the API as for `ragdesk ask --precision`
+    gen = _load_generator(str(generator), app.settings.get("generator_precision"))
     library = SnapshotLibrary(app.data, app.catalog)
     log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name, gen.kind)
     return Engine(qenc, gen, library=library, snapshot=snapshot, owns_library=True)

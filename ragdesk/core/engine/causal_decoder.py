@@ -14,10 +14,17 @@ row) and in cache copies and per-layer bookkeeping. Here:
   (rows of different prompt lengths leave a masked gap, positions stay exact);
 * the output layer runs only on the rows that need logits, through the fastest kernel for few
   rows;
-* ``precision="int8"`` (the fast path) runs every linear layer and the output layer with int8
-  weights (per output channel) and dynamically quantized activations (fbgemm's kernels, VNNI on
-  x86); norms, rotary embeddings, attention and the softmax stay float32. Its tokens agree with
-  float32 on most answers, not all: it is tested for agreement, the float32 path for equality.
+* ``precision="bfloat16"`` (the fast path) keeps bfloat16 copies of the linear layers and the
+  output layer (oneDNN's kernels: with AVX512-BF16, e.g. AMD Zen 4, a prefill matrix product
+  runs about 5x faster than in float32, and a decoding step reads half the bytes); norms,
+  rotary embeddings, attention, the residual stream and the softmax stay float32. Measured on
+  the starter pack, its next-token choice equals float32's on about 99 % of (passage, step)
+  pairs along float32's own path. On CPUs without bfloat16 instructions it can be slower than
+  float32.
+* ``precision="int8"``: int8 weights (per output channel) with dynamically quantized
+  activations (fbgemm / oneDNN, VNNI on x86): faster still, but its choices differ from
+  float32's on about 8-12 % of those pairs (one scale for all the activations of a call).
+  Both reduced precisions are tested for agreement, the float32 path for equality.
 
 Only ``Gemma3ForCausalLM`` (``model_type == "gemma3_text"``) takes this path; other causal LMs
 go through transformers' forward (:class:`ragdesk.core.engine.generators.CausalContext`).
@@ -40,8 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("float32", "int8")
-FAST_PRECISION = "int8"
+PRECISIONS = ("float32", "bfloat16", "int8")
+FAST_PRECISION = "bfloat16"
 
 
 def supports(model: Any) -> bool:
@@ -104,6 +111,9 @@ class _Linear:
         if precision == "int8":
             self.packed = _int8_prepack(weight, bias)
             self.weight, self.bias = None, None
+        elif precision == "bfloat16":
+            self.weight = weight.to(torch.bfloat16)
+            self.bias = None if bias is None else bias.to(torch.bfloat16)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         import torch
@@ -114,6 +124,8 @@ class _Linear:
         y: torch.Tensor
         if self.weight is None:
             y = torch.ops.quantized.linear_dynamic(flat, self.packed, reduce_range=False)
+        elif self.weight.dtype != flat.dtype:  # bfloat16 weights, float32 everywhere else
+            y = F.linear(flat.to(self.weight.dtype), self.weight, self.bias).float()
         elif self.transposed and 1 < flat.shape[0] <= 32:
             y = torch.mm(self.weight, flat.t()).t()
             if self.bias is not None:
@@ -169,7 +181,7 @@ class _Layer:
 
     def __init__(self, layer: Any, precision: str, sliding: bool) -> None:
         att, mlp = layer.self_attn, layer.mlp
-        fuse = precision == "int8"
+        fuse = precision != "float32"  # new weight copies anyway: fuse them
         if fuse:
             self.qkv: list[_Linear] = [_Linear(
                 [att.q_proj.weight, att.k_proj.weight, att.v_proj.weight],

@@ -243,8 +243,9 @@ def load_generator(
     """The engine's generator for a reference (BART-style seq2seq or a causal LM).
 
     ``precision`` (causal LMs that take ragdesk's lean decoder, i.e. Gemma 3): "float32"
-    (default, exact) or "int8" (the fast path: int8 weights, dynamically quantized
-    activations); other generators always run in float32."""
+    (default, exact), "bfloat16" (the fast path: bfloat16 weights for the linear layers and
+    the output layer) or "int8" (int8 weights, dynamically quantized activations); other
+    generators always run in float32."""
     from ragdesk.core.engine.causal_decoder import check_precision
 
     precision = check_precision(precision or "float32")  # before any weight is read

@@ -59,15 +59,6 @@ def via_transformers(gemma_parts: Any) -> CausalLMGenerator:
     return gen
 
 
-@pytest.fixture(scope="module")
-def int8(gemma_parts: Any) -> CausalLMGenerator:
-    from ragdesk.core.engine import causal_decoder
-
-    if not causal_decoder.int8_available():
-        pytest.skip("no int8 kernels in this torch build")
-    return _generator(*gemma_parts, precision="int8")
-
-
 def _hits(tiny_models: Any, seed: int, n: int = 5, words: int = 100,
           title: str | None = None) -> list[Hit]:
     import random
@@ -80,6 +71,23 @@ def _hits(tiny_models: Any, seed: int, n: int = 5, words: int = 100,
 
 
 QUESTION = "who wrote the first book"
+
+
+def _next_lp(gen: Any, hits: list[Hit]) -> naive.NextLP:
+    """naive.causal_next_lp over the prompts the generator builds for this question (taken
+    from a context of the transformers path: the prompt, with its question normalization,
+    is the generator's business, not the decoder's)."""
+    import torch
+
+    ref = _generator(gen.model, gen.tokenizer, lean_decoder=False)
+    prompts = ref.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits]).input_ids
+
+    def next_lp(z: int, prefix: list[int]) -> torch.Tensor:
+        with torch.no_grad():
+            out = gen.model(input_ids=torch.tensor([prompts[z] + prefix]), use_cache=False)
+        return torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+
+    return next_lp
 
 
 def test_prompts_cross_the_sliding_window_and_differ_in_length(lean: Any,
@@ -99,7 +107,7 @@ def test_logits_equal_an_uncached_transformers_forward(lean: Any, tiny_models: A
     import torch
 
     hits = _hits(tiny_models, seed)
-    next_lp = naive.causal_next_lp(lean, QUESTION, hits)
+    next_lp = _next_lp(lean, hits)
     ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
     k = len(hits)
     lp = torch.log_softmax(ctx.first_logits, -1)
@@ -123,7 +131,7 @@ def test_rag_token_greedy_equals_the_naive_loop(lean: Any, tiny_models: Any,
     hits = _hits(tiny_models, seed)
     ans = rag_token_generate(lean, QUESTION, hits, max_new_tokens=NEW)
     stops = {lean.tokenizer.eos_token_id, *lean.stop_ids}
-    ref = naive.causal_token_greedy(naive.causal_next_lp(lean, QUESTION, hits),
+    ref = naive.causal_token_greedy(_next_lp(lean, hits),
                                     naive.doc_lp_of(hits), NEW, stops)
     ids, posts = naive.visible(lean, ref)
     assert len(ref.tokens) == NEW  # a full-length answer: every step is compared
@@ -166,7 +174,7 @@ def test_shared_prefix_runs_once_and_changes_nothing(lean: Any, tiny_models: Any
     hits = _hits(tiny_models, 4, title="Common title of every passage here")
     ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
     assert ctx.shared_prefix >= 5
-    next_lp = naive.causal_next_lp(lean, QUESTION, hits)
+    next_lp = _next_lp(lean, hits)
     lp = torch.log_softmax(ctx.first_logits, -1)
     for z in range(len(hits)):
         assert torch.allclose(lp[z], next_lp(z, []), atol=TOL)
@@ -206,11 +214,20 @@ def test_decoding_steps_copy_no_cache(lean: Any, tiny_models: Any) -> None:
     assert [t.data_ptr() for t in rows.state.k] == before
 
 
-def test_int8_agrees_with_float32(lean: Any, int8: Any, tiny_models: Any) -> None:
-    """The fast path's next-token distributions stay close to float32, and its choices agree
-    with float32's along float32's own path (teacher-forced, so that one early difference
-    does not count as many): int8 weights and activations are an approximation."""
+@pytest.mark.parametrize("precision", ["int8", "bfloat16"])
+def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
+                                               tiny_models: Any, precision: str) -> None:
+    """The fast paths' next-token distributions stay close to float32, and their choices
+    agree with float32's along float32's own path (teacher-forced, so that one early
+    difference does not count as many): int8 / bfloat16 weights are an approximation."""
     import torch
+
+    from ragdesk.core.engine import causal_decoder
+
+    if precision == "int8" and not causal_decoder.int8_available():
+        pytest.skip("no int8 kernels in this torch build")
+    int8 = _generator(*gemma_parts, precision=precision)
+    assert int8.precision == precision
 
     agree = total = 0
     for seed in range(6):
@@ -242,3 +259,23 @@ def test_other_causal_lms_keep_the_transformers_path(causal_gen: Any) -> None:
     assert causal_gen.lean_decoder is None
     ctx = causal_gen.prepare(QUESTION, [PassageText("T", "some text here")])
     assert isinstance(ctx, CausalContext)
+
+
+def test_the_precision_setting_reaches_the_engine(tiny_models: Any, tmp_path: Any) -> None:
+    """The GUI and the API load through engine_from_context: the setting picks the path."""
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.engine import causal_decoder
+    from ragdesk.core.engine.api import engine_from_context
+
+    if tiny_models.gemma3 is None or not causal_decoder.int8_available():
+        pytest.skip("no Gemma 3 or no int8 kernels here")
+    app = AppContext(tmp_path / "data")
+    try:
+        app.data.ensure()
+        app.settings.set("generator_precision", "int8")
+        eng = engine_from_context(app, question_encoder=str(tiny_models.question_encoder),
+                                  generator=str(tiny_models.gemma3))
+        assert eng.generator.precision == "int8"  # type: ignore[attr-defined]
+        eng.close()
+    finally:
+        app.close()
