@@ -135,3 +135,27 @@ def test_a_gemma_generator_runs_in_int8_when_asked(cli: Any, snapshot_dir: Path,
     assert code == 0, err
     assert json.loads(out)["precision"] == "int8"
     shutil.rmtree(snapshot_dir / "logs", ignore_errors=True)
+
+
+def test_human_mode_streams_tokens_as_they_come(cli: Any, snapshot_dir: Path,  # noqa: F811
+                                                tiny_models: Any,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Even into a pipe: each token is written (and flushed) when the engine decides it,
+    and the answer is not printed a second time."""
+    from ragdesk.cli import ask_cmd
+
+    seen: list[str] = []
+    real = ask_cmd._stream_to_stdout
+
+    def record(tok: Any) -> None:
+        seen.append(tok.text)
+        real(tok)
+
+    monkeypatch.setattr(ask_cmd, "_stream_to_stdout", record)
+    code, out, err = cli("ask", "who wrote the first book", *_models(tiny_models), "--docs",
+                         "2", "--max-new-tokens", "5")
+    assert code == 0, err
+    text = "".join(seen)
+    assert seen and text.strip()
+    head = out.split("\n\nRAG-Token", 1)[0]
+    assert head.strip() == text.strip()

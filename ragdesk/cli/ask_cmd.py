@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -70,6 +71,10 @@ def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
 
 def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     t_start = time.perf_counter()
+    # Before torch starts its OpenMP threads: threads that spin while they wait make every
+    # 2-thread product several times slower when other programs use the cores (measured in
+    # bench/engine_bench.py); a laptop answering a question is rarely idle otherwise.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if not args.question.strip():
         raise BadInputError("The question is empty.", hint='Run ragdesk ask "your question".')
     from ragdesk.core.engine.generators import check_question
