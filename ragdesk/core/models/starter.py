@@ -189,6 +189,23 @@ def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
     return path
 
 
+def _import_for_threads() -> None:
+    """Resolve, on this thread, the transformers names both threads of the setup use.
+
+    transformers exports them lazily, and two threads resolving ``from transformers import
+    ...`` at once can see a half-initialized module ("cannot import name
+    'AutoModelForCausalLM'"): the encoder loads on this thread while the generator converts
+    on the other.
+    """
+    import importlib
+
+    transformers = importlib.import_module("transformers")
+    importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    for name in ("AutoConfig", "AutoModel", "AutoModelForCausalLM", "AutoTokenizer",
+                 "BertModel", "Gemma3ForCausalLM"):  # the auto classes resolve these lazily
+        getattr(transformers, name, None)
+
+
 class _CombinedProgress:
     """One progress stream for the two things setting up does at once: the snapshot's
     (``main``: reading, BM25, encoding; its rate and ETA are the ones shown) and the
@@ -287,6 +304,7 @@ def ensure_starter_snapshot(
 
     thread = None
     if prepare:
+        _import_for_threads()
         thread = threading.Thread(target=generator, name="ragdesk-starter-generator",
                                   daemon=True)
         thread.start()
