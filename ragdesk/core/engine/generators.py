@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.prefix_tree import PrefixTree
+from ragdesk.core.engine.prompts import chat_messages, plain_prompt
 from ragdesk.core.errors import BadInputError, MissingModelError
 from ragdesk.core.options import DEFAULT_STYLE, STYLES
 
@@ -66,13 +67,6 @@ def _max_positions(config: Any) -> int | None:
 
 
 DEFAULT_NO_REPEAT_NGRAM = 3
-
-STYLE_INSTRUCTIONS = {
-    "short": ("Answer the question with only the answer, a few words taken from the passage "
-              "(a name, a date, a number or a short phrase), not a sentence."),
-    "sentence": "Use this passage to answer the question in one sentence.",
-}
-
 
 def check_style(style: str) -> str:
     if style not in STYLES:
@@ -589,16 +583,15 @@ class CausalLMGenerator(Generator):
 
     def prompt_text(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
                     ) -> str:
-        """The prompt for one passage. The instruction comes first so that the K prompts of
-        one question share their opening tokens."""
-        body = f"{passage.title}\n{passage.text}".strip()
+        """The prompt for one passage (see :mod:`.prompts`): the style's worked examples
+        first, so that the K prompts of one question share their opening tokens."""
         question = normalize_question(question)
+        check_style(style)
         if self.use_chat_template:
-            user = f"{STYLE_INSTRUCTIONS[check_style(style)]}\n\n{body}\n\nQuestion: {question}"
+            msgs = chat_messages(question, passage.title, passage.text, style)
             return str(self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": user}], tokenize=False,
-                add_generation_prompt=True))
-        return f"{body}\n\nQuestion: {question}\nAnswer:"
+                msgs, tokenize=False, add_generation_prompt=True))
+        return plain_prompt(question, passage.title, passage.text, style)
 
     def input_ids(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
                   ) -> list[int]:

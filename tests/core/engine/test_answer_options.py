@@ -7,13 +7,9 @@ from typing import Any
 
 import pytest
 
-from ragdesk.core.engine.generators import (
-    STYLE_INSTRUCTIONS,
-    CausalLMGenerator,
-    PassageText,
-    normalize_question,
-)
+from ragdesk.core.engine.generators import CausalLMGenerator, PassageText, normalize_question
 from ragdesk.core.engine.grounding import normalize_span
+from ragdesk.core.engine.prompts import EXAMPLES, STYLE_INSTRUCTIONS
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.errors import BadInputError
@@ -153,7 +149,8 @@ def test_answer_style_goes_into_chat_prompts(causal_gen: Any) -> None:
     from copy import deepcopy
 
     tok = deepcopy(causal_gen.tokenizer)
-    tok.chat_template = ("{% for m in messages %}<user>{{ m['content'] }}</user>{% endfor %}"
+    tok.chat_template = ("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}"
+                         "</{{ m['role'] }}>{% endfor %}"
                          "{% if add_generation_prompt %}<assistant>{% endif %}")
     gen = CausalLMGenerator(causal_gen.model, tok, "chat")
     assert gen.use_chat_template
@@ -162,8 +159,31 @@ def test_answer_style_goes_into_chat_prompts(causal_gen: Any) -> None:
     sentence = gen.prompt_text("who painted it", p, "sentence")
     assert STYLE_INSTRUCTIONS["short"] in short and STYLE_INSTRUCTIONS["short"] not in sentence
     assert STYLE_INSTRUCTIONS["sentence"] in sentence
-    # the instruction leads, so the K prompts of a question share their first tokens
-    assert short.index(STYLE_INSTRUCTIONS["short"]) < short.index("Mona Lisa")
-    assert "Who painted it?" in short
+    # the worked examples are earlier turns, answered in the style
+    for ex in EXAMPLES:
+        assert f"<assistant>{ex.short}</assistant>" in short
+        assert f"<assistant>{ex.sentence}</assistant>" in sentence
+    assert short.endswith("Question: Who painted it?</user><assistant>")
     with pytest.raises(BadInputError):
         gen.prompt_text("who painted it", p, "poem")
+
+
+def test_answer_style_in_plain_prompts_and_shared_opening(causal_gen: Any,
+                                                          make_cases: Any) -> None:
+    """A base LM gets the examples as text; the K prompts of one question share everything
+    before the passage (what the lean decoder computes once)."""
+    assert not causal_gen.use_chat_template
+    case = make_cases(0)
+    passages = [PassageText(h.title, h.text) for h in case.hits]
+    short = causal_gen.prompt_text(case.question, passages[0], "short")
+    assert short.startswith(STYLE_INSTRUCTIONS["short"])
+    assert all(f"Answer: {ex.short}\n" in short for ex in EXAMPLES)
+    assert short.endswith("\nAnswer:")
+    ids = causal_gen.prepare(case.question, passages).input_ids
+    shared = 0
+    while all(len(x) > shared and x[shared] == ids[0][shared] for x in ids):
+        shared += 1
+    opening = causal_gen.tokenizer(short[:short.index(case.hits[0].title + "\n" +
+                                                    case.hits[0].text[:10])],
+                                   add_special_tokens=True)["input_ids"]
+    assert shared >= len(opening) - 1

@@ -1,0 +1,88 @@
+"""Prompts for decoder-only generators: one passage, the question, and the answer style.
+
+Small LMs follow examples far better than instructions: the starter pack's Gemma 3 270M is a
+base model (its GGUF has no chat template) and, told to "answer with a few words", still writes
+sentences. So each style comes with a few worked examples — made up for ragdesk, not taken
+from any evaluation set — written before the passage. They are the same for all K prompts of a
+question, so the K prompts share their first few hundred tokens, which the lean decoder
+computes once.
+
+A model with a chat template gets the same examples as earlier conversation turns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ragdesk.core.options import STYLES
+
+
+@dataclass(frozen=True)
+class Example:
+    title: str
+    text: str
+    question: str
+    short: str  # the answer in the "short" style
+    sentence: str  # the answer in the "sentence" style
+
+
+EXAMPLES = (
+    Example("Eiffel Tower",
+            "The Eiffel Tower is a wrought-iron lattice tower in Paris, France. It is named "
+            "after the engineer Gustave Eiffel, whose company built it from 1887 to 1889.",
+            "Who is the Eiffel Tower named after?", "Gustave Eiffel",
+            "The Eiffel Tower is named after the engineer Gustave Eiffel."),
+    Example("Photosynthesis",
+            "Photosynthesis is the process by which plants use light to turn carbon dioxide "
+            "and water into sugars. In plants it takes place in the chloroplasts of the leaves.",
+            "Where does photosynthesis take place in plants?", "in the chloroplasts",
+            "In plants, photosynthesis takes place in the chloroplasts of the leaves."),
+    Example("Nile",
+            "The Nile is a major north-flowing river in northeastern Africa. About 6,650 km "
+            "long, it flows into the Mediterranean Sea.",
+            "How long is the Nile?", "about 6,650 km",
+            "The Nile is about 6,650 km long."),
+    Example("Apollo 11",
+            "Apollo 11 was the first crewed mission to land on the Moon. Neil Armstrong and "
+            "Buzz Aldrin landed on 20 July 1969.",
+            "When did Apollo 11 land on the Moon?", "20 July 1969",
+            "Apollo 11 landed on the Moon on 20 July 1969."),
+)
+
+STYLE_INSTRUCTIONS = {
+    "short": "Answer each question with a few words copied from the passage before it.",
+    "sentence": "Answer each question in one sentence, using the passage before it.",
+}
+
+
+def _answer(example: Example, style: str) -> str:
+    return example.short if style == "short" else example.sentence
+
+
+def _block(title: str, text: str, question: str) -> str:
+    body = f"{title}\n{text}".strip()
+    return f"{body}\n\nQuestion: {question}"
+
+
+def plain_prompt(question: str, title: str, text: str, style: str) -> str:
+    """A base LM's prompt: instruction, worked examples, then the passage and the question;
+    the answer follows ``Answer:`` and ends at the newline."""
+    assert style in STYLES
+    parts = [STYLE_INSTRUCTIONS[style]]
+    for ex in EXAMPLES:
+        parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
+    parts.append(f"{_block(title, text, question)}\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def chat_messages(question: str, title: str, text: str, style: str) -> list[dict[str, str]]:
+    """A chat model's conversation: the examples as earlier turns, then the question."""
+    assert style in STYLES
+    inst = STYLE_INSTRUCTIONS[style]
+    msgs: list[dict[str, str]] = []
+    for ex in EXAMPLES:
+        block = _block(ex.title, ex.text, ex.question)
+        msgs.append({"role": "user", "content": f"{inst}\n\n{block}"})
+        msgs.append({"role": "assistant", "content": _answer(ex, style)})
+    msgs.append({"role": "user", "content": f"{inst}\n\n{_block(title, text, question)}"})
+    return msgs
