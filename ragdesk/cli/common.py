@@ -15,6 +15,12 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace, "AppContext"], int]
 
 
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true",
+                        help="print the result as JSON on stdout (errors too: "
+                             '{"error": ..., "hint": ..., "exit": N})')
+
+
 def print_json(obj: Any) -> None:
     json.dump(obj, sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")

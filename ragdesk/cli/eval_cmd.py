@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "for k = 1, 5, 20, 100 (a hit when a passage contains a normalized gold "
                     "answer as whole words, DPR's convention), the same figures over the "
                     "questions answerable from the snapshot at all, and timings.")
-    p.add_argument("questions", metavar="QUESTIONS.jsonl", help="the question file")
+    p.add_argument("questions", metavar="QUESTIONS.jsonl",
+                   help="the question file, or - to read the questions from stdin")
     p.add_argument("--snapshot", metavar="NAME", help="snapshot to use (default: the active one)")
     p.add_argument("--pack", metavar="P", help="model pack (default: the chosen one)")
     p.add_argument("--mode", choices=("token", "sequence"),
@@ -103,7 +104,9 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     if out_path is not None and not out_path.parent.exists():
         raise BadInputError(f"The folder of --out {out_path} does not exist.")
 
-    questions = read_questions(args.questions)[args.skip:]
+    from_stdin = args.questions == "-"
+    questions = read_questions("<stdin>" if from_stdin else args.questions,
+                               stream=sys.stdin.buffer if from_stdin else None)[args.skip:]
     if args.limit is not None:
         if args.limit < 1:
             raise BadInputError(f"--limit must be at least 1, not {args.limit}.")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli import calibrate_cmd
-from ragdesk.cli.common import print_json, print_table, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import terminal_printer
 from ragdesk.core.units import human_bytes
@@ -122,6 +122,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sw.add_argument("name", metavar="NAME")
     sw.add_argument("--variant", choices=["flat", "hnsw-sq8", "ivf-pq"],
                     help="also choose which of its index variants is searched")
+    add_json_option(sw)
     sw.set_defaults(func=cmd_switch)
 
     v = isub.add_parser("verify", help="check a snapshot's checksums and that it answers")
@@ -133,6 +134,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rm.add_argument("name", metavar="NAME")
     rm.add_argument("--variant", choices=["hnsw-sq8", "ivf-pq"],
                     help="remove only this index variant")
+    add_json_option(rm)
     rm.set_defaults(func=cmd_remove)
 
     calibrate_cmd.register(isub)
@@ -237,6 +239,10 @@ def cmd_switch(args: argparse.Namespace, ctx: AppContext) -> int:
     lib = SnapshotLibrary(ctx.data, ctx.catalog)
     try:
         index = lib.switch(args.name)
+        if args.json:
+            print_json({"active": index.name, "passages": int(index.size),
+                        "variant": index.variant})
+            return 0
         print(f"Active snapshot: {terminal_safe(index.name)} ({index.size:,} passages, "
               f"{index.variant} index).")
     finally:
@@ -262,8 +268,12 @@ def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
 
     if args.variant:
         remove_variant(ctx.data, ctx.catalog, args.name, args.variant)
-        print(f"Removed the {args.variant} index of {args.name!r}.")
     else:
         remove_snapshot(ctx.data, ctx.catalog, args.name)
-        print(f"Removed snapshot {args.name!r}.")
+    if args.json:
+        print_json({"removed": args.name, "variant": args.variant})
+    elif args.variant:
+        print(f"Removed the {args.variant} index of {terminal_safe(repr(args.name))}.")
+    else:
+        print(f"Removed snapshot {terminal_safe(repr(args.name))}.")
     return 0

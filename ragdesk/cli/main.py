@@ -6,11 +6,11 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from ragdesk._version import __version__
-from ragdesk.cli.common import terminal_safe
-from ragdesk.core.errors import Cancelled, RagdeskError
+from ragdesk.cli.common import print_json, terminal_safe
+from ragdesk.core.errors import Cancelled, DataDirError, RagdeskError
 from ragdesk.core.logging_setup import setup_logging
 from ragdesk.core.paths import ENV_VAR
 
@@ -19,14 +19,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ragdesk.cli")
 
+EXIT_USAGE = 2
 EXIT_BUG = 70
 EXIT_CANCELLED = 130
+
+
+class UsageError(Exception):
+    """A command line argparse rejects; reported by :func:`main` (as JSON under --json)."""
+
+    def __init__(self, message: str, usage: str) -> None:
+        super().__init__(message)
+        self.message, self.usage = message, usage
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse prints its error and exits from deep inside parse_args; raising instead lets
+    # main() report it like any other error (as JSON on stdout under --json). Subcommand
+    # parsers are made by add_parser with the parent's class, so they do the same.
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, self.format_usage().strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
     from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd, train_cmd
 
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="ragdesk",
         description="Answer questions from local Wikipedia snapshots with Retrieval-Augmented "
         "Generation. Without a command, starts the desktop app.",
@@ -64,13 +81,50 @@ def _run_gui(args: argparse.Namespace, ctx: AppContext) -> int:
     return run_app(ctx)
 
 
+def _report(message: str, hint: str, code: int, as_json: bool, label: str = "error") -> int:
+    """Print an error for people (stderr) or, under --json, as one JSON object on stdout:
+    ``{"error": message, "hint": hint, "exit": code}``; returns ``code``."""
+    if as_json:
+        text = message if label == "error" else f"{label}: {message}"
+        print_json({"error": text, "hint": hint or None, "exit": code})
+        return code
+    # Messages quote names, paths and file contents: no terminal escapes through them.
+    print(f"ragdesk: {label}: {terminal_safe(message, newlines=True)}", file=sys.stderr)
+    if hint:
+        print(f"  {terminal_safe(hint, newlines=True)}", file=sys.stderr)
+    return code
+
+
+def _warn(text: str) -> None:
+    # On stderr in every mode (stdout stays one JSON document under --json), as soon as the
+    # settings or catalog are opened: silently falling back to default settings once led
+    # `ask` to set up the starter pack (1.3 GB) and fail with an encoder mismatch.
+    print(f"ragdesk: warning: {terminal_safe(text, newlines=True)}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(args_list)
+    except UsageError as exc:
+        # Not every command has --json; a usage error under --json is JSON all the same.
+        if "--json" in args_list:
+            return _report(exc.message, exc.usage, EXIT_USAGE, True)
+        print(exc.usage, file=sys.stderr)
+        print(f"{parser.prog}: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    as_json = bool(getattr(args, "json", False))
     from ragdesk.core.app import AppContext
 
-    ctx = AppContext(args.data_dir)
+    ctx: AppContext | None = None
     try:
+        if args.data_dir is not None and not args.data_dir.strip():
+            # An empty value (an unset shell variable) would silently mean the default folder.
+            raise DataDirError("--data-dir is empty.",
+                               "Give a folder (--data-dir DIR), or leave the option out to use "
+                               f"${ENV_VAR} or the platform's user data folder.")
+        ctx = AppContext(args.data_dir, on_notice=_warn)
         setup_logging(None, args.verbose)
         if args.self_test:
             from ragdesk.selftest import run_self_test
@@ -82,26 +136,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         func = getattr(args, "func", None) or _run_gui
         return int(func(args, ctx))
     except Cancelled:
+        if as_json:
+            return _report("Cancelled.", "", EXIT_CANCELLED, True)
         print("ragdesk: cancelled.", file=sys.stderr)
         return EXIT_CANCELLED
     except KeyboardInterrupt:
+        if as_json:
+            return _report("Interrupted.", "", EXIT_CANCELLED, True)
         print("\nragdesk: interrupted.", file=sys.stderr)
         return EXIT_CANCELLED
     except RagdeskError as exc:
         log.info("user-facing error: %s", exc.message, exc_info=True)
-        # Messages quote names, paths and file contents: no terminal escapes through them.
-        print(f"ragdesk: error: {terminal_safe(exc.message, newlines=True)}", file=sys.stderr)
-        if exc.hint:
-            print(f"  {terminal_safe(exc.hint, newlines=True)}", file=sys.stderr)
-        return exc.exit_code
+        return _report(exc.message, exc.hint, exc.exit_code, as_json)
     except Exception as exc:
         log.exception("internal error")
-        print(
-            f"ragdesk: internal error: {type(exc).__name__}: {exc}\n"
-            f"  This is a bug. Details are in {ctx.data.logs_dir / 'ragdesk.log'}; "
-            "please report it with that file.",
-            file=sys.stderr,
-        )
-        return EXIT_BUG
+        logs = ctx.data.logs_dir / "ragdesk.log" if ctx is not None else "the log file"
+        return _report(f"{type(exc).__name__}: {exc}",
+                       f"This is a bug. Details are in {logs}; please report it with that "
+                       "file.", EXIT_BUG, as_json, "internal error")
     finally:
-        ctx.close()
+        if ctx is not None:
+            ctx.close()

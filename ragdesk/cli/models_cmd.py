@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import print_json, print_table, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
 from ragdesk.core.units import human_bytes
 
@@ -40,6 +40,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     "with HF_HUB_OFFLINE=1, it stops at once and writes nothing.")
     dl.add_argument("pack", metavar="PACK", help="a pack name, e.g. rag-sequence-nq")
     dl.add_argument("--use", action="store_true", help="also make it the pack to use")
+    add_json_option(dl)
     dl.set_defaults(func=cmd_download)
 
     im = msub.add_parser(
@@ -62,17 +63,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     im.add_argument("--generator", metavar="REF", help="generator")
     im.add_argument("--copy", action="store_true",
                     help="copy the local models into the data directory (default: use them "
-                         "where they are)")
+                         "where they are); a symbolic link is copied as its target only when "
+                         "that is inside the model folder (or its Hugging Face cache entry), "
+                         "any other link is refused")
     im.add_argument("--replace", action="store_true", help="replace a pack of the same name")
     im.add_argument("--use", action="store_true", help="also make it the pack to use")
+    add_json_option(im)
     im.set_defaults(func=cmd_import)
 
     rm = msub.add_parser("remove", help="unregister an imported pack (deletes --copy copies)")
     rm.add_argument("name", metavar="NAME")
+    add_json_option(rm)
     rm.set_defaults(func=cmd_remove)
 
     use = msub.add_parser("use", help="remember the pack that `ask` and the app use")
     use.add_argument("name", metavar="NAME")
+    add_json_option(use)
     use.set_defaults(func=cmd_use)
 
     st = msub.add_parser(
@@ -87,6 +93,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                     help="import only the first N articles (a quick trial)")
     st.add_argument("--skip-generator", action="store_true",
                     help="only assemble the GGUF; convert it on the first question instead")
+    add_json_option(st)
     st.set_defaults(func=cmd_setup_starter)
 
 
@@ -138,10 +145,14 @@ def cmd_download(args: argparse.Namespace, ctx: AppContext) -> int:
     # leaves the data directory as it was.
     spec = BUILTIN_PACKS.get(args.pack) or get_pack(ctx.catalog, args.pack, ctx.data)
     folders = download_spec(spec, progress=_mb_printer())
-    for f in folders:
-        print(f"downloaded {terminal_safe(f)}")
     if args.use:
         ctx.settings.set("model_pack", spec.name)
+    if args.json:
+        print_json({"pack": spec.name, "folders": [str(f) for f in folders],
+                    "chosen": bool(args.use)})
+        return 0
+    for f in folders:
+        print(f"downloaded {terminal_safe(f)}")
     print(f"The pack {spec.name!r} is ready." + ("" if args.use else
           f" Use it with `ragdesk models use {spec.name}`."))
     return 0
@@ -154,6 +165,11 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
                        question_encoder=args.question_encoder,
                        passage_encoder=args.passage_encoder, generator=args.generator,
                        copy=args.copy, replace=args.replace, progress=terminal_printer())
+    if args.use:
+        ctx.settings.set("model_pack", spec.name)
+    if args.json:
+        print_json({**spec.to_json(), "chosen": bool(args.use)})
+        return 0
     print(f"Registered the model pack {spec.name!r}:")
     for role, ref in spec.parts():
         print(f"  {ROLE_LABELS[role]:<17} {terminal_safe(ref)}")
@@ -161,7 +177,6 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
         print("  (no passage encoder: query snapshots built with the DPR context encoder that "
               "matches this question encoder)")
     if args.use:
-        ctx.settings.set("model_pack", spec.name)
         print(f"`ask` and the app now use {spec.name!r}.")
     return 0
 
@@ -170,11 +185,17 @@ def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.models import chosen_pack, remove_pack
 
     removed = remove_pack(ctx.catalog, args.name, ctx.data)
+    was_chosen = chosen_pack(ctx.settings) == args.name
+    if was_chosen:
+        ctx.settings.set("model_pack", "starter")
+    if args.json:
+        print_json({"removed": args.name, "deleted": [str(p) for p in removed],
+                    "chosen": "starter" if was_chosen else chosen_pack(ctx.settings)})
+        return 0
     for p in removed:
         print(f"deleted {terminal_safe(p)}")
     print(f"Removed the model pack {args.name!r}.")
-    if chosen_pack(ctx.settings) == args.name:
-        ctx.settings.set("model_pack", "starter")
+    if was_chosen:
         print("`ask` and the app use the starter pack again.")
     return 0
 
@@ -183,8 +204,12 @@ def cmd_use(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.models import choose_pack, pack_status
 
     spec = choose_pack(ctx.settings, ctx.catalog, args.name)
+    installed = pack_status(spec, ctx.data).installed
+    if args.json:
+        print_json({"chosen": spec.name, "installed": installed})
+        return 0
     print(f"`ask` and the app now use the model pack {spec.name!r}.")
-    if not pack_status(spec, ctx.data).installed:
+    if not installed:
         print(f"It is not installed yet: run `ragdesk models download {spec.name}`.",
               file=sys.stderr)
     return 0
@@ -197,6 +222,14 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
     # The generator is converted alongside the passages' BM25 stage (see the core function).
     record = starter.ensure_starter_snapshot(ctx.data, ctx.catalog, progress=printer,
                                              limit=args.limit, prepare=not args.skip_generator)
+    if args.json:
+        gguf = (starter.ensure_gguf(starter.gguf_path(ctx.data), progress=printer)
+                if args.skip_generator else starter.prepare_generator(ctx.data, progress=printer))
+        if not args.no_use:
+            ctx.settings.set("model_pack", "starter")
+        print_json({"snapshot": record.to_json() if record is not None else None,
+                    "generator": str(gguf), "chosen": not args.no_use})
+        return 0
     if record is None:
         print("A snapshot already exists; the Vital Articles snapshot was not built "
               "(import it with `ragdesk index import --format vital-articles`).")

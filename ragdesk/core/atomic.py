@@ -42,7 +42,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path``, fsync, and rename over it."""
     tmp = temp_name(path)
     try:
-        with open(tmp, "xb") as fh:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -129,6 +129,16 @@ class CorruptSnapshotError(RagdeskError):
     action_default = ACTION_MANAGE_INDEXES
 
 
+class UnfinishedImportError(RagdeskError):
+    """A snapshot whose import stopped before the end and can be resumed: not damaged."""
+
+    hint_default = ("Run the same `ragdesk index import` command again to resume it from its "
+                    "last committed batch, or remove it with `ragdesk index remove NAME`.")
+    gui_hint_default = ("Import the same source under the same name again to resume it, or "
+                        "remove it in Index ▸ Manage indexes….")
+    action_default = ACTION_MANAGE_INDEXES
+
+
 class DiskFullError(RagdeskError):
     hint_default = "Free some disk space (or choose another --data-dir) and try again."
 

@@ -9,6 +9,14 @@ from pathlib import Path
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
+class _QuietFileHandler(logging.handlers.RotatingFileHandler):
+    """A log file that fails quietly: on a full disk, logging's own report of the failed
+    write (a traceback on stderr per record) would bury the one message that explains it."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
     root = logging.getLogger()
     for h in list(root.handlers):
@@ -19,7 +27,7 @@ def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
     if logs_dir is not None:
         try:
             logs_dir.mkdir(parents=True, exist_ok=True)
-            fh = logging.handlers.RotatingFileHandler(
+            fh = _QuietFileHandler(
                 logs_dir / "ragdesk.log", maxBytes=2_000_000, backupCount=3, encoding="utf-8"
             )
         except OSError:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
+import shutil
 import sqlite3
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,6 +34,7 @@ from ragdesk.core.errors import (
 log = logging.getLogger(__name__)
 
 ACTIVE_KEY = "active_snapshot"
+BACKUP_SUFFIX = ".backup"  # catalog.sqlite.backup: the copy an emptied catalog comes back from
 
 
 class SnapshotState(str, Enum):
@@ -46,9 +52,29 @@ def utcnow() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def _name_digest(name: str) -> str:
+    return hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
 def slugify(name: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name.strip()).strip("-.").lower()
-    return slug[:64] or "snapshot"
+    # A name with no Latin letter or digit keeps a folder name of its own.
+    return slug[:64] or f"snapshot-{_name_digest(name)}"
+
+
+def unique_slug(name: str, taken: Collection[str]) -> str:
+    """The folder name for a new snapshot: :func:`slugify`, or when another snapshot already
+    has that folder, the same with a short hash of the name appended.
+
+    Distinct names can share a slug (names differing in case or punctuation; before the
+    digest in :func:`slugify`, every name written only in non-Latin letters became
+    ``snapshot``); refusing the second name for that was a puzzle the user could not solve
+    from the message.
+    """
+    slug = slugify(name)
+    if slug not in taken:
+        return slug
+    return f"{slug[:55]}-{_name_digest(name)}"
 
 
 @dataclass(frozen=True)
@@ -142,14 +168,28 @@ class ModelPackRecord:
     created_at: str
 
 
+# Below this much free space, an SQLite I/O failure is taken for a full disk: SQLite then
+# says "disk I/O error" or "unable to open database file" rather than "disk is full".
+_NEARLY_FULL = 4 << 20
+
+
+def _disk_nearly_full(path: Path) -> bool:
+    try:
+        return shutil.disk_usage(path.parent).free < _NEARLY_FULL
+    except OSError:
+        return False
+
+
 def _translate(exc: BaseException, path: Path) -> Exception:
     msg = str(getattr(exc, "orig", exc))
-    if "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
-        return CatalogError(f"The catalog {path} is not a valid ragdesk database ({msg}).")
     if "locked" in msg or "busy" in msg:
         return CatalogBusyError(f"The catalog {path} is locked by another process.")
-    if "disk" in msg and "full" in msg:
-        return DiskFullError(f"The disk is full while writing the catalog {path}.")
+    if ("disk" in msg and "full" in msg) or _disk_nearly_full(path):
+        # Checked before the "not a database" cases: on a full disk the file is fine, and
+        # "move the file aside" would be the wrong advice.
+        return DiskFullError(f"The disk is full while using the catalog {path} ({msg}).")
+    if "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
+        return CatalogError(f"The catalog {path} is not a valid ragdesk database ({msg}).")
     if "readonly" in msg or "unable to open" in msg:
         return CatalogError(
             f"The catalog {path} cannot be opened for writing ({msg}).",
@@ -163,10 +203,22 @@ class Catalog:
 
     def __init__(self, path: Path, busy_timeout_s: float = 15.0) -> None:
         self.path = Path(path)
+        # What went wrong with the file and what was done about it, for the front end to
+        # show; ``restored`` when it was put back from its backup (snapshots imported since
+        # then are to be registered again from their folders: snapshots.recover does that).
+        self.problem: str | None = None
+        self.restored = False
+        if self.path.exists() and self.path.stat().st_size == 0:
+            self._replace_empty_file()
         if self.path.exists() and self.path.stat().st_size > 0:
-            with open(self.path, "rb") as fh:
-                if fh.read(16) != b"SQLite format 3\x00":
-                    raise CatalogError(f"The catalog {self.path} is not an SQLite database.")
+            try:
+                with open(self.path, "rb") as fh:
+                    header = fh.read(16)
+            except OSError as exc:
+                raise CatalogError(f"The catalog {self.path} cannot be read "
+                                   f"({exc.strerror or exc}).") from exc
+            if header != b"SQLite format 3\x00":
+                raise CatalogError(f"The catalog {self.path} is not an SQLite database.")
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
@@ -198,8 +250,89 @@ class Catalog:
             self.engine.dispose()
             raise _translate(exc, self.path) from exc
 
+        self._stamp = self._file_stamp()
+        if not self.backup_path.exists():
+            self._write_backup()
+
+    @property
+    def backup_path(self) -> Path:
+        return self.path.with_name(self.path.name + BACKUP_SUFFIX)
+
+    def _file_stamp(self) -> tuple[int, ...]:
+        stamp: list[int] = []
+        for p in (self.path, self.path.with_name(self.path.name + "-wal")):
+            try:
+                st = p.stat()
+                stamp += [st.st_size, st.st_mtime_ns]
+            except OSError:
+                stamp += [-1, -1]
+        return tuple(stamp)
+
+    def _write_backup(self) -> None:
+        """A consistent copy beside the catalog (SQLite's online backup), replaced atomically;
+        what a catalog found empty is restored from. Never fails the caller."""
+        tmp = self.path.with_name(f".{self.backup_path.name}.tmp-{os.getpid()}-"
+                                  f"{threading.get_ident()}")
+        try:
+            src = sqlite3.connect(str(self.path), timeout=1.0)
+            try:
+                dst = sqlite3.connect(str(tmp))
+                try:
+                    src.backup(dst)
+                finally:
+                    dst.close()
+            finally:
+                src.close()
+            os.replace(tmp, self.backup_path)
+        except (OSError, sqlite3.Error):
+            log.warning("could not back up the catalog %s", self.path, exc_info=True)
+            tmp.unlink(missing_ok=True)
+
+    def _replace_empty_file(self) -> None:
+        """A catalog of 0 bytes is one that was truncated (SQLite never leaves one): put its
+        backup in its place, or say exactly what a new, empty catalog means."""
+        backup = self.backup_path
+        try:
+            with open(backup, "rb") as fh:
+                usable = fh.read(16) == b"SQLite format 3\x00"
+        except OSError:
+            usable = False
+        if not usable:
+            # No backup: either brand new (SQLite creates the file empty, and a second process
+            # can see it so for a moment) or lost before its first backup. Only snapshot
+            # folders beside it tell the second case from the first.
+            if not any((self.path.parent / "snapshots").glob("*/manifest.json")):
+                return
+            self.problem = (
+                f"The catalog {self.path} was empty (0 bytes) and has no usable backup; a new "
+                "one was made. Snapshot folders are registered again from their manifests "
+                "(`ragdesk index list`); choose the active one again with `ragdesk index "
+                "switch NAME`, and import custom model packs again with `ragdesk models "
+                "import`.")
+            log.warning("%s", self.problem)
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for suffix in ("-wal", "-shm"):
+            # Leftovers of the lost file must not be replayed onto the restored one.
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.replace(side, side.with_name(f"{side.name}.orphan-{stamp}"))
+        tmp = self.path.with_name(f".{self.path.name}.restore-{os.getpid()}")
+        shutil.copyfile(backup, tmp)
+        os.replace(tmp, self.path)
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(backup.stat().st_mtime))
+        self.restored = True
+        self.problem = (
+            f"The catalog {self.path} was empty (0 bytes); it was restored from its backup "
+            f"of {when}. Snapshots imported since then are registered again from their "
+            "folders; a model pack imported since then must be imported again "
+            "(`ragdesk models list` shows the packs the catalog knows).")
+        log.warning("%s", self.problem)
+
     def close(self) -> None:
         self.engine.dispose()
+        if self._file_stamp() != self._stamp:
+            self._write_backup()
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:

@@ -80,7 +80,8 @@ def get_retriever(name: str) -> Retriever:
     try:
         return _RETRIEVERS[name]
     except KeyError:
-        known = ", ".join(sorted(_RETRIEVERS))
+        # The sparse ones register lazily: list them even when they have not been yet.
+        known = ", ".join(sorted({*_RETRIEVERS, *SPARSE_RETRIEVERS}))
         raise BadInputError(f"Unknown retriever {name!r}.",
                             hint=f"Choose one of: {known}.") from None
 

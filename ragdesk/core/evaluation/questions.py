@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ragdesk.core.errors import BadInputError
 
@@ -45,14 +46,17 @@ def _parse_line(raw: str, path: Path, line_no: int) -> Question:
     return Question(question=q.strip(), answers=tuple(ans), line=line_no)
 
 
-def read_questions(path: str | os.PathLike[str], limit: int | None = None) -> list[Question]:
+def read_questions(path: str | os.PathLike[str], limit: int | None = None,
+                   stream: BinaryIO | None = None) -> list[Question]:
     """Read questions in file order; blank lines are skipped, anything else malformed raises
-    :class:`BadInputError` naming the file and the 1-based line."""
+    :class:`BadInputError` naming the file and the 1-based line. With ``stream`` (stdin for
+    ``eval -``) the lines come from it and ``path`` only names it in messages."""
     p = Path(path)
     if limit is not None and limit < 1:
         raise BadInputError(f"--limit must be at least 1, not {limit}.")
     try:
-        fh = open(p, "rb")  # noqa: SIM115 - closed below; bytes so decode errors get a line
+        # Closed below; bytes so that decode errors get a line number.
+        fh = open(p, "rb") if stream is None else stream  # noqa: SIM115
     except FileNotFoundError as exc:
         raise BadInputError("no such file.", path=p,
                             hint="Check the path of the questions file.") from exc

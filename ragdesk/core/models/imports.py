@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.atomic import fsync_dir
 from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
@@ -61,7 +62,7 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
-    from ragdesk.core.encoders import TextEncoder
+    from ragdesk.core.encoders import EncoderInfo, TextEncoder
     from ragdesk.core.paths import DataDir
 
 log = logging.getLogger(__name__)
@@ -169,23 +170,169 @@ def validate_generator(ref: str, progress: ProgressCallback | None = None,
     return parts.kind
 
 
-def _copy_into(src: Path, dest: Path) -> None:
-    """Copy a folder or file to ``dest`` through a staging name, so no half copy is left."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        target = staging / src.name
-        if src.is_dir():
-            shutil.copytree(src, target, symlinks=False)
-        else:
-            shutil.copy2(src, target)
-        os.replace(target, dest)
-    except OSError as exc:
-        if is_disk_full(exc):
-            raise DiskFullError(f"The disk filled up while copying {src} to {dest}.") from exc
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+def _link_error(link: Path, problem: str) -> BadInputError:
+    return BadInputError(
+        f"{link} is a symbolic link {problem}.",
+        hint="--copy copies only what is inside the model folder: copy the file itself into "
+             "the folder (or remove the link), or import without --copy to use the folder "
+             "where it is.")
+
+
+def check_links(src: Path) -> None:
+    """Refuse a folder that ``--copy`` cannot copy faithfully and safely.
+
+    A symbolic link is copied as the file or folder it points to, but only when that target
+    is inside the model folder, or, for a snapshot folder of a Hugging Face cache
+    (``models--org--name/snapshots/<rev>``), inside that model's cache folder, where the hub
+    keeps the files its links point to. A link leading anywhere else (a copy would take
+    ``/etc/shadow`` along), a dangling link and a link loop are refused by name.
+    """
+    if not src.is_dir():
+        return  # a single file: its path was resolved already, the target is what is copied
+    root = src.resolve()
+    allowed = [root]
+    if root.parent.name == "snapshots" and root.parent.parent.name.startswith("models--"):
+        allowed.append(root.parent.parent)
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        for entry in (*dirnames, *filenames):
+            link = Path(dirpath) / entry
+            if not link.is_symlink():
+                continue
+            try:
+                target = link.resolve(strict=True)
+            except FileNotFoundError:
+                raise _link_error(link, f"to {os.readlink(link)}, which does not exist") from None
+            except (OSError, RuntimeError):  # ELOOP (RuntimeError before Python 3.13)
+                raise _link_error(link, "that loops back on itself") from None
+            if not any(target.is_relative_to(a) for a in allowed):
+                raise _link_error(link, f"to {target}, outside the model folder {root}")
+            if target.is_dir() and link.parent.resolve().is_relative_to(target):
+                # A link to its own parent folder: copying it would never end.
+                raise _link_error(link, "to a folder that contains it (a loop)")
+
+
+def _leftovers(models_dir: Path, name: str, kind: str) -> list[Path]:
+    return sorted(models_dir.glob(f".{name}.{kind}-*"))
+
+
+class _PackCopy:
+    """``--copy`` as one transaction: the parts are copied into a staging folder beside
+    ``models/<name>``, which replaces it only once every part is copied; the old folder is
+    kept aside until the new pack is registered, and put back if registering fails.
+
+    A lock file per pack name is held throughout, so leftovers of a killed run (a staging
+    folder, or the old folder set aside) can be cleaned up or put back at the next start
+    without racing a live import of the same name.
+    """
+
+    def __init__(self, data: DataDir, name: str, replace: bool) -> None:
+        from filelock import FileLock
+
+        self.models_dir = data.models_dir
+        self.dest = data.models_dir / name
+        self.name = name
+        self.replace = replace
+        self.models_dir.mkdir(parents=True, exist_ok=True)
+        lock_dir = data.root / "locks"  # beside the import locks (core.snapshots.locks)
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(lock_dir / f"pack-{name}.lock"))
+        self.staging: Path | None = None
+        self.old: Path | None = None
+
+    def __enter__(self) -> _PackCopy:
+        self._lock.acquire()
+        try:
+            self._clean_up_after_a_crash()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def _clean_up_after_a_crash(self) -> None:
+        aside = _leftovers(self.models_dir, self.name, "old")
+        if aside and not self.dest.exists():
+            # Killed between setting the old copy aside and moving the new one in.
+            os.rename(aside.pop(), self.dest)
+            log.warning("restored %s after an interrupted import", self.dest)
+        for d in (*_leftovers(self.models_dir, self.name, "staging"), *aside):
+            shutil.rmtree(d, ignore_errors=True)
+
+    def copy(self, parts: dict[str, str], local: set[str]) -> dict[str, str]:
+        """Copy the local parts into staging; returns the parts as they will be after
+        :meth:`swap`."""
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.staging-",
+                                             dir=self.models_dir))
+        copies: dict[str, str] = {}
+        out = dict(parts)
+        for role, ref in parts.items():
+            if ref not in local:
+                continue  # a hub id stays in the HF cache
+            if ref not in copies:
+                src = Path(ref)
+                rel = src.name
+                if any(Path(c).name == rel for c in copies.values()):
+                    rel = f"{role}-{src.name}"
+                target = self.staging / rel
+                try:
+                    if src.is_dir():
+                        shutil.copytree(src, target, symlinks=False)
+                    else:
+                        shutil.copy2(src, target)
+                except (OSError, shutil.Error) as exc:
+                    raise self._copy_error(src, exc) from exc
+                copies[ref] = str(self.dest / rel)
+            out[role] = copies[ref]
+        return out
+
+    def _copy_error(self, src: Path, exc: OSError | shutil.Error) -> RagdeskError:
+        errors = exc.args[0] if isinstance(exc, shutil.Error) and exc.args else []
+        full = is_disk_full(exc) or any("No space left" in str(e) for e in errors)
+        if full:
+            return DiskFullError(f"The disk filled up while copying {src} into {self.dest}; "
+                                 "nothing was changed.")
+        return BadInputError(f"{src} could not be copied: {exc}", hint="Nothing was changed; "
+                             "check the folder's files and permissions and try again.")
+
+    def swap(self) -> None:
+        assert self.staging is not None
+        fsync_dir(self.staging)
+        if self.dest.exists():
+            self.old = Path(tempfile.mkdtemp(prefix=f".{self.name}.old-", dir=self.models_dir))
+            os.replace(self.dest, self.old)
+        os.rename(self.staging, self.dest)
+        self.staging = None
+        fsync_dir(self.models_dir)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        try:
+            if self.staging is not None:
+                shutil.rmtree(self.staging, ignore_errors=True)
+            if exc_type is not None and self.old is not None:
+                # Registering the new pack failed: the old registration needs its files back.
+                shutil.rmtree(self.dest, ignore_errors=True)
+                os.rename(self.old, self.dest)
+            elif self.old is not None:
+                shutil.rmtree(self.old, ignore_errors=True)
+        finally:
+            self._lock.release()
+
+
+def _check_copy_sources(data: DataDir, name: str, parts: dict[str, str], local: set[str],
+                        registered: bool, replace: bool) -> None:
+    """Everything that would make ``--copy`` fail or destroy data, checked before any model
+    loads."""
+    dest = (data.models_dir / name).resolve()
+    if dest.exists() and registered and not replace:
+        raise AlreadyExistsError(f"{dest} already exists.", "Remove it, or pass --replace.")
+    for ref in sorted(local & set(parts.values())):
+        src = Path(ref)
+        if src.is_relative_to(dest):
+            raise BadInputError(
+                f"{src} is inside {dest}, the folder that --copy --replace would replace: the "
+                "copy would delete its own source.",
+                hint=f"The pack {name!r} already uses a copy in the data directory; import it "
+                     "without --copy, or copy the folder somewhere else first.")
+        check_links(src)
 
 
 def import_pack(
@@ -204,10 +351,12 @@ def import_pack(
 ) -> PackSpec:
     """Validate and register a custom pack (see the module doc for how PATH maps to parts)."""
     check_pack_name(name)
-    if not replace and any(r.name == name for r in catalog.list_model_packs()):
+    registered = any(r.name == name for r in catalog.list_model_packs())
+    if not replace and registered:
         raise AlreadyExistsError(f"A model pack named {name!r} already exists.",
                                  "Pick another name, or pass --replace.")
     parts: dict[str, str] = {}
+    local: set[str] = set()  # refs that are paths on this machine (the rest are hub ids)
     source_info: ModelInfo | None = None
     if path is not None:
         src = Path(path).expanduser()
@@ -216,11 +365,14 @@ def import_pack(
         source_info = inspect_model(resolve_ref(src))
         for role in roles_of(source_info):
             parts[role] = str(src.resolve())
+            local.add(parts[role])
     for role, ref in (("question_encoder", question_encoder),
                       ("passage_encoder", passage_encoder), ("generator", generator)):
         if ref:
             p = Path(ref).expanduser()
             parts[role] = str(p.resolve()) if p.exists() else ref
+            if p.exists():
+                local.add(parts[role])
     if "question_encoder" not in parts or "generator" not in parts:
         missing = [r.replace("_", " ") for r in ("question_encoder", "generator")
                    if r not in parts]
@@ -230,6 +382,8 @@ def import_pack(
             hint="Name the missing parts with --question-encoder REF / --generator REF "
                  "(a folder, a .gguf file or a hub id in the HF cache), or import a RAG "
                  "checkpoint, which holds both.")
+    if copy:
+        _check_copy_sources(data, name, parts, local, registered, replace)
 
     steps = 3 + (1 if copy else 0)
     prog = Progress(steps, f"checking the parts of {name}", progress)
@@ -256,30 +410,26 @@ def import_pack(
     prog.set(2, "checking the generator")
     generator_kind = validate_generator(parts["generator"], cancel=cancel)
 
-    copied: list[str] = []
-    if copy:
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    if not copy:
+        spec = _register(catalog, name, path, parts, q_info, generator_kind, [], replace)
+    else:
         prog.set(3, "copying the models into the data directory")
-        dest_root = data.models_dir / name
-        if dest_root.exists():
-            if not replace:
-                raise AlreadyExistsError(f"{dest_root} already exists.",
-                                         "Remove it, or pass --replace.")
-            shutil.rmtree(dest_root)
-        copies: dict[str, str] = {}
-        for role, ref in list(parts.items()):
-            src = Path(ref)
-            if not src.exists():
-                continue  # hub ids stay in the HF cache
-            if ref not in copies:
-                dest = dest_root / src.name
-                if str(dest) in copies.values():
-                    dest = dest_root / f"{role}-{src.name}"
-                _copy_into(src, dest)
-                copies[ref] = str(dest)
-                copied.append(str(dest))
-            parts[role] = copies[ref]
-        copied = [str(dest_root)]
+        with _PackCopy(data, name, replace) as pack_copy:
+            parts = pack_copy.copy(parts, local)
+            pack_copy.swap()
+            spec = _register(catalog, name, path, parts, q_info, generator_kind,
+                             [str(pack_copy.dest)], replace)
+    prog.set(steps, f"registered {name}")
+    log.info("registered model pack %s: %s", name, spec.to_json())
+    return spec
 
+
+
+def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
+              parts: dict[str, str], q_info: EncoderInfo, generator_kind: str,
+              copied: list[str], replace: bool) -> PackSpec:
     details: dict[str, Any] = {
         "source": str(Path(path).expanduser().resolve()) if path is not None else None,
         "copied": copied,
@@ -291,13 +441,4 @@ def import_pack(
         generator_kind=generator_kind,
         description=f"Imported from {path}" if path is not None else "Imported",
         encoder_family=q_info.family, encoder_dim=int(q_info.dim), details=details)
-    try:
-        spec = register_pack(catalog, spec, replace=replace)
-    except RagdeskError:
-        for c in copied:
-            shutil.rmtree(c, ignore_errors=True)
-        raise
-    prog.set(steps, f"registered {name}")
-    log.info("registered model pack %s: %s", name, spec.to_json())
-    return spec
-
+    return register_pack(catalog, spec, replace=replace)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
-from ragdesk.core.catalog.catalog import slugify, utcnow
+from ragdesk.core.catalog.catalog import unique_slug, utcnow
 from ragdesk.core.encoders import (
     EncoderInfo,
     TextEncoder,
@@ -463,17 +463,12 @@ def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name:
                                  f"Pick another name, or remove it first with "
                                  f"`ragdesk index remove {name}`.")
     if existing is not None:
-        pid = locks.running_import_pid(catalog, existing)
-        if pid is not None:
-            raise AlreadyExistsError(f"The snapshot {name!r} is being imported by process "
-                                     f"{pid}.", "Wait for it to finish, or cancel it.")
+        if locks.import_running(data, existing.slug):
+            raise AlreadyExistsError(locks.busy_message(catalog, existing),
+                                     "Wait for it to finish, or cancel it.")
         slug = existing.slug
     else:
-        slug = slugify(name)
-        clash = [s.name for s in catalog.list_snapshots() if s.slug == slug]
-        if clash:
-            raise AlreadyExistsError(f"The name {name!r} gives the folder name {slug!r}, which "
-                                     f"the snapshot {clash[0]!r} already uses.")
+        slug = unique_slug(name, {s.slug for s in catalog.list_snapshots()})
     src = open_source(source, fmt)
     enc = _resolve_encoder(encoder, source)
     precomputed = None
@@ -529,40 +524,58 @@ def import_snapshot(
                  batch_size)
     plan.staged, plan.fast = staged, fast
     name = plan.name
-    if not locks.claim(name):
-        raise AlreadyExistsError(f"The snapshot {name!r} is already being imported here.")
+    # Held until the import ends: two imports of one name started together would otherwise
+    # share one staging folder and catalog row (issue 17). Checked again under the lock, as
+    # the other import may have finished between _plan and here.
+    with locks.hold_import(data, name, plan.slug):
+        _recheck(catalog, name, plan.slug)
+        return _import_locked(data, catalog, plan, progress, cancel, on_stage)
+
+
+def _recheck(catalog: Catalog, name: str, slug: str) -> None:
+    existing = catalog.find_snapshot(name)
+    if existing is not None and existing.state == SnapshotState.READY.value:
+        raise AlreadyExistsError(f"A snapshot named {name!r} already exists.",
+                                 f"Pick another name, or remove it first with "
+                                 f"`ragdesk index remove {name}`.")
+    if existing is None and any(s.slug == slug for s in catalog.list_snapshots()):
+        raise AlreadyExistsError(f"The name {name!r} gives the folder name {slug!r}, which "
+                                 "another snapshot already uses.")
+
+
+def _import_locked(data: DataDir, catalog: Catalog, plan: _Plan,
+                   progress: ProgressCallback | None, cancel: CancelToken | None,
+                   on_stage: Callable[[str], None] | None) -> SnapshotRecord:
+    name, default_pack = plan.name, plan.default_pack
+    info = plan.encoder.info
+    fields: dict[str, Any] = {
+        "encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
+        "source": plan.source.label, "default_pack": default_pack,
+    }
+    if catalog.find_snapshot(name) is None:
+        catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
+                             state=SnapshotState.IMPORTING, **fields)
+    else:
+        # The stage is set again once this run has checked (or rebuilt) its BM25 index.
+        catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
+                                passages=0, stage=None, **fields)
+    job_id = catalog.create_job("import", name, pid=os.getpid())
+    staging = data.staging_dir / plan.slug
     try:
-        info = plan.encoder.info
-        fields: dict[str, Any] = {
-            "encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
-            "source": plan.source.label, "default_pack": default_pack,
-        }
-        if catalog.find_snapshot(name) is None:
-            catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
-                                 state=SnapshotState.IMPORTING, **fields)
-        else:
-            # The stage is set again once this run has checked (or rebuilt) its BM25 index.
-            catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
-                                    passages=0, stage=None, **fields)
-        job_id = catalog.create_job("import", name, pid=os.getpid())
-        staging = data.staging_dir / plan.slug
-        try:
-            manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
-                              on_stage).run()
-            final = _rename_into_place(data, staging, plan.slug)
-            # Not in the manifest's file list; left behind harmlessly by a crash right here.
-            (final / STATE_FILE).unlink(missing_ok=True)
-            mark_ready(catalog, name, manifest)
-            catalog.update_job(job_id, state="done", done=manifest.passages,
-                               total=manifest.passages, message="done")
-        except BaseException as exc:
-            _fail(catalog, name, job_id, staging, exc)
-            raise
-        if catalog.active_snapshot() is None:
-            catalog.set_active(name)
-        return catalog.get_snapshot(name)
-    finally:
-        locks.release(name)
+        manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
+                          on_stage).run()
+        final = _rename_into_place(data, staging, plan.slug)
+        # Not in the manifest's file list; left behind harmlessly by a crash right here.
+        (final / STATE_FILE).unlink(missing_ok=True)
+        mark_ready(catalog, name, manifest)
+        catalog.update_job(job_id, state="done", done=manifest.passages,
+                           total=manifest.passages, message="done")
+    except BaseException as exc:
+        _fail(catalog, name, job_id, staging, exc)
+        raise
+    if catalog.active_snapshot() is None:
+        catalog.set_active(name)
+    return catalog.get_snapshot(name)
 
 
 def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseException) -> None:

@@ -89,7 +89,7 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
             continue
         importing = rec.state == SnapshotState.IMPORTING.value
         if importing:
-            if locks.running_import_pid(catalog, rec) is not None:
+            if locks.import_running(data, rec.slug):
                 continue
             for job in catalog.list_jobs(state="running"):
                 if job.snapshot_id == rec.id:
@@ -152,10 +152,8 @@ def remove_snapshot(data: DataDir, catalog: Catalog, name: str) -> None:
     (open files outlive their directory entries).
     """
     rec = catalog.get_snapshot(name)
-    pid = locks.running_import_pid(catalog, rec)
-    if pid is not None:
-        raise CatalogError(f"The snapshot {name!r} is being imported by process {pid}.",
-                           "Cancel that import first.")
+    if locks.import_running(data, rec.slug):
+        raise CatalogError(locks.busy_message(catalog, rec), "Cancel that import first.")
     data.staging_dir.mkdir(parents=True, exist_ok=True)
     final = data.snapshot_dir(rec.slug)
     trash = data.staging_dir / (REMOVE_PREFIX + rec.slug)

@@ -1,74 +1,89 @@
-"""Which imports are running, here or in another process, and a per-snapshot file lock."""
+"""Which imports are running, here or in another process, and a per-snapshot file lock.
+
+Both are file locks (the ``filelock`` package: ``fcntl.flock`` on POSIX, ``msvcrt.locking``
+on Windows), which the operating system drops when the holder exits, however it exits. So a
+held import lock *is* a live importer: nobody probes process ids (``os.kill(pid, 0)`` sends
+Ctrl-C to a process group on Windows, and a recycled pid looks alive). Lock files are never
+deleted: deleting one that a process holds or waits for would let a third process take a
+fresh lock beside it.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from ragdesk.core.catalog import Catalog, SnapshotRecord
+from ragdesk.core.errors import AlreadyExistsError
+from ragdesk.core.paths import DataDir
 
-_active_here: set[str] = set()  # snapshot names this process is importing
-_active_lock = threading.Lock()
-
-
-def claim(name: str) -> bool:
-    with _active_lock:
-        if name in _active_here:
-            return False
-        _active_here.add(name)
-        return True
+PROBE_GRACE_S = 2.0
 
 
-def release(name: str) -> None:
-    with _active_lock:
-        _active_here.discard(name)
+def locks_dir(data: DataDir) -> Path:
+    # A folder of their own: lock files stay forever (see above), and staging/ and models/
+    # are expected to hold nothing but work in progress and results.
+    return data.root / "locks"
 
 
-def pid_alive(pid: int) -> bool:
+def import_lock_path(data: DataDir, slug: str) -> Path:
+    return locks_dir(data) / f"import-{slug}.lock"
+
+
+def import_running(data: DataDir, slug: str) -> bool:
+    """Whether an import of the snapshot folder ``slug`` is running, here or elsewhere."""
+    path = import_lock_path(data, slug)
+    if not path.exists():
+        return False
+    probe = FileLock(str(path))
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    except OSError:
-        return False
-    return True
+        probe.acquire(timeout=0)
+    except Timeout:
+        return True
+    probe.release()
+    return False
 
 
-def running_import_pid(catalog: Catalog, rec: SnapshotRecord) -> int | None:
-    """The pid of a live process importing ``rec``, or None when nobody is."""
-    if rec.state != "importing":
-        return None
-    for job in catalog.list_jobs(state="running"):
-        if job.snapshot_id != rec.id or job.pid is None:
-            continue
-        if job.pid == os.getpid():
-            with _active_lock:
-                if rec.name in _active_here:
-                    return job.pid
-            continue
-        if pid_alive(job.pid):
-            return job.pid
-    return None
+def importer_pid(catalog: Catalog, rec: SnapshotRecord) -> int | None:
+    """The process id the catalog records for a running import of ``rec`` (for messages;
+    whether it runs is :func:`import_running`'s answer)."""
+    pids = [j.pid for j in catalog.list_jobs(state="running")
+            if j.snapshot_id == rec.id and j.pid is not None]
+    return pids[-1] if pids else None
+
+
+def busy_message(catalog: Catalog, rec: SnapshotRecord) -> str:
+    pid = importer_pid(catalog, rec)
+    by = f" by process {pid}" if pid is not None else ""
+    return f"The snapshot {rec.name!r} is being imported{by}."
+
+
+@contextlib.contextmanager
+def hold_import(data: DataDir, name: str, slug: str) -> Iterator[None]:
+    """Held for the whole of an import of ``slug``; refuses at once when another import
+    (in this process or another) holds it."""
+    path = import_lock_path(data, slug)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        # Not 0: import_running() takes the lock for an instant to probe it.
+        lock.acquire(timeout=PROBE_GRACE_S)
+    except Timeout:
+        raise AlreadyExistsError(f"The snapshot {name!r} is already being imported by another "
+                                 "ragdesk process.", "Wait for it to finish, or cancel it, "
+                                 "and run the import again if it did not finish.") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
 def snapshot_lock(snapshots_dir: Path, slug: str) -> Iterator[None]:
     """Serialise manifest rewrites (quantize, remove variant) across processes."""
     snapshots_dir.mkdir(parents=True, exist_ok=True)
-    path = snapshots_dir / f".{slug}.lock"
-    with open(path, "a+b") as fh:
-        try:
-            import fcntl
-        except ImportError:  # Windows: no advisory locks here; rewrites stay atomic.
-            yield
-            return
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with FileLock(str(snapshots_dir / f".{slug}.lock")):
+        yield

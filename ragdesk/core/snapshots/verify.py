@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.catalog import Catalog
-from ragdesk.core.errors import CorruptSnapshotError, RagdeskError
+from ragdesk.core.catalog import Catalog, SnapshotRecord
+from ragdesk.core.errors import CorruptSnapshotError, RagdeskError, UnfinishedImportError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots.index import SnapshotIndex
@@ -84,6 +84,11 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
     rec = catalog.get_snapshot(name)
     folder = data.snapshot_dir(rec.slug)
     report = VerifyReport(name, str(folder))
+    staging = data.staging_dir / rec.slug
+    if rec.state != "ready" and not folder.is_dir() and staging.is_dir():
+        # An interrupted import keeps its staging folder to be resumed: unfinished, not
+        # damaged, and "remove it" would throw away the work done so far.
+        return _unfinished(data, rec, report, raise_on_error)
     if rec.state != "ready":
         report.problems.append(f"the catalog marks it {rec.state}"
                                + (f": {rec.error}" if rec.error else "."))
@@ -150,6 +155,27 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
         finally:
             index.close()
     return _finish(report, raise_on_error)
+
+
+def _unfinished(data: DataDir, rec: SnapshotRecord, report: VerifyReport,
+                raise_on_error: bool) -> VerifyReport:
+    from ragdesk.core.snapshots.locks import import_running
+
+    if import_running(data, rec.slug):
+        problem = "its import is still running."
+        hint = "Wait for the import to finish, then verify it."
+    else:
+        problem = ("its import was interrupted" + (f" ({rec.error})" if rec.error else "")
+                   + "; it can be resumed.")
+        source = f" {rec.source}" if rec.source else ""
+        hint = (f"Run the same `ragdesk index import{source} --name {rec.name} ...` command "
+                "again to resume it from its last committed batch (or remove it with "
+                f"`ragdesk index remove {rec.name}`).")
+    report.problems.append(f"not finished: {problem}")
+    if raise_on_error:
+        raise UnfinishedImportError(f"The snapshot {rec.name!r} is not finished: {problem}",
+                                    hint)
+    return report
 
 
 def _finish(report: VerifyReport, raise_on_error: bool) -> VerifyReport:

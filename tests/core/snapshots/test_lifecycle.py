@@ -20,6 +20,7 @@ from ragdesk.core.snapshots import (
     recover,
     remove_snapshot,
 )
+from ragdesk.core.snapshots.locks import import_lock_path
 from tests.core.snapshots.util import open_data, write_jsonl
 
 
@@ -64,8 +65,16 @@ def test_kill_between_rename_and_catalog_update_completes(one: tuple[DataDir, Ca
 def test_live_import_is_left_alone(one: tuple[DataDir, Catalog, Path], tmp_path: Path,
                                    dpr_ctx: Any) -> None:
     data, catalog, src = one
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # A live importer is one that holds the import lock (no process probing).
+    lock = import_lock_path(data, "busy")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+         "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+         "time.sleep(60)",
+         str(lock)], stdout=subprocess.PIPE, text=True)
     try:
+        assert sleeper.stdout is not None and sleeper.stdout.readline().strip() == "held"
         catalog.add_snapshot("Busy", "snapshots/busy", state=SnapshotState.IMPORTING)
         catalog.create_job("import", "Busy", pid=sleeper.pid)
         (data.staging_dir / "busy").mkdir()
