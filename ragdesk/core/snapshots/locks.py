@@ -72,9 +72,9 @@ def hold_import(data: DataDir, name: str, slug: str) -> Iterator[None]:
         # Not 0: import_running() takes the lock for an instant to probe it.
         lock.acquire(timeout=PROBE_GRACE_S)
     except Timeout:
-        raise AlreadyExistsError(f"The snapshot {name!r} is already being imported by another "
-                                 "ragdesk process.", "Wait for it to finish, or cancel it, "
-                                 "and run the import again if it did not finish.") from None
+        raise AlreadyExistsError(f"The snapshot {name!r} is already being imported.",
+                                 "Wait for that import to finish (or cancel it); run this one "
+                                 "again if it did not finish.") from None
     try:
         yield
     finally:
