@@ -27,6 +27,21 @@ def normalize_span(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+# A span does not end on these: "in the", "at a" are where a constrained model stops when the
+# word it wanted is not in the passages, and no answer ends there.
+OPEN_ENDINGS = frozenset((
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or",
+    "but", "as", "than", "that", "which", "who", "whose", "his", "her", "its", "their", "our",
+    "your", "my"))
+
+
+def can_end(text: str) -> bool:
+    """Whether an answer may stop after ``text``: it holds a word and does not end open."""
+    words = text.lower().split()
+    return bool(words) and words[-1].strip(",;:") not in OPEN_ENDINGS and \
+        not text.rstrip().endswith((",", ";", ":", "(", "-"))
+
+
 class SpanConstraint:
     """Masks every token that would make the answer leave the passages' text."""
 
@@ -78,8 +93,8 @@ class SpanConstraint:
             keep = cands[ok]
             out[r, keep] = scores[r, keep]
             out[r, self.passthrough] = scores[r, self.passthrough]
-            started = bool(self.tokenizer.decode(prefix, skip_special_tokens=True).strip())
-            if started or keep.numel() == 0:
+            ended = can_end(self.tokenizer.decode(prefix, skip_special_tokens=True))
+            if ended or keep.numel() == 0:
                 # an answer may end wherever it is a whole span; with nothing allowed the
                 # only honest move is to stop
                 out[r, self.stop_ids] = scores[r, self.stop_ids]

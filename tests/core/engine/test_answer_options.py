@@ -187,3 +187,11 @@ def test_answer_style_in_plain_prompts_and_shared_opening(causal_gen: Any,
                                                     case.hits[0].text[:10])],
                                    add_special_tokens=True)["input_ids"]
     assert shared >= len(opening) - 1
+
+
+def test_grounded_answers_do_not_end_open() -> None:
+    from ragdesk.core.engine.grounding import can_end
+
+    assert can_end("Gustave Eiffel") and can_end("in the chloroplasts") and can_end("1889")
+    assert not can_end("in the") and not can_end("at a") and not can_end("bank,")
+    assert not can_end("") and not can_end("   ")
