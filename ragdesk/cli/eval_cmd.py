@@ -52,6 +52,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
                         "bfloat16 (the fast path) or int8; default: the setting "
                         "'generator_precision', else float32")
+    p.add_argument("--max-new-tokens", type=int, metavar="N",
+                   help="longest answer in tokens (default: from settings, else 32)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     p.add_argument("--skip", type=int, default=0, metavar="N",
                    help="skip the first N questions of the file (before --limit)")
@@ -87,6 +89,9 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
     style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
     grounded = bool(_setting(args.grounded, ctx, "grounded") or False)
+    max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens") or 32)
+    if max_new < 1:
+        raise BadInputError(f"--max-new-tokens must be at least 1, not {max_new}.")
     precision = str(_setting(args.precision, ctx, "generator_precision") or "float32")
     if args.skip < 0:
         raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
@@ -135,7 +140,8 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         def answer(question: str) -> Any:
             return engine.answer(question, mode=mode, decoding=decoding, n_docs=n_docs,
                                  retriever=retriever, snapshot=snapshot, style=style,
-                                 grounded=grounded, temperature=args.temperature)
+                                 grounded=grounded, temperature=args.temperature,
+                                 max_new_tokens=max_new)
 
     config = {"questions": str(args.questions), "snapshot": snapshot.name,
               "passages": int(snapshot.size), "pack": pack_name, "retriever": retriever,
@@ -143,6 +149,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
               "mode": None if args.retrieval_only else mode,
               "decoding": None if args.retrieval_only or mode != "sequence" else decoding,
               "style": None if args.retrieval_only else style,
+              "max_new_tokens": None if args.retrieval_only else max_new,
               "grounded": None if args.retrieval_only else grounded,
               "precision": (None if args.retrieval_only
                             else getattr(generator, "precision", "float32")),

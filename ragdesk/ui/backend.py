@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import Cancelled, RagdeskError
+from ragdesk.core.options import DEFAULT_STYLE
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
 
@@ -95,6 +96,8 @@ class AskParams:
     max_new_tokens: int = 32
     min_new_tokens: int = 0
     retriever: str = "dense"  # dense | sparse (BM25) | hybrid
+    style: str = DEFAULT_STYLE  # short | sentence (generators that take instructions)
+    grounded: bool = False  # answers are spans of the passages
 
     @classmethod
     def from_settings(cls, values: dict[str, Any]) -> AskParams:
@@ -107,12 +110,14 @@ class AskParams:
             max_new_tokens=int(values.get("max_new_tokens", d.max_new_tokens)),
             min_new_tokens=int(values.get("min_new_tokens", d.min_new_tokens)),
             retriever=str(values.get("retriever", d.retriever)),
+            style=str(values.get("style", d.style)),
+            grounded=bool(values.get("grounded", d.grounded)),
         )
 
     def to_settings(self) -> dict[str, Any]:
         return {"mode": self.mode, "decoding": self.decoding, "n_docs": self.n_docs,
                 "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens,
-                "retriever": self.retriever}
+                "retriever": self.retriever, "style": self.style, "grounded": self.grounded}
 
 
 @dataclass(frozen=True)
@@ -348,7 +353,7 @@ class Backend:
             question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
             min_new_tokens=params.min_new_tokens, snapshot=index, on_token=on_token,
-            cancel=cancel, retriever=retriever)
+            cancel=cancel, retriever=retriever, style=params.style, grounded=params.grounded)
         answer.retriever = retriever
         return answer
 
@@ -362,7 +367,7 @@ class Backend:
             question, list(docs), mode=params.mode, decoding=params.decoding,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
             min_new_tokens=params.min_new_tokens, on_token=on_token, cancel=cancel,
-            snapshot_name=snapshot)
+            snapshot_name=snapshot, style=params.style, grounded=params.grounded)
 
     # ---- writes (the serialized writer / job threads) ------------------------------------
 

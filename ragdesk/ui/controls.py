@@ -1,4 +1,5 @@
-"""The controls panel: model pack, retriever, RAG mode, decoding, K, beams, answer length."""
+"""The controls panel: model pack, retriever, RAG mode, decoding, answer style, grounding, K,
+beams, answer length."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
     QLabel,
@@ -14,11 +16,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.options import STYLES
 from ragdesk.ui.backend import AskParams, PackInfo
 
 MODES = (("token", "RAG-Token"), ("sequence", "RAG-Sequence"))
 DECODINGS = (("thorough", "Thorough"), ("fast", "Fast"))
 RETRIEVERS = (("dense", "Dense"), ("sparse", "BM25"), ("hybrid", "Hybrid"))
+STYLE_NAMES = {"short": "Short answer", "sentence": "Full sentence"}
 
 
 class ControlsPanel(QWidget):
@@ -80,6 +84,21 @@ class ControlsPanel(QWidget):
         self.beams.setToolTip("Beam width; 1 is greedy decoding")
         form.addRow(self._label("&Beams", self.beams), self.beams)
 
+        self.style = QComboBox()
+        for key in STYLES:
+            self.style.addItem(STYLE_NAMES.get(key, key), key)
+        self.style.setToolTip(
+            "<b>Short answer</b>: the answer alone (a name, a date, a number), what factoid "
+            "questions want.<br/><b>Full sentence</b>: the answer in a sentence. Only "
+            "generators that take instructions (the starter pack's) read this.")
+        form.addRow(self._label("Answer &style", self.style), self.style)
+
+        self.grounded = QCheckBox("Quote the passages")
+        self.grounded.setToolTip(
+            "Grounded decoding: the answer may only be a span of the retrieved passages, so "
+            "every word has a literal source.")
+        form.addRow(self._label("&Grounded", self.grounded), self.grounded)
+
         self.max_len = QSpinBox()
         self.max_len.setRange(1, 512)
         self.max_len.setSuffix(" tokens")
@@ -98,8 +117,9 @@ class ControlsPanel(QWidget):
 
         self._min_new_tokens = params.min_new_tokens
         self.set_params(params)
-        for w in (self.retriever, self.mode, self.decoding):
+        for w in (self.retriever, self.mode, self.decoding, self.style):
             w.currentIndexChanged.connect(self._changed)
+        self.grounded.toggled.connect(self._changed)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
         self._select_pack(pack)
@@ -116,6 +136,8 @@ class ControlsPanel(QWidget):
         self.retriever.setCurrentIndex(max(0, self.retriever.findData(params.retriever)))
         self.mode.setCurrentIndex(max(0, self.mode.findData(params.mode)))
         self.decoding.setCurrentIndex(max(0, self.decoding.findData(params.decoding)))
+        self.style.setCurrentIndex(max(0, self.style.findData(params.style)))
+        self.grounded.setChecked(params.grounded)
         self.n_docs.setValue(params.n_docs)
         self.beams.setValue(params.num_beams)
         self.max_len.setValue(params.max_new_tokens)
@@ -124,7 +146,8 @@ class ControlsPanel(QWidget):
         self._update_enabled()
 
     def _inputs(self) -> tuple[QWidget, ...]:
-        return (self.retriever, self.mode, self.decoding, self.n_docs, self.beams, self.max_len)
+        return (self.retriever, self.mode, self.decoding, self.style, self.grounded,
+                self.n_docs, self.beams, self.max_len)
 
     def params(self) -> AskParams:
         return AskParams(mode=str(self.mode.currentData()),
@@ -132,7 +155,9 @@ class ControlsPanel(QWidget):
                          n_docs=self.n_docs.value(), num_beams=self.beams.value(),
                          max_new_tokens=self.max_len.value(),
                          min_new_tokens=self._min_new_tokens,
-                         retriever=str(self.retriever.currentData()))
+                         retriever=str(self.retriever.currentData()),
+                         style=str(self.style.currentData()),
+                         grounded=self.grounded.isChecked())
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
         names = [p.name for p in packs if p.installed]

@@ -524,6 +524,8 @@ def test_controls_are_remembered_between_runs(qtbot, window) -> None:  # type: i
     c.decoding.setCurrentIndex(c.decoding.findData("thorough"))
     c.n_docs.setValue(4)
     c.beams.setValue(3)
+    c.style.setCurrentIndex(c.style.findData("sentence"))
+    c.grounded.setChecked(True)
     c.max_len.setValue(17)
     assert c.decoding.isEnabled()
     qtbot.waitUntil(lambda: window.settings.get("max_new_tokens") == 17, timeout=5_000)
@@ -531,8 +533,8 @@ def test_controls_are_remembered_between_runs(qtbot, window) -> None:  # type: i
     again = MainWindow(Backend(ctx), apply_theme=False)
     qtbot.addWidget(again)
     p = again.controls.params()
-    assert (p.mode, p.decoding, p.n_docs, p.num_beams, p.max_new_tokens) == \
-        ("sequence", "thorough", 4, 3, 17)
+    assert (p.mode, p.decoding, p.n_docs, p.num_beams, p.max_new_tokens, p.style,
+            p.grounded) == ("sequence", "thorough", 4, 3, 17, "sentence", True)
     assert again.shutdown()
     ctx.close()
 

@@ -1,0 +1,139 @@
+"""Right answers from the starter pack: exact match of ``ragdesk eval`` with each answer
+ingredient alone and together (retrieval temperature τ, answer style, grounded decoding,
+retriever, K), on the NQ-open dev questions among the first 1,000 lines that the starter
+snapshot can answer at all.
+
+Like ``bench.eval_results`` this measures the command a user runs: each configuration is one
+``ragdesk eval ... --json`` subprocess, recorded with its wall time and load average. A full
+ablation over the 422 answerable questions takes hours on a shared 2-core machine, so the
+ablation runs on a fixed subsample (every 4th answerable question); the chosen configuration
+also runs on all of them.
+
+    python -m bench.answer_quality subset              # question files under bench/out/
+    python -m bench.answer_quality run NAME [--full] -- [eval options]
+    python -m bench.answer_quality report              # bench/results/answers.{json,md}
+
+The hybrid retriever's re-ranker was fitted on the odd lines of NQ-open dev (see
+``ragdesk.core.sparse.rerank``), half of these questions: its rows are marked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from bench import NQ_DEV, REPO, machine_line, md_table, write_results
+from bench.eval_results import record
+
+OUT = REPO / "bench" / "out"
+RUNS = REPO / "bench" / "results" / "answer-runs"
+LINES = 1000
+EVERY = 8
+FULL_FILE = OUT / "nq-dev-answerable-first1000.jsonl"
+SUBSET_FILE = OUT / f"nq-dev-answerable-first1000-every{EVERY}.jsonl"
+
+
+def subset() -> None:
+    """Write the answerable questions among the first LINES lines, and every EVERY-th one."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    per_q = OUT / "retrieval-first1000.jsonl"
+    cmd = [sys.executable, "-m", "ragdesk", "eval", str(NQ_DEV), "--limit", str(LINES),
+           "--retrieval-only", "--out", str(per_q), "--json"]
+    subprocess.run(cmd, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    rows = [json.loads(line) for line in per_q.read_text(encoding="utf-8").splitlines()]
+    answerable = [r for r in rows if r["answerable"]]
+    with open(FULL_FILE, "w", encoding="utf-8") as fh:
+        for r in answerable:
+            fh.write(json.dumps({"question": r["question"], "answer": r["answers"],
+                                 "line": r["line"]}) + "\n")
+    with open(SUBSET_FILE, "w", encoding="utf-8") as fh:
+        for r in answerable[::EVERY]:
+            fh.write(json.dumps({"question": r["question"], "answer": r["answers"],
+                                 "line": r["line"]}) + "\n")
+    print(f"{len(answerable)} answerable of {len(rows)}: {FULL_FILE}; "
+          f"{len(answerable[::EVERY])} in {SUBSET_FILE}")
+
+
+def run(name: str, full: bool, extra: list[str]) -> None:
+    questions = FULL_FILE if full else SUBSET_FILE
+    if not questions.is_file():
+        raise SystemExit("Run `python -m bench.answer_quality subset` first.")
+    out = OUT / f"answers-{name}.jsonl"
+    record(name, RUNS, ["eval", str(questions), "--out", str(out), *extra])
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}"
+
+
+def _num(v: float | None, fmt: str = ".3f") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def report() -> None:
+    recs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RUNS.glob("*.json"))]
+    if not recs:
+        raise SystemExit(f"No runs in {RUNS}.")
+    # names start with a number that orders the table (01-baseline, 02-temperature, ...)
+    headers = ["configuration", "questions", "τ", "style", "grounded", "retriever", "K",
+               "EM %", "F1 %", "top-K hit % (ceiling)", "mean top-1 p(z|x)",
+               "mean source entropy", "s/question", "load before"]
+    rows = []
+    data: dict[str, Any] = {"runs": {}}
+    for rec in recs:
+        s = rec["summary"]
+        c = s["config"]
+        k = str(c["n_docs"])
+        mark = " †" if c["retriever"] == "hybrid" else ""
+        rows.append([
+            rec["name"] + mark, f"{s['n']:,}", _num(c.get("temperature"), ".3g"),
+            str(c.get("style")), "yes" if c.get("grounded") else "no", c["retriever"], k,
+            _pct(s["em"]), _pct(s["f1"]), _pct(s["top_k_accuracy"].get(k)),
+            _num(s.get("mean_top1_prob")), _num(s.get("mean_token_entropy")),
+            _num(s["timings"].get("answer_per_question_ms", 0) / 1000, ".1f"),
+            str((rec.get("load_average_before") or ["?"])[0])])
+        data["runs"][rec["name"]] = {"command": rec["command"], "summary": s,
+                                     "wall_s": rec["wall_s"],
+                                     "load_average_before": rec.get("load_average_before")}
+    md = ["# Right answers from the starter pack", "",
+          "`ragdesk eval` end to end (RAG-Token, greedy) with the starter pack (all-MiniLM-L6-v2 "
+          "over the 12,324 Vital Articles passages, Gemma 3 270M) on the NQ-open dev questions "
+          f"among the first {LINES:,} lines that the snapshot can answer at all (a gold answer "
+          "occurs in some passage). EM uses the SQuAD normalization. The *ceiling* is the "
+          "share of questions with an answer among the K passages the generator reads. "
+          "*Source entropy*: the mean entropy (nats) of the answer tokens' p(z | x, y_i); "
+          "ln 5 = 1.609 is no information.", "",
+          f"Ablation rows run on every {EVERY}th answerable question; rows marked *full* on "
+          "all of them. † The hybrid re-ranker was fitted on the odd lines of NQ-open dev, "
+          "about half of these questions.", "",
+          machine_line(recs[0]["machine"]), "", md_table(headers, rows), ""]
+    write_results("answers", data, "\n".join(md))
+    print("\n".join(md))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.answer_quality")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("subset")
+    r = sub.add_parser("run")
+    r.add_argument("name")
+    r.add_argument("--full", action="store_true")
+    r.add_argument("extra", nargs=argparse.REMAINDER)
+    sub.add_parser("report")
+    a = ap.parse_args(argv)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if a.cmd == "subset":
+        subset()
+    elif a.cmd == "run":
+        extra = [x for x in a.extra if x != "--"]
+        run(a.name, a.full, extra)
+    else:
+        report()
+
+
+if __name__ == "__main__":
+    main()
