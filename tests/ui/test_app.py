@@ -595,3 +595,18 @@ def test_the_retriever_choice_reaches_the_engine(qtbot, window, tiny_models) -> 
             assert mode.replace("sparse", "BM25") in window.chat.cards[-1].meta_label.text()
     finally:
         snap.close()
+
+
+def test_style_and_grounding_choices_reach_the_engine(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
+    """"Quote the passages" makes the answer a span of a cited passage."""
+    from ragdesk.core.engine.grounding import normalize_span
+
+    question = f"what is known about {tiny_models.corpus[A_ARTICLES][2][0]}?"
+    c = window.controls
+    c.style.setCurrentIndex(c.style.findData("sentence"))
+    c.grounded.setChecked(True)
+    assert (window.params().style, window.params().grounded) == ("sentence", True)
+    answer = ask(qtbot, window, question)
+    assert answer.grounded and answer.style == "sentence"
+    text = normalize_span(answer.text)
+    assert text and any(text in normalize_span(f"{d.title}\n{d.text}") for d in answer.docs)
