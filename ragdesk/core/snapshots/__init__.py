@@ -9,7 +9,12 @@ encoder, variants, checksums), ``passages.sqlite`` (id, title, text), ``embeddin
 from ragdesk.core.snapshots.builder import import_snapshot
 from ragdesk.core.snapshots.chunking import PASSAGE_WORDS, split_words
 from ragdesk.core.snapshots.faiss_variants import VARIANTS
-from ragdesk.core.snapshots.index import SnapshotIndex, SnapshotLibrary, open_snapshot
+from ragdesk.core.snapshots.index import (
+    SnapshotIndex,
+    SnapshotLibrary,
+    open_searchable,
+    open_snapshot,
+)
 from ragdesk.core.snapshots.lifecycle import (
     RecoveryReport,
     recover,
@@ -41,6 +46,7 @@ __all__ = [
     "VerifyReport",
     "detect_format",
     "import_snapshot",
+    "open_searchable",
     "open_snapshot",
     "quantize_snapshot",
     "read_manifest",

@@ -181,6 +181,20 @@ def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
     return SnapshotIndex.open(folder, variant, name)
 
 
+def open_searchable(data: DataDir, catalog: Catalog, name: str | None = None
+                    ) -> SnapshotIndex | StagedSnapshot:
+    """Like :func:`open_snapshot`, but a snapshot whose staged import has reached its BM25
+    stage opens as a :class:`StagedSnapshot` (BM25 only) instead of being refused."""
+    if name is None:
+        name = catalog.active_snapshot()
+        if name is None:
+            raise NoSnapshotError("No snapshot is active.")
+    rec = catalog.get_snapshot(name)
+    if rec.state != SnapshotState.READY.value and rec.stage == STAGE_SPARSE:
+        return StagedSnapshot(name, data.staging_dir / rec.slug)
+    return open_snapshot(data, catalog, name)
+
+
 class SnapshotLibrary:
     """Opened snapshots by name, and the active one.
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ragdesk.core.atomic import fsync_dir
-from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
-from ragdesk.core.errors import CatalogError, NotFoundError, RagdeskError
+from ragdesk.core.catalog import STAGE_SPARSE, Catalog, SnapshotRecord, SnapshotState
+from ragdesk.core.errors import CatalogError, DensePendingError, NotFoundError, RagdeskError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.manifest import (
@@ -172,6 +172,12 @@ def remove_snapshot(data: DataDir, catalog: Catalog, name: str) -> None:
 def snapshot_folder(data: DataDir, catalog: Catalog, name: str) -> tuple[Path, str]:
     """The folder of a ready snapshot, and its slug."""
     rec = catalog.get_snapshot(name)
+    if rec.state != SnapshotState.READY.value and rec.stage == STAGE_SPARSE:
+        raise DensePendingError(
+            f"The snapshot {name!r} is still computing its dense vectors; until they are done "
+            "it answers only with BM25.",
+            "Ask with `--retriever sparse` meanwhile, or run its import (`ragdesk models "
+            "setup-starter` for the starter pack) to finish it.")
     if rec.state != SnapshotState.READY.value:
         detail = f" ({rec.error})" if rec.error else ""
         raise NotFoundError(f"The snapshot {name!r} is {rec.state}, not ready{detail}.",

@@ -14,7 +14,13 @@ from ragdesk.core.encoders import load_encoder
 from ragdesk.core.errors import Cancelled, DensePendingError, NotFoundError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressUpdate
-from ragdesk.core.snapshots import SnapshotLibrary, import_snapshot, open_snapshot, recover
+from ragdesk.core.snapshots import (
+    SnapshotLibrary,
+    import_snapshot,
+    open_searchable,
+    open_snapshot,
+    recover,
+)
 from ragdesk.core.snapshots.index import SnapshotIndex
 from ragdesk.core.snapshots.staged import StagedSnapshot
 from ragdesk.core.sparse import retrieve
@@ -67,9 +73,14 @@ def test_staged_import_answers_with_bm25_before_any_vector(
         hits = _engine_sparse(snap, question, enc, 3)
         assert hits and hits[0].id == 3
         seen["hits"] = [(h.id, h.score) for h in hits]
-        # Verify / open_snapshot stay strict: the snapshot is not ready.
-        with pytest.raises(NotFoundError, match="importing"):
+        # open_snapshot stays strict (it is not ready) and says what to do meanwhile;
+        # open_searchable opens the BM25 stage.
+        with pytest.raises(DensePendingError, match="dense vectors") as ei:
             open_snapshot(data, catalog, name)
+        assert "--retriever sparse" in ei.value.hint and "`" not in ei.value.gui_hint
+        staged = open_searchable(data, catalog, name)
+        assert isinstance(staged, StagedSnapshot) and staged.size == len(expected)
+        staged.close()
         library.close()
 
     rec = import_snapshot(data, catalog, src, name="staged", encoder=enc, staged=True,
