@@ -297,10 +297,13 @@ def ensure_starter_snapshot(
         except BaseException as exc:  # re-raised on the calling thread at the end
             errors.append(exc)
         finally:
-            generator_done.set()
-        # Also after a failure: a waiting question then loads the generator itself and
-        # reports the real problem, instead of waiting for good.
-        one_part_done("generator")
+            # Also after a failure: a waiting question then loads the generator itself and
+            # reports the real problem, instead of waiting for good. Counted before the
+            # encoding may start, so that "answerable" comes first.
+            try:
+                one_part_done("generator")
+            finally:
+                generator_done.set()
 
     thread = None
     if prepare:
