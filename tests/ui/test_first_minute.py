@@ -82,8 +82,15 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
         qtbot: Any, starter_window: tuple[Any, dict[str, Any]]) -> None:
     window, release = starter_window
     assert window.backend.needs_first_run()
-    job = window.start_starter_pack()
+    # As in the issue: Start in the welcome dialog, "Continue in the background", then ask.
+    dialog = window.open_first_run()
+    assert dialog.starter.isChecked()
+    dialog.start()
+    job = dialog.job
+    assert job is not None and "background" in dialog.later.text()
     qtbot.waitUntil(lambda: window.backend.setup.pending, timeout=10_000)
+    dialog.later.click()
+    assert not dialog.isVisible()
 
     window.question.setPlainText("Which city is the capital of France?")
     card = window.send()
@@ -110,6 +117,8 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert "BM25 (dense index not ready yet)" in plain_text(card.meta_label.text())
     assert cat.get_snapshot("vital-articles").state == "importing"  # vectors still pending
     assert window.last_error is None
+    # The welcome dialog (were it still open) says questions can be asked now.
+    qtbot.waitUntil(lambda: "Ready for questions" in dialog.message.text(), timeout=30_000)
 
     # The vectors finish: the same snapshot is ready and dense retrieval is back.
     with qtbot.waitSignal(window.jobs.jobFinished, timeout=120_000):
