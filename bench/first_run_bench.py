@@ -193,15 +193,20 @@ def _passages(folder: Path) -> list[tuple[str, str]]:
 def reference_embeddings(new_folder: Path, ref_root: Path | None, encode: bool) -> Any:
     """Today's encoder's vectors for the same passages, and where they came from."""
     if ref_root is not None:
-        from ragdesk.core.catalog import Catalog
+        import sqlite3
 
-        cat = Catalog(ref_root / "catalog.sqlite")
+        # Read-only, and not through Catalog: opening a Catalog migrates its schema in place,
+        # and the reference data directory is someone else's.
+        con = sqlite3.connect(f"file:{ref_root / 'catalog.sqlite'}?mode=ro", uri=True)
         try:
-            rec = cat.get_snapshot("vital-articles")
+            row = con.execute("SELECT folder, state FROM snapshots WHERE name = ?",
+                              ("vital-articles",)).fetchone()
         finally:
-            cat.close()
-        folder = ref_root / rec.folder
-        if rec.state != "ready":
+            con.close()
+        if row is None:
+            raise SystemExit(f"{ref_root} has no vital-articles snapshot")
+        folder = ref_root / str(row[0])
+        if row[1] != "ready":
             raise SystemExit(f"{folder} is not a ready snapshot")
         if _passages(folder) != _passages(new_folder):
             raise SystemExit(f"{folder} holds other passages than the new snapshot")
