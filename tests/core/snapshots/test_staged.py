@@ -3,6 +3,12 @@ complete — not while encoding, not after an interruption, not after the resume
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +179,80 @@ def test_a_failed_staged_import_leaves_nothing_to_answer_from(
     assert not (data.staging_dir / rec.slug).exists()
     with pytest.raises(NotFoundError):
         SnapshotLibrary(data, catalog).get("x")
+
+
+_STAGED_IMPORT = """
+import sys
+from pathlib import Path
+from ragdesk.core.catalog import Catalog
+from ragdesk.core.paths import DataDir
+from ragdesk.core.snapshots import import_snapshot
+data = DataDir(Path(sys.argv[1])).ensure()
+catalog = Catalog(data.catalog_path)
+import_snapshot(data, catalog, sys.argv[2], name="big", encoder=sys.argv[3], staged=True,
+                batch_size=2)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_sigkill_after_the_bm25_stage_then_resume(tmp_path: Path, tiny_models: Any) -> None:
+    """A real process killed while encoding: nothing looks complete, BM25 still answers from
+    what the killed run finished, and running the import again completes it."""
+    articles = list(tiny_models.corpus[:300])
+    expected = naive_passages(articles)
+    src = write_jsonl(tmp_path / "corpus.jsonl", articles)
+    root = tmp_path / "data"
+    state_file = root / "staging" / "big" / "build.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _STAGED_IMPORT, str(root), str(src), str(tiny_models.st_encoder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                pytest.fail("the import ended before it could be killed: "
+                            + proc.stderr.read().decode()[-2000:])  # type: ignore[union-attr]
+            try:
+                committed = int(json.loads(state_file.read_text()).get("encoded", 0))
+            except (OSError, ValueError):
+                committed = 0
+            if committed >= 20:
+                break
+            time.sleep(0.02)
+        else:
+            pytest.fail("the import did not commit any batch in time")
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+    forget_loaded()
+    data, catalog = open_data(root)
+    try:
+        rec = catalog.get_snapshot("big")
+        assert rec.state == "importing" and rec.stage == STAGE_SPARSE  # as the kill left it
+        assert not data.snapshot_dir(rec.slug).exists()
+        with pytest.raises(DensePendingError):
+            open_snapshot(data, catalog, "big")
+        library = SnapshotLibrary(data, catalog)  # recovers: the dead import is interrupted
+        rec = catalog.get_snapshot("big")
+        assert rec.state == "failed" and rec.stage == STAGE_SPARSE
+        snap = library.get("big")
+        assert isinstance(snap, StagedSnapshot)
+        enc = load_encoder(tiny_models.st_encoder)
+        title = expected[7][0]
+        assert any(h.title == title for h in _engine_sparse(snap, title, enc, 5))
+        library.close()
+
+        rec = import_snapshot(data, catalog, src, name="big", encoder=enc, staged=True,
+                              batch_size=2)
+        assert rec.state == "ready" and rec.stage is None and rec.passages == len(expected)
+        index = open_snapshot(data, catalog, "big")
+        emb = np.asarray(index.embeddings())
+        index.close()
+        np.testing.assert_allclose(emb, enc.encode([f"{t}. {x}" for t, x in expected]),
+                                   atol=1e-5)
+    finally:
+        catalog.close()
