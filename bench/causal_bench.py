@@ -158,16 +158,24 @@ class ReferenceRows:
 def reference_generator(model: Any, tokenizer: Any) -> Any:
     """A CausalLMGenerator (same prompts, settings and stop rule) that encodes through the
     reference context."""
-    from ragdesk.core.engine.generators import CausalLMGenerator, check_question
+    import inspect
 
-    class Reference(CausalLMGenerator):
+    from ragdesk.core.engine import generators as G
+
+    recase = len(inspect.signature(G.normalize_question).parameters) > 1
+
+    class Reference(G.CausalLMGenerator):
         def prepare(self, question: str, passages: Sequence[Any],
                     *args: Any, **kwargs: Any) -> Any:
-            check_question(question)
+            # the prompts exactly as CausalLMGenerator.prepare builds them (the question
+            # recased from the K passages), only the encoding is the reference's
+            G.check_question(question)
+            if recase:
+                question = G.normalize_question(question, passages)  # type: ignore[call-arg]
             return ReferenceContext(self, [self.input_ids(question, p, *args, **kwargs)
                                            for p in passages])
 
-    return Reference(model, tokenizer, "reference", lean_decoder=False)
+    return Reference(model, tokenizer, "reference", lean_decoder=False)  # type: ignore[abstract]
 
 
 # ------------------------------------------------------------------ the sides ----------

@@ -20,7 +20,7 @@ from bench import REPO, RESULTS_DIR
 
 DOCS = REPO / "docs"
 PLOTS = DOCS / "plots"
-ORDER = ["engine", "index", "encoding", "retrieval", "startup"]  # others follow by name
+ORDER = ["engine", "causal", "index", "encoding", "retrieval", "startup"]  # others follow by name
 
 HEADER = """# Benchmarks
 
