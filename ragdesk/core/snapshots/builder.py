@@ -428,6 +428,10 @@ class _Build:
         return manifest
 
 
+class SnapshotBusyError(RagdeskError):
+    """The complete staging folder could not be renamed into place; a rerun resumes."""
+
+
 class MissingEncoderArgument(BadInputError):
     def __init__(self) -> None:
         super().__init__("An encoder is needed to embed the passages.",
@@ -486,7 +490,17 @@ def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
                            "ready snapshot there.",
                            "Move it aside (or remove the snapshot) and import again.")
     data.snapshots_dir.mkdir(parents=True, exist_ok=True)
-    os.rename(staging, final)
+    try:
+        os.rename(staging, final)
+    except PermissionError as exc:
+        # Windows refuses to rename a folder with open files: a staged snapshot that is
+        # answering a question holds its passages and BM25 index open. Everything is
+        # complete, so this must not cost the work: a rerun only renames.
+        raise SnapshotBusyError(
+            f"The finished snapshot could not be moved into place ({exc}).",
+            "Run the same import again when nothing is reading it; it only renames it.",
+            gui_hint="Close what uses the snapshot and start the import again; it will only "
+                     "move the finished files into place.") from exc
     fsync_dir(data.snapshots_dir)
     fsync_dir(data.staging_dir)
     return final
@@ -582,7 +596,8 @@ def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseExce
     """Record the failure; keep the staging folder only when running again can resume."""
     if isinstance(exc, OSError) and is_disk_full(exc):
         exc = DiskFullError(str(exc))
-    resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, DiskFullError))
+    resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, DiskFullError,
+                                 SnapshotBusyError))
     if isinstance(exc, (Cancelled, KeyboardInterrupt)):
         message, job_state = "Cancelled; run the same import again to resume.", "cancelled"
     elif isinstance(exc, RagdeskError):

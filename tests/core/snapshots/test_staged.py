@@ -256,3 +256,33 @@ def test_sigkill_after_the_bm25_stage_then_resume(tmp_path: Path, tiny_models: A
                                    atol=1e-5)
     finally:
         catalog.close()
+
+
+def test_a_refused_rename_keeps_the_finished_work(
+        env: tuple[DataDir, Catalog], tiny_models: Any, small_corpus: list[tuple[str, str]],
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Windows will not rename a folder with open files (a staged snapshot answering)."""
+    from ragdesk.core.snapshots import builder
+
+    data, catalog = env
+    src = write_jsonl(tmp_path / "c.jsonl", small_corpus[:4])
+    enc = load_encoder(tiny_models.st_encoder)
+    real_rename = os.rename
+
+    def refuse(a: Any, b: Any) -> None:
+        raise PermissionError(13, "The process cannot access the file")
+
+    monkeypatch.setattr(builder.os, "rename", refuse)
+    with pytest.raises(builder.SnapshotBusyError):
+        import_snapshot(data, catalog, src, name="w", encoder=enc, staged=True)
+    rec = catalog.get_snapshot("w")
+    assert rec.state == "failed" and rec.stage == STAGE_SPARSE  # still answers with BM25
+    assert (data.staging_dir / rec.slug / "manifest.json").exists()
+    monkeypatch.setattr(builder.os, "rename", real_rename)
+
+    def no_encoding(*a: Any, **k: Any) -> None:
+        raise AssertionError("encoded again")
+
+    monkeypatch.setattr(type(enc), "encode_tokenized", no_encoding)
+    rec = import_snapshot(data, catalog, src, name="w", encoder=enc, staged=True)
+    assert rec.state == "ready" and data.snapshot_dir(rec.slug).is_dir()
