@@ -29,9 +29,13 @@ def seq2seq_next_lp(gen: Any, question: str, hits: list[Any]) -> NextLP:
 
 
 def causal_next_lp(gen: Any, question: str, hits: list[Any]) -> NextLP:
-    from ragdesk.core.engine.generators import PassageText
+    from ragdesk.core.engine.generators import PassageText, normalize_question
 
-    prompts = [gen.input_ids(question, PassageText(h.title, h.text)) for h in hits]
+    passages = [PassageText(h.title, h.text) for h in hits]
+    # the prompt is the generator's (question recased from all K passages, as prepare does);
+    # what this loop checks is the decoding arithmetic
+    question = normalize_question(question, passages)
+    prompts = [gen.input_ids(question, p) for p in passages]
 
     def next_lp(z: int, prefix: list[int]) -> torch.Tensor:
         with torch.no_grad():

@@ -111,7 +111,8 @@ def test_rag_sequence_stops_at_newline(newline_gen: Any, make_cases: Any,
     tok = gen.tokenizer
     newline = naive.newline_ids_by_decoding(tok)
     stops = {tok.eos_token_id, *newline}
-    prompts = [gen.input_ids(case.question, PassageText(h.title, h.text)) for h in case.hits]
+    prompts = gen.prepare(case.question,
+                          [PassageText(h.title, h.text) for h in case.hits]).input_ids
     union: list[list[int]] = []
     for p in prompts:
         for h in _reference_hypotheses(gen, p, num_beams, stops):
