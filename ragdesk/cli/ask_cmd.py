@@ -164,6 +164,8 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     finally:
         engine.close()
         snapshot.close()
+    if streamed:
+        print(flush=True)  # end the streamed line before the timings go to stderr
     if args.verbose:
         t = ans.timings
         ttft = f"; first token after {first[0] - t_ask:.2f} s" if first else ""
@@ -179,9 +181,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
         out["precision"] = _precision_of(gen)
         print_json(out)
         return 0
-    if streamed:
-        print()
-    else:
+    if not streamed:
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     _print_sources(ans)
     return 0
