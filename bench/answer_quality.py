@@ -74,8 +74,48 @@ def _num(v: float | None, fmt: str = ".3f") -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def report() -> None:
+def _combine(parts: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """One record from runs over disjoint slices of the same question file (``--skip`` /
+    ``--limit`` shards run side by side): question-weighted means, summed answer time."""
+    n = sum(p["summary"]["n"] for p in parts)
+
+    def mean(key: str) -> float | None:
+        vals = [(p["summary"].get(key), p["summary"]["n"]) for p in parts]
+        if any(v is None for v, _ in vals):
+            return None
+        return sum(float(v) * w for v, w in vals) / n
+
+    first = parts[0]
+    s = dict(first["summary"])
+    s["n"] = n
+    for key in ("em", "f1", "mean_top1_prob", "mean_token_entropy"):
+        s[key] = mean(key)
+    s["top_k_accuracy"] = {
+        k: sum((p["summary"]["top_k_accuracy"][k] or 0.0) * p["summary"]["n"] for p in parts) / n
+        for k in first["summary"]["top_k_accuracy"]}
+    per_q = [p["summary"]["timings"].get("answer_per_question_ms", 0.0) for p in parts]
+    s["timings"] = {**first["summary"]["timings"],
+                    "answer_per_question_ms": sum(per_q) / len(per_q)}
+    return {**first, "name": name, "summary": s,
+            "command": " ; ".join(p["command"] for p in parts),
+            "wall_s": max(p["wall_s"] for p in parts)}
+
+
+def _records() -> list[dict[str, Any]]:
     recs = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RUNS.glob("*.json"))]
+    shards: dict[str, list[dict[str, Any]]] = {}
+    out = []
+    for r in recs:
+        if "-part" in r["name"]:
+            shards.setdefault(r["name"].split("-part")[0], []).append(r)
+        else:
+            out.append(r)
+    out += [_combine(parts, f"{name} (full)") for name, parts in shards.items()]
+    return out
+
+
+def report() -> None:
+    recs = _records()
     if not recs:
         raise SystemExit(f"No runs in {RUNS}.")
     # names start with a number that orders the table (01-baseline, 02-temperature, ...)
@@ -129,8 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     if a.cmd == "subset":
         subset()
     elif a.cmd == "run":
-        extra = [x for x in a.extra if x != "--"]
-        run(a.name, a.full, extra)
+        # REMAINDER also swallows --full when it follows the name
+        extra = [x for x in a.extra if x not in ("--", "--full")]
+        run(a.name, a.full or "--full" in a.extra, extra)
     else:
         report()
 

@@ -48,7 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--style", choices=STYLES,
                    help="short (the answer alone) or sentence, for instruction-tuned generators")
     p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
-                   help="constrain the answer to spans of the passages")
+                   help="constrain the answer to spans of the passages (default: the setting, "
+                        "else on for causal generators such as the starter pack's)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
     p.add_argument("--precision", choices=PRECISIONS,
@@ -60,6 +61,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true",
                    help="print the answer, its tokens with sources, and the passages as JSON")
     p.set_defaults(func=cmd_ask)
+
+
+def _grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
+    """--[no-]grounded, else the setting, else None (automatic: see resolve_grounded)."""
+    got = value if value is not None else ctx.settings.get("grounded")
+    return None if got is None else bool(got)
 
 
 def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
@@ -89,7 +96,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens", 32))
     retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
     style = str(_setting(args.style, ctx, "style", DEFAULT_STYLE))
-    grounded = bool(_setting(args.grounded, ctx, "grounded", False))
+    grounded = _grounded_setting(args.grounded, ctx)
     precision = str(_setting(args.precision, ctx, PRECISION_KEY, "float32"))
 
     # Everything that can be checked without a model is checked before one loads (loading the

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.cli.ask_cmd import _grounded_setting
 from ragdesk.cli.common import print_json, print_table
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
-from ragdesk.core.options import DEFAULT_STYLE, STYLES
+from ragdesk.core.options import DEFAULT_STYLE, STYLES, resolve_grounded
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -45,7 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--style", choices=STYLES,
                    help="answer style for instruction-tuned generators (default: from settings)")
     p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
-                   help="constrain answers to spans of the passages (default: from settings)")
+                   help="constrain answers to spans of the passages (default: from settings, "
+                        "else on for causal generators such as the starter pack's)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
     p.add_argument("--precision", choices=PRECISIONS,
@@ -88,7 +90,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     decoding = str(_setting(args.decoding, ctx, "decoding") or "fast")
     n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
     style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
-    grounded = bool(_setting(args.grounded, ctx, "grounded") or False)
+    grounded = _grounded_setting(args.grounded, ctx)
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens") or 32)
     if max_new < 1:
         raise BadInputError(f"--max-new-tokens must be at least 1, not {max_new}.")
@@ -129,6 +131,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         ensure_sparse(snapshot, progress=progress)
 
     answer = None
+    engine: Any = None
     generator: Any = None
     if not args.retrieval_only:
         from ragdesk.core.engine import Engine
@@ -150,7 +153,8 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
               "decoding": None if args.retrieval_only or mode != "sequence" else decoding,
               "style": None if args.retrieval_only else style,
               "max_new_tokens": None if args.retrieval_only else max_new,
-              "grounded": None if args.retrieval_only else grounded,
+              "grounded": None if engine is None else resolve_grounded(
+                  grounded, engine.generator.kind),
               "precision": (None if args.retrieval_only
                             else getattr(generator, "precision", "float32")),
               "temperature": (args.temperature if args.temperature is not None

@@ -7,3 +7,14 @@ from __future__ import annotations
 # "sentence": a full sentence.
 STYLES = ("short", "sentence")
 DEFAULT_STYLE = "short"
+
+# Grounded decoding (answers are spans of the passages): None means "automatic", on for
+# causal generators — measured on the starter pack, where it raised exact match (see
+# docs/benchmarks.md) — and off for seq2seq RAG checkpoints, which the paper ran free.
+GROUNDED_AUTO = None
+
+
+def resolve_grounded(grounded: bool | None, generator_kind: str) -> bool:
+    if grounded is None:
+        return generator_kind == "causal"
+    return bool(grounded)

@@ -87,6 +87,10 @@ class PackInfo:
     generator: str | None = None
 
 
+def _optional_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
 @dataclass(frozen=True)
 class AskParams:
     mode: str = "token"
@@ -97,7 +101,7 @@ class AskParams:
     min_new_tokens: int = 0
     retriever: str = "dense"  # dense | sparse (BM25) | hybrid
     style: str = DEFAULT_STYLE  # short | sentence (generators that take instructions)
-    grounded: bool = False  # answers are spans of the passages
+    grounded: bool | None = None  # answers are spans of the passages; None: automatic
 
     @classmethod
     def from_settings(cls, values: dict[str, Any]) -> AskParams:
@@ -111,7 +115,7 @@ class AskParams:
             min_new_tokens=int(values.get("min_new_tokens", d.min_new_tokens)),
             retriever=str(values.get("retriever", d.retriever)),
             style=str(values.get("style", d.style)),
-            grounded=bool(values.get("grounded", d.grounded)),
+            grounded=_optional_bool(values.get("grounded", d.grounded)),
         )
 
     def to_settings(self) -> dict[str, Any]:

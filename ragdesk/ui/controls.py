@@ -7,7 +7,6 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QFormLayout,
     QLabel,
@@ -23,6 +22,10 @@ MODES = (("token", "RAG-Token"), ("sequence", "RAG-Sequence"))
 DECODINGS = (("thorough", "Thorough"), ("fast", "Fast"))
 RETRIEVERS = (("dense", "Dense"), ("sparse", "BM25"), ("hybrid", "Hybrid"))
 STYLE_NAMES = {"short": "Short answer", "sentence": "Full sentence"}
+# Qt item data cannot hold None reliably, so the three grounding choices travel as strings.
+GROUNDING = (("auto", "Automatic"), ("on", "Always"), ("off", "Never"))
+GROUNDING_VALUES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
+GROUNDING_KEYS = {v: k for k, v in GROUNDING_VALUES.items()}
 
 
 class ControlsPanel(QWidget):
@@ -93,11 +96,15 @@ class ControlsPanel(QWidget):
             "generators that take instructions (the starter pack's) read this.")
         form.addRow(self._label("Answer &style", self.style), self.style)
 
-        self.grounded = QCheckBox("Quote the passages")
+        self.grounded = QComboBox()
+        for key, name in GROUNDING:
+            self.grounded.addItem(name, key)
         self.grounded.setToolTip(
             "Grounded decoding: the answer may only be a span of the retrieved passages, so "
-            "every word has a literal source.")
-        form.addRow(self._label("&Grounded", self.grounded), self.grounded)
+            "every word has a literal source.<br/><b>Automatic</b>: on for generators that "
+            "write freely (the starter pack's), where it gives more right answers; off for "
+            "the paper's BART checkpoints.")
+        form.addRow(self._label("&Quote passages", self.grounded), self.grounded)
 
         self.max_len = QSpinBox()
         self.max_len.setRange(1, 512)
@@ -117,9 +124,8 @@ class ControlsPanel(QWidget):
 
         self._min_new_tokens = params.min_new_tokens
         self.set_params(params)
-        for w in (self.retriever, self.mode, self.decoding, self.style):
+        for w in (self.retriever, self.mode, self.decoding, self.style, self.grounded):
             w.currentIndexChanged.connect(self._changed)
-        self.grounded.toggled.connect(self._changed)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
         self._select_pack(pack)
@@ -137,7 +143,8 @@ class ControlsPanel(QWidget):
         self.mode.setCurrentIndex(max(0, self.mode.findData(params.mode)))
         self.decoding.setCurrentIndex(max(0, self.decoding.findData(params.decoding)))
         self.style.setCurrentIndex(max(0, self.style.findData(params.style)))
-        self.grounded.setChecked(params.grounded)
+        self.grounded.setCurrentIndex(max(0, self.grounded.findData(
+            GROUNDING_KEYS[params.grounded])))
         self.n_docs.setValue(params.n_docs)
         self.beams.setValue(params.num_beams)
         self.max_len.setValue(params.max_new_tokens)
@@ -157,7 +164,7 @@ class ControlsPanel(QWidget):
                          min_new_tokens=self._min_new_tokens,
                          retriever=str(self.retriever.currentData()),
                          style=str(self.style.currentData()),
-                         grounded=self.grounded.isChecked())
+                         grounded=GROUNDING_VALUES[str(self.grounded.currentData())])
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
         names = [p.name for p in packs if p.installed]

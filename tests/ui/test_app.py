@@ -526,7 +526,7 @@ def test_controls_are_remembered_between_runs(qtbot, window) -> None:  # type: i
     c.n_docs.setValue(4)
     c.beams.setValue(3)
     c.style.setCurrentIndex(c.style.findData("sentence"))
-    c.grounded.setChecked(True)
+    c.grounded.setCurrentIndex(c.grounded.findData("on"))
     c.max_len.setValue(17)
     assert c.decoding.isEnabled()
     qtbot.waitUntil(lambda: window.settings.get("max_new_tokens") == 17, timeout=5_000)
@@ -605,7 +605,8 @@ def test_style_and_grounding_choices_reach_the_engine(qtbot, window, tiny_models
     question = f"what is known about {tiny_models.corpus[A_ARTICLES][2][0]}?"
     c = window.controls
     c.style.setCurrentIndex(c.style.findData("sentence"))
-    c.grounded.setChecked(True)
+    assert window.params().grounded is None  # automatic until chosen
+    c.grounded.setCurrentIndex(c.grounded.findData("on"))
     assert (window.params().style, window.params().grounded) == ("sentence", True)
     answer = ask(qtbot, window, question)
     assert answer.grounded and answer.style == "sentence"

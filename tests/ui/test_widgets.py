@@ -142,7 +142,7 @@ def test_inspector_shows_passage_numbers_and_highlights_answer_words(qtbot) -> N
     doc = answer.docs[1]
     assert ins.shown_text() == doc.text
     assert doc.title in ins.title.text()
-    assert ins.fact_labels["prob"].text() == f"{doc.prob:.3f}"
+    assert ins.fact_labels["prob"].text() == f"{doc.prob:.3f}  (τ = {answer.temperature:.3g})"
     n, mean = passage_share(answer, 1)
     assert n == sum(1 for t in answer.tokens if t.source == 1)
     assert mean == pytest.approx(np.mean([t.posterior[1] for t in answer.tokens]))

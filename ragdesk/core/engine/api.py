@@ -28,7 +28,7 @@ from ragdesk.core.engine.retrieval import (
     retrieved_docs,
 )
 from ragdesk.core.errors import NotFoundError
-from ragdesk.core.options import DEFAULT_STYLE
+from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
 
@@ -112,7 +112,7 @@ class Engine:
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
         style: str = DEFAULT_STYLE,
-        grounded: bool = False,
+        grounded: bool | None = None,
         temperature: float | None = None,
     ) -> Answer:
         """Retrieve ``n_docs`` passages and generate the answer, marginalizing over them.
@@ -124,7 +124,8 @@ class Engine:
         was generated so far and ``cancelled=True``.
 
         ``style``: "short" (the answer alone) or "sentence", for generators that take
-        instructions. ``grounded``: the answer is a span of the passages. ``temperature``: τ
+        instructions. ``grounded``: the answer is a span of the passages (None: automatic,
+        see :func:`ragdesk.core.options.resolve_grounded`). ``temperature``: τ
         of p(z|x); by default the snapshot's (fitted, measured for its encoder, or 1 for DPR).
         """
         check_question(question)
@@ -160,7 +161,7 @@ class Engine:
         cancel: CancelToken | None = None,
         snapshot_name: str | None = None,
         style: str = DEFAULT_STYLE,
-        grounded: bool = False,
+        grounded: bool | None = None,
         temperature: float | None = None,
     ) -> Answer:
         """Generate from passages retrieved elsewhere (rank order, exact scores).
@@ -172,6 +173,7 @@ class Engine:
         check_style(style)
         if temperature is None:
             temperature = self._temperature_of(snapshot_name)
+        grounded = resolve_grounded(grounded, self.generator.kind)
         with self._lock:
             if mode == "token":
                 return rag_token_generate(

@@ -195,3 +195,21 @@ def test_grounded_answers_do_not_end_open() -> None:
     assert can_end("Gustave Eiffel") and can_end("in the chloroplasts") and can_end("1889")
     assert not can_end("in the") and not can_end("at a") and not can_end("bank,")
     assert not can_end("") and not can_end("   ")
+
+
+def test_grounding_is_automatic_for_causal_generators(causal_gen: Any, bart_gen: Any,
+                                                      make_cases: Any) -> None:
+    """Measured on the starter pack: grounding on by default for causal generators, off for
+    the paper's seq2seq checkpoints; an explicit choice wins."""
+    from ragdesk.core.engine.api import Engine
+    from ragdesk.core.options import resolve_grounded
+
+    assert resolve_grounded(None, "causal") and not resolve_grounded(None, "seq2seq")
+    assert not resolve_grounded(False, "causal") and resolve_grounded(True, "seq2seq")
+    case = make_cases(0)
+    causal = Engine(None, causal_gen)  # type: ignore[arg-type]  # answer_from_docs only
+    assert causal.answer_from_docs(case.question, case.hits, max_new_tokens=NEW).grounded
+    assert not causal.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                       grounded=False).grounded
+    seq2seq = Engine(None, bart_gen)  # type: ignore[arg-type]
+    assert not seq2seq.answer_from_docs(case.question, case.hits, max_new_tokens=NEW).grounded
