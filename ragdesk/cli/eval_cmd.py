@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--precision", choices=PRECISIONS,
                    help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
                         "bfloat16 (the fast path) or int8; default: the setting "
-                        "'generator_precision', else float32")
+                        "'generator_precision', else bfloat16 where the CPU has it natively, "
+                        "else float32")
     p.add_argument("--max-new-tokens", type=int, metavar="N",
                    help="longest answer in tokens (default: from settings, else 32)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
@@ -94,7 +95,9 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens") or 32)
     if max_new < 1:
         raise BadInputError(f"--max-new-tokens must be at least 1, not {max_new}.")
-    precision = str(_setting(args.precision, ctx, "generator_precision") or "float32")
+    from ragdesk.core.engine.causal_decoder import default_precision
+
+    precision = str(_setting(args.precision, ctx, "generator_precision") or default_precision())
     if args.skip < 0:
         raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
     if retriever not in RETRIEVERS:

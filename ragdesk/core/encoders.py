@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragdesk.core.cpu import cpu_has_native_bf16
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
@@ -345,24 +346,6 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
 
 # ------------------------------------------------------------ fused passage kernel --------
 
-_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX).
-
-    Elsewhere oneDNN emulates bf16 and it is slower than float32, so the kernel stays in
-    float32 there (it still gains from packed weights and fused bias + GELU / residual).
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return any(f in flags for f in _BF16_FLAGS)
-    except OSError:
-        pass
-    return False
 
 
 class _Linear:

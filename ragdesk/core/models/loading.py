@@ -243,12 +243,12 @@ def load_generator(
     """The engine's generator for a reference (BART-style seq2seq or a causal LM).
 
     ``precision`` (causal LMs that take ragdesk's lean decoder, i.e. Gemma 3): "float32"
-    (default, exact), "bfloat16" (the fast path: bfloat16 weights for the linear layers and
-    the output layer) or "int8" (int8 weights, dynamically quantized activations); other
-    generators always run in float32."""
-    from ragdesk.core.engine.causal_decoder import check_precision
+    (exact), "bfloat16" (the fast path, the default where the CPU has native bf16: bfloat16
+    weights for the linear layers and the output layer) or "int8" (int8 weights, dynamically
+    quantized activations); other generators always run in float32."""
+    from ragdesk.core.engine.causal_decoder import check_precision, default_precision
 
-    precision = check_precision(precision or "float32")  # before any weight is read
+    precision = check_precision(precision or default_precision())  # before any weight is read
     parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
                                  cancel=cancel)
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
