@@ -114,7 +114,7 @@ def _records() -> list[dict[str, Any]]:
     return out
 
 
-def report() -> None:
+def report(notes: list[str] | None = None) -> None:
     recs = _records()
     if not recs:
         raise SystemExit(f"No runs in {RUNS}.")
@@ -151,6 +151,9 @@ def report() -> None:
           "all of them. † The hybrid re-ranker was fitted on the odd lines of NQ-open dev, "
           "about half of these questions.", "",
           machine_line(recs[0]["machine"]), "", md_table(headers, rows), ""]
+    for note in notes or []:
+        md += [note, ""]
+    data["notes"] = list(notes or [])
     write_results("answers", data, "\n".join(md))
     print("\n".join(md))
 
@@ -163,7 +166,9 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("name")
     r.add_argument("--full", action="store_true")
     r.add_argument("extra", nargs=argparse.REMAINDER)
-    sub.add_parser("report")
+    rp = sub.add_parser("report")
+    rp.add_argument("--note", action="append", default=[],
+                    help="a paragraph to add under the table (what the runs showed)")
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if a.cmd == "subset":
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         extra = [x for x in a.extra if x not in ("--", "--full")]
         run(a.name, a.full or "--full" in a.extra, extra)
     else:
-        report()
+        report(a.note)
 
 
 if __name__ == "__main__":

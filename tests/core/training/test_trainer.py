@@ -83,10 +83,13 @@ class CopyReader:
 
 
 @pytest.mark.parametrize("mode", ["sequence", "token"])
-def test_retrieval_accuracy_goes_up(tiny_models, index, mode: str) -> None:  # type: ignore[no-untyped-def]
+def test_retrieval_accuracy_goes_up(tiny_models, index, mode: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from ragdesk.core.models import load_generator
 
     reader = CopyReader.build(load_generator(tiny_models.bart))
+    # The learning rate suits τ = 1; the tiny normalized encoder's default τ (0.05) scales the
+    # retrieval gradient by 20 (test_training_uses_the_snapshot_temperature covers τ).
+    monkeypatch.setattr(index, "temperature", 1.0)
     tr = _trainer(tiny_models, index, generator=reader, mode=mode, lr=1e-4, epochs=4)
     exs = _examples()
     loss_before = _mean_loss(tr, exs)
@@ -98,6 +101,20 @@ def test_retrieval_accuracy_goes_up(tiny_models, index, mode: str) -> None:  # t
     # with the reader fixed, a lower loss is a larger p(z|x) for the gold passage (small:
     # normalized 24-d vectors give cosine scores within a narrow range)
     assert _mean_loss(tr, exs) < loss_before
+
+
+def test_training_uses_the_snapshot_temperature(tiny_models, index, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The loss is built on the p(z|x) the engine answers with: softmax(score / τ)."""
+    from ragdesk.core.models import load_generator
+
+    reader = CopyReader.build(load_generator(tiny_models.bart))
+    exs = _examples()[:3]
+    losses = {}
+    for tau in (1.0, 0.05):
+        monkeypatch.setattr(index, "temperature", tau)
+        tr = _trainer(tiny_models, index, generator=reader, mode="token", lr=1e-4, epochs=1)
+        losses[tau] = _mean_loss(tr, exs)
+    assert losses[1.0] != pytest.approx(losses[0.05], rel=1e-4)
 
 
 def _mean_loss(tr, exs) -> float:  # type: ignore[no-untyped-def]
