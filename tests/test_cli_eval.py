@@ -186,3 +186,41 @@ def test_end_to_end_em_and_f1_with_tiny_generator(
     assert s["em"] == pytest.approx(np.mean(em))
     assert s["f1"] == pytest.approx(np.mean(f1))
     assert s["timings"]["answer_per_question_ms"] > 0
+
+
+def test_calibrate_fits_and_stores_the_snapshot_temperature(
+        tiny_setup: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """`index calibrate` fits τ on exact top-K scores and answer passages (recomputed here
+    with numpy and the has-answer test), stores it with the snapshot, and eval then uses it."""
+    from ragdesk.cli.main import main
+    from ragdesk.core.encoders import load_encoder
+    from ragdesk.core.posterior import fit_temperature
+
+    base = ["--data-dir", str(tiny_setup["data_dir"]), "index", "calibrate", "tiny",
+            str(tiny_setup["questions"]), "--pack", "tiny", "--docs", "10", "--json"]
+    assert main([*base, "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    snap = _snapshot(tiny_setup)
+    assert snap.temperature != pytest.approx(dry["temperature"])  # nothing stored yet
+
+    enc = load_encoder(tiny_setup["encoder"], role="question")
+    q = enc.encode([i["question"] for i in tiny_setup["items"]])
+    emb = np.asarray(snap.embeddings(), dtype=np.float32)
+    ps = snap.get_passages(list(range(snap.size)))
+    scores, positives = [], []
+    for v, item in zip(q, tiny_setup["items"], strict=True):
+        s = emb @ v
+        top = np.lexsort((np.arange(len(emb)), -s))[:10]
+        scores.append([float(s[i]) for i in top])
+        positives.append([has_answer(ps[i].title, ps[i].text, item["answer"]) for i in top])
+    want = fit_temperature(scores, positives)
+    assert dry["temperature"] == pytest.approx(want.temperature, rel=1e-3)
+    assert dry["questions_used"] == want.questions and not dry["stored"]
+
+    assert main(base) == 0
+    assert json.loads(capsys.readouterr().out)["stored"]
+    assert _snapshot(tiny_setup).temperature == pytest.approx(want.temperature, rel=1e-3)
+    code, out, err = _run(tiny_setup, capsys, "--retrieval-only", "--json")
+    assert code == 0, err
+    assert json.loads(out)["config"]["temperature"] == pytest.approx(want.temperature, rel=1e-3)
+    (snap.folder / "calibration.json").unlink()  # leave the module's snapshot as it was

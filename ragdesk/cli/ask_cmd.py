@@ -11,16 +11,20 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.cli.common import print_json, terminal_safe
+from ragdesk.cli.common import (
+    PRECISION_KEY,
+    add_answer_options,
+    grounded_setting,
+    print_json,
+    terminal_safe,
+)
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import DEFAULT_STYLE, STYLES
+from ragdesk.core.options import DEFAULT_STYLE
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
-PRECISIONS = ("float32", "bfloat16", "int8")  # ragdesk.core.engine.causal_decoder's
-PRECISION_KEY = "generator_precision"  # in the settings
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,28 +49,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer in tokens")
     p.add_argument("--retriever", choices=RETRIEVERS,
                    help="dense (the question encoder), sparse (BM25) or hybrid")
-    p.add_argument("--style", choices=STYLES,
-                   help="short (the answer alone) or sentence, for instruction-tuned generators")
-    p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
-                   help="constrain the answer to spans of the passages (default: the setting, "
-                        "else on for causal generators such as the starter pack's)")
-    p.add_argument("--temperature", type=float, metavar="T",
-                   help="retrieval temperature of p(z|x) (default: the snapshot's)")
-    p.add_argument("--precision", choices=PRECISIONS,
-                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
-                        "bfloat16 (the fast path: 3-5x faster on a CPU with bfloat16 "
-                        "instructions, answers rarely differ) or int8 (faster still, answers "
-                        f"differ more often); default: the setting {PRECISION_KEY!r}, else "
-                        "bfloat16 where the CPU has native bf16, else float32")
+    add_answer_options(p)
     p.add_argument("--json", action="store_true",
                    help="print the answer, its tokens with sources, and the passages as JSON")
     p.set_defaults(func=cmd_ask)
-
-
-def _grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
-    """--[no-]grounded, else the setting, else None (automatic: see resolve_grounded)."""
-    got = value if value is not None else ctx.settings.get("grounded")
-    return None if got is None else bool(got)
 
 
 def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
@@ -96,7 +82,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens", 32))
     retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
     style = str(_setting(args.style, ctx, "style", DEFAULT_STYLE))
-    grounded = _grounded_setting(args.grounded, ctx)
+    grounded = grounded_setting(args.grounded, ctx)
     from ragdesk.core.engine.causal_decoder import default_precision
 
     precision = str(_setting(args.precision, ctx, PRECISION_KEY, None) or default_precision())

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import print_json
+from ragdesk.cli.common import print_json, snapshot_pack_encoder
 from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -37,10 +37,7 @@ def register(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.evaluation.calibrate import calibrate_temperature
     from ragdesk.core.evaluation.questions import read_questions
-    from ragdesk.core.models.loading import load_question_encoder
-    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
     from ragdesk.core.progress import terminal_printer
-    from ragdesk.core.snapshots import open_snapshot
     from ragdesk.core.snapshots.calibration import Calibration, write_calibration
 
     if args.docs < 2:
@@ -53,13 +50,7 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
     if not questions:
         raise BadInputError("No questions left to calibrate on.",
                             hint="Check the file, --skip and --limit.")
-    snapshot = open_snapshot(ctx.data, ctx.catalog, args.name)
-    pack_name = (args.pack or ctx.catalog.get_snapshot(snapshot.name).default_pack
-                 or chosen_pack(ctx.settings))
-    pack = get_pack(ctx.catalog, pack_name, ctx.data)
-    check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
-    encoder = load_question_encoder(pack.question_encoder)
-    snapshot.check_query_encoder(encoder.info)
+    snapshot, _, _, encoder = snapshot_pack_encoder(ctx, args.name, args.pack)
     try:
         report = calibrate_temperature(snapshot, encoder, questions, docs=args.docs,
                                        progress=terminal_printer(sys.stderr))

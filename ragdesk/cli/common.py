@@ -68,3 +68,51 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
     print(fmt.format(*headers))
     for row in rows:
         print(fmt.format(*row))
+
+
+PRECISION_KEY = "generator_precision"  # in the settings
+
+
+def add_answer_options(p: argparse.ArgumentParser) -> None:
+    """The answer options `ask` and `eval` share (their defaults come from the settings)."""
+    from ragdesk.core.options import STYLES
+
+    p.add_argument("--style", choices=STYLES,
+                   help="short (the answer alone) or sentence, for causal generators "
+                        "(default: the setting, else short)")
+    p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
+                   help="constrain answers to spans of the passages (default: the setting, "
+                        "else on for causal generators such as the starter pack's)")
+    p.add_argument("--temperature", type=float, metavar="T",
+                   help="retrieval temperature of p(z|x) (default: the snapshot's)")
+    p.add_argument("--precision", choices=("float32", "bfloat16", "int8"),
+                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
+                        "bfloat16 (the fast path: 3-5x faster on a CPU with bfloat16 "
+                        "instructions, answers rarely differ) or int8 (faster still, answers "
+                        f"differ more often); default: the setting {PRECISION_KEY!r}, else "
+                        "bfloat16 where the CPU has native bf16, else float32")
+
+
+def grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
+    """--[no-]grounded, else the setting, else None (automatic: see resolve_grounded)."""
+    got = value if value is not None else ctx.settings.get("grounded")
+    return None if got is None else bool(got)
+
+
+def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None,
+                          pack_name: str | None) -> tuple[Any, str, Any, Any]:
+    """(snapshot index, pack name, pack, question encoder), checked to fit each other.
+
+    As the engine does: the pack asked for, else the snapshot's own, else the chosen one."""
+    from ragdesk.core.models.loading import load_question_encoder
+    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
+    from ragdesk.core.snapshots import open_snapshot
+
+    snapshot = open_snapshot(ctx.data, ctx.catalog, snapshot_name)
+    name = (pack_name or ctx.catalog.get_snapshot(snapshot.name).default_pack
+            or chosen_pack(ctx.settings))
+    pack = get_pack(ctx.catalog, name, ctx.data)
+    check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
+    encoder = load_question_encoder(pack.question_encoder)
+    snapshot.check_query_encoder(encoder.info)
+    return snapshot, name, pack, encoder

@@ -9,17 +9,22 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.cli.ask_cmd import _grounded_setting
-from ragdesk.cli.common import print_json, print_table
+from ragdesk.cli.common import (
+    PRECISION_KEY,
+    add_answer_options,
+    grounded_setting,
+    print_json,
+    print_table,
+    snapshot_pack_encoder,
+)
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
-from ragdesk.core.options import DEFAULT_STYLE, STYLES, resolve_grounded
+from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
 
 RETRIEVERS = ("dense", "sparse", "hybrid")
-PRECISIONS = ("float32", "bfloat16", "int8")  # ragdesk.core.engine.causal_decoder's
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,18 +48,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="passages per answer (default: from settings)")
     p.add_argument("--retriever", choices=RETRIEVERS,
                    help="dense, sparse (BM25) or hybrid (default: from settings)")
-    p.add_argument("--style", choices=STYLES,
-                   help="answer style for instruction-tuned generators (default: from settings)")
-    p.add_argument("--grounded", action=argparse.BooleanOptionalAction, default=None,
-                   help="constrain answers to spans of the passages (default: from settings, "
-                        "else on for causal generators such as the starter pack's)")
-    p.add_argument("--temperature", type=float, metavar="T",
-                   help="retrieval temperature of p(z|x) (default: the snapshot's)")
-    p.add_argument("--precision", choices=PRECISIONS,
-                   help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
-                        "bfloat16 (the fast path) or int8; default: the setting "
-                        "'generator_precision', else bfloat16 where the CPU has it natively, "
-                        "else float32")
+    add_answer_options(p)
     p.add_argument("--max-new-tokens", type=int, metavar="N",
                    help="longest answer in tokens (default: from settings, else 32)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
@@ -79,10 +73,7 @@ def _setting(args_value: Any, ctx: AppContext, key: str) -> Any:
 def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.evaluation.questions import read_questions
     from ragdesk.core.evaluation.runner import evaluate
-    from ragdesk.core.models.loading import load_question_encoder
-    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
     from ragdesk.core.progress import terminal_printer
-    from ragdesk.core.snapshots import open_snapshot
     from ragdesk.core.sparse.hybrid import retrieve_batch
     from ragdesk.core.sparse.store import ensure_sparse
 
@@ -91,13 +82,13 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     decoding = str(_setting(args.decoding, ctx, "decoding") or "fast")
     n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
     style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
-    grounded = _grounded_setting(args.grounded, ctx)
+    grounded = grounded_setting(args.grounded, ctx)
     max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens") or 32)
     if max_new < 1:
         raise BadInputError(f"--max-new-tokens must be at least 1, not {max_new}.")
-    from ragdesk.core.engine.causal_decoder import default_precision
+    from ragdesk.core.engine.causal_decoder import check_precision, default_precision
 
-    precision = str(_setting(args.precision, ctx, "generator_precision") or default_precision())
+    precision = str(_setting(args.precision, ctx, PRECISION_KEY) or default_precision())
     if args.skip < 0:
         raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
     if retriever not in RETRIEVERS:
@@ -105,9 +96,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
                             hint="Use --retriever dense, sparse or hybrid.")
     if n_docs < 1:
         raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
-    if precision not in PRECISIONS:
-        raise BadInputError(f"Unknown generator precision {precision!r} in the settings.",
-                            hint="Use --precision " + ", ".join(PRECISIONS) + ".")
+    check_precision(precision)
     if args.batch_size < 1:
         raise BadInputError(f"--batch-size must be at least 1, not {args.batch_size}.")
     out_path = Path(args.out) if args.out else None
@@ -122,14 +111,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
             raise BadInputError(f"--limit must be at least 1, not {args.limit}.")
         questions = questions[:args.limit]
     progress = terminal_printer()
-    snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)
-    # As the engine does: the pack asked for, else the snapshot's own, else the chosen one.
-    pack_name = (args.pack or ctx.catalog.get_snapshot(snapshot.name).default_pack
-                 or chosen_pack(ctx.settings))
-    pack = get_pack(ctx.catalog, pack_name, ctx.data)
-    check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
-    encoder = load_question_encoder(pack.question_encoder)
-    snapshot.check_query_encoder(encoder.info)
+    snapshot, pack_name, pack, encoder = snapshot_pack_encoder(ctx, args.snapshot, args.pack)
     if retriever != "dense":
         ensure_sparse(snapshot, progress=progress)
 
