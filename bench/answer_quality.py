@@ -66,6 +66,60 @@ def run(name: str, full: bool, extra: list[str]) -> None:
     record(name, RUNS, ["eval", str(questions), "--out", str(out), *extra])
 
 
+def _before_prompt(self: Any, question: str, passage: Any, style: str = "short") -> str:
+    """The causal prompt before this round (kept here as the reference): the passage and the
+    question as typed, no examples, no instruction (the starter Gemma has no chat template)."""
+    body = f"{passage.title}\n{passage.text}".strip()
+    return f"{body}\n\nQuestion: {question}\nAnswer:"
+
+
+def run_before(name: str, skip: int, limit: int | None, precision: str) -> None:
+    """Yesterday's answers on the same questions, in this process: the old prompt, τ = 1, no
+    question recasing, no n-gram blocking, no grounding (the decoder itself is unchanged and
+    tested equal to transformers)."""
+    import dataclasses
+    import time
+
+    import ragdesk
+    from bench import machine
+    from ragdesk.core.engine import generators
+    from ragdesk.core.evaluation.questions import read_questions
+    from ragdesk.core.evaluation.runner import evaluate
+    from ragdesk.core.progress import terminal_printer
+
+    generators.CausalLMGenerator.prompt_text = _before_prompt  # type: ignore[method-assign]
+    generators.normalize_question = lambda q, passages=(): q  # type: ignore[assignment]
+    engine = ragdesk.load_engine(data_dir=os.environ.get("RAGDESK_DATA_DIR"))
+    from ragdesk.core.models import load_generator
+
+    engine.generator = load_generator(engine.generator.name, precision=precision)
+    gen = engine.generator
+    gen.settings = dataclasses.replace(gen.settings, no_repeat_ngram_size=0)
+    snapshot = engine.snapshot_index()
+    qs = read_questions(FULL_FILE)[skip:]
+    qs = qs[:limit] if limit is not None else qs
+    t0 = time.perf_counter()
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    report = evaluate(
+        qs, encoder=engine.question_encoder,
+        retrieve_batch=lambda q, vecs, k: snapshot.search(vecs, k), passages=snapshot,
+        answer=lambda q: engine.answer(q, mode="token", n_docs=5, max_new_tokens=16,
+                                       grounded=False, temperature=1.0),
+        cite=5, config={"questions": str(FULL_FILE), "snapshot": snapshot.name,
+                        "passages": int(snapshot.size), "pack": "starter",
+                        "retriever": "dense", "n_docs": 5, "mode": "token",
+                        "style": "before (plain prompt)", "grounded": False,
+                        "temperature": 1.0, "precision": precision, "skip": skip,
+                        "limit": limit}, progress=terminal_printer())
+    rec = {"name": name, "command": f"python -m bench.answer_quality before {name} "
+                                    f"--skip {skip} --limit {limit} --precision {precision}",
+           "wall_s": round(time.perf_counter() - t0, 1), "load_average_before": load_before,
+           "load_average_after": [round(x, 2) for x in os.getloadavg()],
+           "machine": machine(), "summary": report.to_json()}
+    RUNS.mkdir(parents=True, exist_ok=True)
+    (RUNS / f"{name}.json").write_text(json.dumps(rec, indent=2) + "\n", encoding="utf-8")
+
+
 def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
@@ -111,7 +165,7 @@ def _records() -> list[dict[str, Any]]:
         else:
             out.append(r)
     out += [_combine(parts, f"{name} (full)") for name, parts in shards.items()]
-    return out
+    return sorted(out, key=lambda r: str(r["name"]))
 
 
 def report(notes: list[str] | None = None) -> None:
@@ -166,6 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("name")
     r.add_argument("--full", action="store_true")
     r.add_argument("extra", nargs=argparse.REMAINDER)
+    b = sub.add_parser("before")
+    b.add_argument("name")
+    b.add_argument("--skip", type=int, default=0)
+    b.add_argument("--limit", type=int)
+    b.add_argument("--precision", default="bfloat16")
     rp = sub.add_parser("report")
     rp.add_argument("--note", action="append", default=[],
                     help="a paragraph to add under the table (what the runs showed)")
@@ -173,6 +232,8 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     if a.cmd == "subset":
         subset()
+    elif a.cmd == "before":
+        run_before(a.name, a.skip, a.limit, a.precision)
     elif a.cmd == "run":
         # REMAINDER also swallows --full when it follows the name
         extra = [x for x in a.extra if x not in ("--", "--full")]
