@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from ragdesk.cli.common import (
     print_json,
     terminal_safe,
 )
+from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.options import DEFAULT_STYLE
 
@@ -64,10 +64,7 @@ def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
 
 def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     t_start = time.perf_counter()
-    # Before torch starts its OpenMP threads: threads that spin while they wait make every
-    # 2-thread product several times slower when other programs use the cores (measured in
-    # bench/engine_bench.py); a laptop answering a question is rarely idle otherwise.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    passive_openmp_waits()
     if not args.question.strip():
         raise BadInputError("The question is empty.", hint='Run ragdesk ask "your question".')
     from ragdesk.core.engine.generators import check_question

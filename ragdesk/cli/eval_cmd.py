@@ -17,6 +17,7 @@ from ragdesk.cli.common import (
     print_table,
     snapshot_pack_encoder,
 )
+from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
 from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
@@ -71,6 +72,7 @@ def _setting(args_value: Any, ctx: AppContext, key: str) -> Any:
 
 
 def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
+    passive_openmp_waits()
     from ragdesk.core.evaluation.questions import read_questions
     from ragdesk.core.evaluation.runner import evaluate
     from ragdesk.core.progress import terminal_printer

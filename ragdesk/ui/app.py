@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from ragdesk.core.app import AppContext
+from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import RagdeskError
 from ragdesk.ui.backend import Backend, ErrorReport
 
@@ -82,6 +83,7 @@ def run_app(ctx: AppContext, on_shown: Callable[[MainWindow], None] | None = Non
 
     ``on_shown(window)`` runs once the window is up (scripts/screenshots.py drives it).
     """
+    passive_openmp_waits()  # before the engine thread imports torch
     app = make_application()
     try:
         backend = Backend(ctx)
