@@ -54,8 +54,11 @@ def test_two_imports_of_one_name_one_clear_refusal(tmp_path: Path, tiny_models: 
     codes = sorted(r[0] for r in results)
     assert codes == [0, 1], results
     _, _, refused = next(r for r in results if r[0] == 1)
+    # Usually the import lock refuses the second; when both start on a fresh data directory
+    # the loser can instead meet the first one's catalog write (a clear "locked by another
+    # process ... try again shortly", seen once under load) — still one clear refusal.
     assert ("already being imported" in refused or "is being imported" in refused
-            or "already exists" in refused), refused
+            or "already exists" in refused or "locked by another process" in refused), refused
     for _, out, err in results:
         assert not any(b in out + err for b in BAD), err
     snaps = _assert_all_verify(root)
