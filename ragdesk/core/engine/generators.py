@@ -474,31 +474,23 @@ class LeanBartContext(PassageContext):
         one decoder pass over the tree's inner nodes."""
         import torch
 
-        first = torch.log_softmax(self.first_logits[passage], dim=-1)
-        tokens = torch.tensor(tree.tokens, dtype=torch.long)
-        parent = torch.tensor(tree.parent, dtype=torch.long)
-        out = torch.empty(len(tree), dtype=torch.float32)
-        roots = parent < 0
-        out[roots] = first[tokens[roots]]
-        inner = tree.inputs()
-        if inner:
+        def inner_lp(inner: list[int]) -> torch.Tensor:
             dev = self.gen.device
             n = len(inner)
             state = self.base.expand(torch.tensor([passage]), 1 + n)
             mask = torch.ones((n, 1 + n), dtype=torch.bool)  # column 0: the start token
             mask[:, 1:] = tree.ancestry(inner)
             inner_t = torch.tensor(inner, dtype=torch.long)
+            tokens = torch.tensor(tree.tokens, dtype=torch.long)[inner_t]
             positions = 1 + torch.tensor(tree.depth, dtype=torch.long)[inner_t]
             with torch.inference_mode():
                 logits = self.decoder.forward(
-                    tokens[inner_t][None].to(dev), state, positions=positions.to(dev),
+                    tokens[None].to(dev), state, positions=positions.to(dev),
                     self_mask=mask.to(dev))[0]
-                lp = torch.log_softmax(logits.to(torch.float32), dim=-1).cpu()
-            row_of = torch.full((len(tree),), -1, dtype=torch.long)
-            row_of[inner_t] = torch.arange(n)
-            kids = ~roots
-            out[kids] = lp[row_of[parent[kids]], tokens[kids]]
-        return out
+                return torch.log_softmax(logits.to(torch.float32), dim=-1).cpu()
+
+        return tree.node_log_probs(torch.log_softmax(self.first_logits[passage], dim=-1),
+                                   inner_lp)
 
 
 class LeanBartRows(DecoderRows):

@@ -8,7 +8,7 @@ and every hypothesis token still sees exactly its own history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -63,6 +63,27 @@ class PrefixTree:
             if p >= 0:
                 out[i] = out[where[p]]
             out[i, i] = True
+        return out
+
+    def node_log_probs(self, first_lp: torch.Tensor,
+                       inner_lp: Callable[[list[int]], torch.Tensor]) -> torch.Tensor:
+        """log p(node token | its prefix) for every node [nodes]: first tokens from
+        ``first_lp`` [V]; the others from ``inner_lp(self.inputs())`` [n, V], the log-probs
+        after each inner node, which a decoder computes in one pass over the tree."""
+        import torch
+
+        tokens = torch.tensor(self.tokens, dtype=torch.long)
+        parent = torch.tensor(self.parent, dtype=torch.long)
+        out = torch.empty(len(self), dtype=torch.float32)
+        roots = parent < 0
+        out[roots] = first_lp[tokens[roots]]
+        inner = self.inputs()
+        if inner:
+            lp = inner_lp(inner)
+            row_of = torch.full((len(self),), -1, dtype=torch.long)
+            row_of[torch.tensor(inner, dtype=torch.long)] = torch.arange(len(inner))
+            kids = ~roots
+            out[kids] = lp[row_of[parent[kids]], tokens[kids]]
         return out
 
     def per_hypothesis(self, node_values: torch.Tensor, width: int, fill: float) -> torch.Tensor:
