@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragdesk.core.cpu import cpu_has_native_bf16
-from ragdesk.core.errors import MissingModelError
+from ragdesk.core.errors import EncoderMismatchError, MissingModelError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
@@ -46,6 +46,20 @@ class EncoderInfo:
     def from_json(cls, d: dict[str, Any]) -> EncoderInfo:
         return cls(id=d["id"], revision=d.get("revision"), family=d["family"],
                    pooling=d["pooling"], normalize=bool(d["normalize"]), dim=int(d["dim"]))
+
+
+def describe_encoder(info: EncoderInfo) -> str:
+    return f"{info.id} ({info.family}, {info.dim}-d)"
+
+
+def check_query_space(snapshot: str, passages: EncoderInfo, questions: EncoderInfo,
+                      built: str = "was built") -> None:
+    """Refuse a question encoder of another family or dimension than the passages'."""
+    if questions.family != passages.family or questions.dim != passages.dim:
+        raise EncoderMismatchError(
+            f"The snapshot {snapshot!r} {built} with the passage encoder "
+            f"{describe_encoder(passages)}, which does not match the question encoder "
+            f"{describe_encoder(questions)}.")
 
 
 def resolve_model_path(model: str | os.PathLike[str]) -> tuple[Path, str, str | None]:

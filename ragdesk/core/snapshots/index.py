@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ragdesk.core.catalog import STAGE_SPARSE, Catalog, SnapshotState
-from ragdesk.core.encoders import EncoderInfo
+from ragdesk.core.encoders import EncoderInfo, check_query_space, describe_encoder
 from ragdesk.core.errors import (
     CorruptSnapshotError,
     EncoderMismatchError,
@@ -32,10 +32,6 @@ from ragdesk.core.snapshots.staged import StagedSnapshot
 from ragdesk.core.types import Hit, Passage
 
 log = logging.getLogger(__name__)
-
-
-def _describe(info: EncoderInfo) -> str:
-    return f"{info.id} ({info.family}, {info.dim}-d)"
 
 
 def load_embeddings(folder: Path, manifest: Manifest) -> np.ndarray:
@@ -95,12 +91,7 @@ class SnapshotIndex:
 
     def check_query_encoder(self, info: EncoderInfo) -> None:
         """Refuse a question encoder of another family or dimension than the passages'."""
-        mine = self.encoder
-        if info.family != mine.family or info.dim != mine.dim:
-            raise EncoderMismatchError(
-                f"The snapshot {self.name!r} was built with the passage encoder "
-                f"{_describe(mine)}, which does not match the question encoder "
-                f"{_describe(info)}.")
+        check_query_space(self.name, self.encoder, info)
 
     def _queries(self, queries: np.ndarray) -> np.ndarray:
         q = np.asarray(queries, dtype=np.float32)
@@ -110,7 +101,7 @@ class SnapshotIndex:
             raise EncoderMismatchError(
                 f"The query vectors have shape {tuple(np.shape(queries))}, but the snapshot "
                 f"{self.name!r} holds {self.manifest.dim}-d vectors from "
-                f"{_describe(self.encoder)}.")
+                f"{describe_encoder(self.encoder)}.")
         return np.ascontiguousarray(q)
 
     @property

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.encoders import EncoderInfo
-from ragdesk.core.errors import CorruptSnapshotError, DensePendingError, EncoderMismatchError
+from ragdesk.core.encoders import EncoderInfo, check_query_space
+from ragdesk.core.errors import CorruptSnapshotError, DensePendingError
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.types import Hit, Passage
@@ -84,12 +84,7 @@ class StagedSnapshot:
             f"{plural(total, 'passage')}); until then it answers with BM25.")
 
     def check_query_encoder(self, info: EncoderInfo) -> None:
-        mine = self.encoder
-        if info.family != mine.family or info.dim != mine.dim:
-            raise EncoderMismatchError(
-                f"The snapshot {self.name!r} is being built with the passage encoder "
-                f"{mine.id} ({mine.family}, {mine.dim}-d), which does not match the question "
-                f"encoder {info.id} ({info.family}, {info.dim}-d).")
+        check_query_space(self.name, self.encoder, info, built="is being built")
 
     def search_ids(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise self._pending()
