@@ -54,6 +54,13 @@ def default_temperature(encoder_id: str | None, normalized: bool) -> float:
     return NORMALIZED_TEMPERATURE if normalized else DPR_TEMPERATURE
 
 
+def temperature_of(snapshot: object) -> float:
+    """τ of an opened snapshot (``SnapshotIndex.temperature``); 1 for anything that does not
+    say, as for DPR."""
+    t = getattr(snapshot, "temperature", 1.0)
+    return float(t) if isinstance(t, (int, float)) else 1.0
+
+
 def check_temperature(temperature: float) -> float:
     t = float(temperature)
     if not (math.isfinite(t) and MIN_TEMPERATURE <= t <= MAX_TEMPERATURE):
@@ -174,4 +181,5 @@ __all__ = [
     "fit_temperature",
     "log_probs",
     "probs_np",
+    "temperature_of",
 ]

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragdesk.core.errors import RagdeskError
-from ragdesk.core.posterior import probs_np
+from ragdesk.core.posterior import probs_np, temperature_of
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Hit, RetrievedDoc
 
@@ -213,10 +213,6 @@ def retrieved_docs(hits: Sequence[Hit], snapshot: str | None = None,
             for h, p in zip(hits, doc_probs(hits, temperature), strict=True)]
 
 
-def _temperature(snapshot: object) -> float:
-    t = getattr(snapshot, "temperature", 1.0)
-    return float(t) if isinstance(t, (int, float)) else 1.0
-
 
 def passage_vectors(snapshot: VectorSnapshot, ids: Sequence[int]) -> np.ndarray:
     """Rows of the snapshot's embeddings as float32 (reads only those rows of a memory-map)."""
@@ -285,7 +281,7 @@ def build_map(snapshot: VectorSnapshot, query: np.ndarray, *, k: int = 5,
     return MapData(snapshot=snapshot.name, projection=proj, query=q[0].copy(),
                    query_xy=(float(qxy[0]), float(qxy[1])), points=points,
                    retrieved=retrieved_docs(hits[:k], snapshot.name,
-                                            _temperature(snapshot)))
+                                            temperature_of(snapshot)))
 
 
 def search_from(snapshot: VectorSnapshot, projection: Projection, query: np.ndarray, *,
@@ -299,7 +295,7 @@ def search_from(snapshot: VectorSnapshot, projection: Projection, query: np.ndar
     new_points = [MapPoint(id=h.id, title=h.title, xy=(float(a), float(b)), score=h.score,
                            text=h.text) for h, (a, b) in zip(fresh, xy, strict=True)]
     return SearchResult(query=q[0].copy(),
-                        retrieved=retrieved_docs(hits, snapshot.name, _temperature(snapshot)),
+                        retrieved=retrieved_docs(hits, snapshot.name, temperature_of(snapshot)),
                         new_points=new_points)
 
 

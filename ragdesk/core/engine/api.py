@@ -29,6 +29,7 @@ from ragdesk.core.engine.retrieval import (
 )
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
+from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
 
@@ -37,12 +38,6 @@ if TYPE_CHECKING:
     from ragdesk.core.encoders import TextEncoder
 
 log = logging.getLogger(__name__)
-
-
-def snapshot_temperature(index: Any) -> float:
-    """τ of a SnapshotIndex (1 for anything that does not say, as for DPR)."""
-    t = getattr(index, "temperature", 1.0)
-    return float(t) if isinstance(t, (int, float)) else 1.0
 
 
 class Engine:
@@ -87,7 +82,7 @@ class Engine:
         check_question(question)
         index = self.snapshot_index(snapshot)
         hits = self._search(question, n_docs, index, retriever)
-        return retrieved_docs(hits, doc_log_probs(hits, snapshot_temperature(index)),
+        return retrieved_docs(hits, doc_log_probs(hits, temperature_of(index)),
                               getattr(index, "name", None))
 
     def _search(self, question: str, n_docs: int, index: Any, retriever: str) -> list[Hit]:
@@ -142,7 +137,7 @@ class Engine:
             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
             cancel=cancel, snapshot_name=getattr(index, "name", None), style=style,
             grounded=grounded,
-            temperature=snapshot_temperature(index) if temperature is None else temperature)
+            temperature=temperature_of(index) if temperature is None else temperature)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
         return ans
@@ -191,7 +186,7 @@ class Engine:
         if snapshot_name is None or self.library is None:
             return 1.0
         try:
-            return snapshot_temperature(self.library.get(snapshot_name))
+            return temperature_of(self.library.get(snapshot_name))
         except Exception:  # a removed snapshot: its docs still answer, with τ = 1
             log.warning("no temperature for snapshot %r; using 1", snapshot_name)
             return 1.0

@@ -22,6 +22,7 @@ import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
+from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.evaluate import EvalResult, evaluate
 from ragdesk.core.training.forward import answer_ids, answer_logprobs, question_vectors
@@ -231,8 +232,7 @@ class RagTrainer:
         passages = [PassageText(h.title, h.text) for h in hits]
         lp = answer_logprobs(self.generator, ex.question, passages, target)[None]  # [1, K, T]
         mask = torch.ones((1, lp.shape[-1]), device=lp.device)
-        tau = float(getattr(self.index, "temperature", 1.0))
-        return rag_nll(self.config.mode, scores, lp, mask, tau)[0]
+        return rag_nll(self.config.mode, scores, lp, mask, temperature_of(self.index))[0]
 
     def _check_scores(self, scores: torch.Tensor, hits: Sequence[Any]) -> None:
         """The stored vectors must give the scores the index gave, or p(z|x) would be wrong."""
