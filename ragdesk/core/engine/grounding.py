@@ -14,6 +14,7 @@ same language a suffix automaton over the passages would accept.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,17 @@ def can_end(text: str) -> bool:
     words = text.lower().split()
     return bool(words) and words[-1].strip(",;:") not in OPEN_ENDINGS and \
         not text.rstrip().endswith((",", ";", ":", "(", "-"))
+
+
+def _tidy(text: str) -> bool:
+    """Whether ``text`` holds a word and no stray white space. Spans are matched with white
+    space collapsed, so without this a token of spaces always matches and a model that wants
+    to stop where it may not (after a comma) pads the answer with spaces instead."""
+    core = text.lstrip()
+    return bool(core) and core == core.rstrip() and _WS_RUN.search(core) is None
+
+
+_WS_RUN = re.compile(r"\s\s|[\n\t\r]")
 
 
 class SpanConstraint:
@@ -88,8 +100,7 @@ class SpanConstraint:
             prefix = self._generated(input_ids[r])
             texts = self.tokenizer.batch_decode([[*prefix, int(c)] for c in cands.tolist()],
                                                 skip_special_tokens=True)
-            ok = torch.tensor([self.allowed(t) and bool(t.strip()) for t in texts],
-                              dtype=torch.bool)
+            ok = torch.tensor([self.allowed(t) and _tidy(t) for t in texts], dtype=torch.bool)
             keep = cands[ok]
             out[r, keep] = scores[r, keep]
             out[r, self.passthrough] = scores[r, self.passthrough]

@@ -213,3 +213,30 @@ def test_grounding_is_automatic_for_causal_generators(causal_gen: Any, bart_gen:
                                        grounded=False).grounded
     seq2seq = Engine(None, bart_gen)  # type: ignore[arg-type]
     assert not seq2seq.answer_from_docs(case.question, case.hits, max_new_tokens=NEW).grounded
+
+
+def test_grounding_refuses_stray_white_space(causal_gen: Any) -> None:
+    """Spans match with white space collapsed, so a token of spaces once always matched: a
+    model that wanted to stop after "Tchaikovsky," (where an answer may not end) padded the
+    answer with spaces and then went on ("Tchaikovsky,    set")."""
+    import torch
+
+    from ragdesk.core.engine.grounding import SpanConstraint
+
+    tok = causal_gen.tokenizer
+    passage = PassageText("Ballets", "Swan Lake was written by Pyotr Tchaikovsky, set in 1877.")
+    stop = causal_gen.settings.eos_token_ids
+    rule = SpanConstraint(tok, [passage], stop)
+    prefix = tok("Pyotr Tchaikovsky,", add_special_tokens=False)["input_ids"]
+    vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
+    blanks = [i for i in range(len(vocab)) if tok.decode([i]) and not tok.decode([i]).strip()
+              and i not in tok.all_special_ids]
+    assert blanks, "the test needs a tokenizer with white-space tokens"
+    rule.candidates = torch.tensor(sorted(set(rule.candidates.tolist()) | set(blanks)))
+    ids = torch.tensor([[0, *prefix]])
+    out = rule(ids, torch.zeros(1, len(tok)))
+    kept = set(torch.nonzero(out[0] > float("-inf")).flatten().tolist())
+    assert not kept & set(blanks), [tok.decode([i]) for i in kept & set(blanks)]
+    nxt = tok(" set", add_special_tokens=False)["input_ids"][0]
+    assert nxt in kept  # the passage's next word is still allowed
+    assert not kept & set(stop)  # and the answer cannot end on the comma
