@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.errors import Cancelled, RagdeskError
+from ragdesk.core.errors import RagdeskError
 from ragdesk.core.options import DEFAULT_STYLE
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
+from ragdesk.ui.reports import ErrorReport as ErrorReport  # re-exported: its old home
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -122,34 +122,6 @@ class AskParams:
         return {"mode": self.mode, "decoding": self.decoding, "n_docs": self.n_docs,
                 "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens,
                 "retriever": self.retriever, "style": self.style, "grounded": self.grounded}
-
-
-@dataclass(frozen=True)
-class ErrorReport:
-    """What an error dialog shows: built on the worker thread, shown on the GUI thread."""
-
-    message: str
-    hint: str = ""
-    details: str = ""
-    is_bug: bool = False
-    cancelled: bool = False
-    # The GUI action that fixes it (ragdesk.core.errors.ACTIONS), offered as a button.
-    action: str | None = None
-
-    @classmethod
-    def from_exception(cls, exc: BaseException) -> ErrorReport:
-        if isinstance(exc, Cancelled):
-            return cls(exc.message, cancelled=True)
-        if isinstance(exc, RagdeskError):
-            # The GUI's own words: what to click, never a command to type.
-            return cls(exc.message, exc.gui_hint, action=exc.action)
-        if isinstance(exc, MemoryError):
-            return cls("ragdesk ran out of memory.",
-                       "Use fewer passages (K) or beams, or a smaller model pack.")
-        details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        return cls(f"Something went wrong inside ragdesk: {type(exc).__name__}: {exc}",
-                   "This is a bug. The details below are also in the log file; please "
-                   "include them when you report it.", details=details, is_bug=True)
 
 
 @dataclass

@@ -1,0 +1,370 @@
+"""One way to run work off the GUI thread: an :class:`Op` on a named :class:`Lane`.
+
+In the spirit of Anki's ``aqt.operations`` (``QueryOp``/``CollectionOp``) and its task
+manager: the caller builds an op from a function of an :class:`OpContext`, attaches callbacks,
+and runs it::
+
+    Op(lambda ctx: backend.quantize(name, variant, ctx.progress, ctx.cancel),
+       lane=Lane.JOBS, title=f"Building {variant}")
+        .success(lambda result: ...).failure(lambda report: ...).run(ops)
+
+Lanes: ``engine`` (models and answers), ``jobs`` (long imports, downloads, verification) and
+``writes`` (short catalog and settings writes) each run on one thread, in submission order,
+so a switch never waits behind an hour-long import and two writes never race; ``reads``
+(catalog listings, manifests) is a small pool.
+
+Every callback runs on the GUI thread, never inside the caller's call (even an op refused at
+once reports later), and never after ``parent`` is deleted: a closed dialog is not touched.
+A failure is reported exactly once: to the op's ``failure`` callback when it has one (a dialog
+shows it in its own label), else to the runner's ``on_failure`` (the window's error dialog); a
+cancellation is never an error dialog. Observers that only track work (status bar, progress
+panels, tests) subscribe to :meth:`OpRunner.events` of a lane.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, TypeVar
+
+import shiboken6
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
+
+from ragdesk.core.errors import Cancelled
+from ragdesk.core.progress import CancelToken, ProgressCallback, ProgressUpdate
+from ragdesk.ui.reports import ErrorReport
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# The GUI repaints progress at most this often; the core may report every batch.
+PROGRESS_INTERVAL_S = 0.05
+# Catalog reads are short and mostly wait on SQLite; more threads would only contend for the
+# two cores the app is usually given.
+READS_THREADS = 2
+
+_ids = itertools.count(1)
+
+
+class Lane(str, Enum):
+    ENGINE = "engine"
+    JOBS = "jobs"
+    WRITES = "writes"
+    READS = "reads"
+
+
+class OpState(Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (OpState.DONE, OpState.FAILED, OpState.CANCELLED)
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """What the op's function gets on its worker thread."""
+
+    cancel: CancelToken
+    progress: ProgressCallback  # throttled; the final update always goes through
+    stream: Callable[[object], None]  # each item reaches the op's ``stream`` callback
+
+
+FailureHandler = Callable[[ErrorReport, str], None]  # report, title
+
+
+class Op(Generic[T]):
+    """One piece of background work and what to do with its outcome (on the GUI thread)."""
+
+    def __init__(self, fn: Callable[[OpContext], T], *, lane: Lane = Lane.READS,
+                 title: str = "", parent: QObject | None = None,
+                 cancellable: bool = True) -> None:
+        self.id = next(_ids)
+        self.fn = fn
+        self.lane = lane
+        self.title = title
+        self.parent = parent
+        self.cancellable = cancellable
+        self.token = CancelToken()
+        self.state = OpState.QUEUED
+        self._on_success: Callable[[T], None] | None = None
+        self._on_failure: Callable[[ErrorReport], None] | None = None
+        self._on_progress: Callable[[ProgressUpdate], None] | None = None
+        self._on_stream: Callable[[Any], None] | None = None
+        self._on_started: Callable[[], None] | None = None
+
+    def __repr__(self) -> str:
+        return f"Op({self.id}, {self.title!r}, {self.lane.value}, {self.state.value})"
+
+    # ---- building (before run) -----------------------------------------------------------
+
+    def success(self, cb: Callable[[T], None]) -> Op[T]:
+        self._on_success = cb
+        return self
+
+    def failure(self, cb: Callable[[ErrorReport], None]) -> Op[T]:
+        """Handle failures here (cancellations too, with ``report.cancelled``) instead of
+        the runner's error dialog."""
+        self._on_failure = cb
+        return self
+
+    def progress(self, cb: Callable[[ProgressUpdate], None]) -> Op[T]:
+        self._on_progress = cb
+        return self
+
+    def stream(self, cb: Callable[[Any], None]) -> Op[T]:
+        self._on_stream = cb
+        return self
+
+    def started(self, cb: Callable[[], None]) -> Op[T]:
+        self._on_started = cb
+        return self
+
+    def run(self, runner: OpRunner) -> Op[T]:
+        runner.submit(self)
+        return self
+
+    # ---- control (GUI thread) ------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Ask the work to stop at its next check (an op not yet started never starts)."""
+        self.token.cancel()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.cancelled
+
+    @property
+    def active(self) -> bool:
+        return not self.state.finished
+
+    # ---- delivery (GUI thread, from the runner) ------------------------------------------
+
+    def _alive(self) -> bool:
+        return self.parent is None or shiboken6.isValid(self.parent)
+
+    def _deliver_started(self) -> None:
+        self.state = OpState.RUNNING
+        if self._on_started is not None and self._alive():
+            self._on_started()
+
+    def _deliver_progress(self, update: ProgressUpdate) -> None:
+        if self._on_progress is not None and self._alive():
+            self._on_progress(update)
+
+    def _deliver_stream(self, item: object) -> None:
+        if self._on_stream is not None and self._alive():
+            self._on_stream(item)
+
+    def _deliver_success(self, result: T) -> None:
+        self.state = OpState.DONE
+        if self._on_success is not None and self._alive():
+            self._on_success(result)
+
+    def _deliver_failure(self, report: ErrorReport, fallback: FailureHandler | None) -> None:
+        self.state = OpState.CANCELLED if report.cancelled else OpState.FAILED
+        if not self._alive():
+            return
+        if self._on_failure is not None:
+            self._on_failure(report)
+        elif not report.cancelled and fallback is not None:
+            fallback(report, self.title or "ragdesk")
+
+
+def _throttled(emit: Callable[[ProgressUpdate], None]) -> ProgressCallback:
+    last = [0.0]
+
+    def cb(update: ProgressUpdate) -> None:
+        now = time.monotonic()
+        final = update.total is not None and update.done >= update.total
+        if final or now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            emit(update)
+
+    return cb
+
+
+class LaneEvents(QObject):
+    """What happens on one lane, for observers that track work rather than own it."""
+
+    started = Signal(object)  # Op
+    progressed = Signal(object, object)  # Op, ProgressUpdate
+    finished = Signal(object, object)  # Op, result
+    failed = Signal(object, object)  # Op, ErrorReport
+    busyChanged = Signal(bool)
+
+
+class _Bridge(QObject):
+    """Lives on the GUI thread; workers emit, the GUI thread delivers (queued)."""
+
+    started = Signal(object)
+    progressed = Signal(object, object)
+    streamed = Signal(object, object)
+    finished = Signal(object, object)
+    failed = Signal(object, object)
+
+
+class _Task(QRunnable):
+    def __init__(self, op: Op[Any], bridge: _Bridge) -> None:
+        super().__init__()
+        self.op = op
+        self.bridge = bridge
+        self.setAutoDelete(True)
+
+    def run(self) -> None:
+        op, bridge = self.op, self.bridge
+        if op.token.cancelled:
+            _emit(bridge.failed, op, ErrorReport.cancelled_report())
+            return
+        _emit(bridge.started, op)
+        ctx = OpContext(op.token, _throttled(lambda u: _emit(bridge.progressed, op, u)),
+                        lambda item: _emit(bridge.streamed, op, item))
+        try:
+            result = op.fn(ctx)
+        except Exception as exc:
+            if not isinstance(exc, Cancelled):
+                log.warning("%s failed", op.title or "background work", exc_info=True)
+            _emit(bridge.failed, op, ErrorReport.from_exception(exc))
+        else:
+            _emit(bridge.finished, op, result)
+
+
+def _emit(signal: Any, *args: object) -> None:
+    # RuntimeError: the runner is gone (its window was deleted); nobody is listening.
+    with contextlib.suppress(RuntimeError):
+        signal.emit(*args)
+
+
+class OpRunner(QObject):
+    """The lanes of one window: submit ops, observe them, cancel them, shut them down."""
+
+    def __init__(self, parent: QObject | None = None, *,
+                 on_failure: FailureHandler | None = None,
+                 reads_threads: int = READS_THREADS) -> None:
+        super().__init__(parent)
+        self.on_failure = on_failure
+        self._pools: dict[Lane, QThreadPool] = {}
+        self._events: dict[Lane, LaneEvents] = {}
+        self._ops: dict[Lane, dict[int, Op[Any]]] = {}
+        for lane in Lane:
+            pool = QThreadPool(self)
+            pool.setObjectName(f"ragdesk-{lane.value}")
+            if lane is Lane.READS:
+                pool.setMaxThreadCount(max(1, reads_threads))
+            else:
+                pool.setMaxThreadCount(1)
+                # One thread for the lane's whole life (torch keeps per-thread state).
+                pool.setExpiryTimeout(-1)
+            self._pools[lane] = pool
+            self._events[lane] = LaneEvents(self)
+            self._ops[lane] = {}
+        self._closed = False
+        self._bridge = _Bridge(self)
+        queued = Qt.ConnectionType.QueuedConnection
+        self._bridge.started.connect(self._on_started, queued)
+        self._bridge.progressed.connect(self._on_progress, queued)
+        self._bridge.streamed.connect(self._on_stream, queued)
+        self._bridge.finished.connect(self._on_finished, queued)
+        self._bridge.failed.connect(self._on_failed, queued)
+
+    # ---- submitting and observing ---------------------------------------------------------
+
+    def submit(self, op: Op[Any]) -> None:
+        lane_ops = self._ops[op.lane]
+        lane_ops[op.id] = op
+        if len(lane_ops) == 1:
+            self._events[op.lane].busyChanged.emit(True)
+        if self._closed:
+            op.cancel()  # reported as cancelled, later, like any other op
+            self._bridge.failed.emit(op, ErrorReport.cancelled_report())
+            return
+        self._pools[op.lane].start(_Task(op, self._bridge))
+
+    def events(self, lane: Lane) -> LaneEvents:
+        return self._events[lane]
+
+    def ops(self, lane: Lane) -> list[Op[Any]]:
+        """The lane's ops not yet finished, in submission order."""
+        return list(self._ops[lane].values())
+
+    def current(self, lane: Lane) -> Op[Any] | None:
+        """The op the lane is running now (a serial lane runs one at a time)."""
+        return next((op for op in self._ops[lane].values()
+                     if op.state is OpState.RUNNING), None)
+
+    def busy(self, lane: Lane | None = None) -> bool:
+        lanes = list(Lane) if lane is None else [lane]
+        return any(self._ops[x] for x in lanes)
+
+    def cancel(self, lane: Lane | None = None, op_id: int | None = None) -> None:
+        """Cancel the lane's cancellable ops (all lanes if None), or only ``op_id``."""
+        lanes = list(Lane) if lane is None else [lane]
+        for x in lanes:
+            for op in self._ops[x].values():
+                if op.cancellable and (op_id is None or op.id == op_id):
+                    op.cancel()
+
+    # ---- delivery (GUI thread) ------------------------------------------------------------
+
+    def _on_started(self, op: Op[Any]) -> None:
+        op._deliver_started()
+        self._events[op.lane].started.emit(op)
+
+    def _on_progress(self, op: Op[Any], update: ProgressUpdate) -> None:
+        if op.state.finished:
+            return  # a late update queued before the op ended
+        op._deliver_progress(update)
+        self._events[op.lane].progressed.emit(op, update)
+
+    def _on_stream(self, op: Op[Any], item: object) -> None:
+        op._deliver_stream(item)
+
+    def _retire(self, op: Op[Any]) -> None:
+        lane_ops = self._ops[op.lane]
+        if lane_ops.pop(op.id, None) is not None and not lane_ops:
+            self._events[op.lane].busyChanged.emit(False)
+
+    def _on_finished(self, op: Op[Any], result: object) -> None:
+        self._retire(op)
+        op._deliver_success(result)
+        self._events[op.lane].finished.emit(op, result)
+
+    def _on_failed(self, op: Op[Any], report: ErrorReport) -> None:
+        self._retire(op)
+        # After shutdown nobody is there to read a dialog; the op's own handler still runs.
+        op._deliver_failure(report, None if self._closed else self.on_failure)
+        self._events[op.lane].failed.emit(op, report)
+
+    # ---- closing ---------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def shutdown(self, timeout_ms: int = 15_000) -> bool:
+        """Cancel what can be cancelled (writes that cannot finish first), then wait for every
+        lane within one deadline; False if some work did not stop in time. Idempotent."""
+        self._closed = True
+        self.cancel()
+        deadline = time.monotonic() + timeout_ms / 1000
+        ok = True
+        for lane, pool in self._pools.items():
+            left = max(1, int((deadline - time.monotonic()) * 1000))
+            if not pool.waitForDone(left):
+                log.warning("the %s lane did not stop within %d ms", lane.value, timeout_ms)
+                ok = False
+        return ok
+
+    def idle(self) -> bool:
+        """No worker thread is running an op (true after a successful shutdown)."""
+        return all(pool.activeThreadCount() == 0 for pool in self._pools.values())
