@@ -72,6 +72,73 @@ STEPS: list[list[str]] = [
     [
         "ALTER TABLE snapshots ADD COLUMN stage TEXT",
     ],
+    # 4: conversations. An answer keeps its passages' text (answer_passages), so it reopens
+    # with its citations, heat map and inspector after its snapshot is removed. A deleted
+    # conversation is only marked (deleted_at) until it is purged, which is what "undo"
+    # restores. answers_fts indexes questions and answer texts (external content: the text
+    # is stored once, in answers; the triggers keep the index in step).
+    [
+        """CREATE TABLE conversations (
+            id INTEGER PRIMARY KEY,
+            title TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            deleted_at TEXT
+        )""",
+        """CREATE TABLE answers (
+            id INTEGER PRIMARY KEY,
+            conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            question TEXT NOT NULL,
+            text TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            decoding TEXT,
+            snapshot TEXT,
+            pack TEXT,
+            options TEXT NOT NULL DEFAULT '{}',
+            logprob REAL NOT NULL,
+            temperature REAL NOT NULL DEFAULT 1.0,
+            style TEXT,
+            grounded INTEGER NOT NULL DEFAULT 0,
+            retriever TEXT,
+            cancelled INTEGER NOT NULL DEFAULT 0,
+            token_ids TEXT NOT NULL DEFAULT '[]',
+            tokens TEXT NOT NULL DEFAULT '[]',
+            timings TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            UNIQUE (conversation_id, position)
+        )""",
+        """CREATE TABLE answer_passages (
+            answer_id INTEGER NOT NULL REFERENCES answers(id) ON DELETE CASCADE,
+            rank INTEGER NOT NULL,
+            passage_id INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            text TEXT NOT NULL,
+            score REAL NOT NULL,
+            prob REAL NOT NULL,
+            snapshot TEXT,
+            PRIMARY KEY (answer_id, rank)
+        )""",
+        "CREATE INDEX conversations_by_update ON conversations (deleted_at, updated_at)",
+        """CREATE VIRTUAL TABLE answers_fts USING fts5(
+            question, text, content='answers', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2'
+        )""",
+        """CREATE TRIGGER answers_fts_insert AFTER INSERT ON answers BEGIN
+            INSERT INTO answers_fts (rowid, question, text)
+            VALUES (new.id, new.question, new.text);
+        END""",
+        """CREATE TRIGGER answers_fts_delete AFTER DELETE ON answers BEGIN
+            INSERT INTO answers_fts (answers_fts, rowid, question, text)
+            VALUES ('delete', old.id, old.question, old.text);
+        END""",
+        """CREATE TRIGGER answers_fts_update AFTER UPDATE OF question, text ON answers BEGIN
+            INSERT INTO answers_fts (answers_fts, rowid, question, text)
+            VALUES ('delete', old.id, old.question, old.text);
+            INSERT INTO answers_fts (rowid, question, text)
+            VALUES (new.id, new.question, new.text);
+        END""",
+    ],
 ]
 
 SCHEMA_VERSION = len(STEPS)
