@@ -22,6 +22,8 @@ formats (detected from the file, or given with --format):
   dpr-tsv         DPR's psgs_w100.tsv: header id<TAB>text<TAB>title, one passage per row
   wiki-xml        a MediaWiki XML dump, .xml or .xml.bz2 (articles only, redirects skipped)
   vital-articles  the starter pack's Wikipedia Vital Articles: use SOURCE "vital-articles"
+  docs            a FOLDER of PDF, DOCX, Markdown, HTML and text files (importing it again
+                  picks up added, changed and deleted files, encoding only what changed)
 
 Articles are split into non-overlapping 100-word passages, as DPR did.
 
@@ -76,7 +78,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                      "model folder (DPR context encoder or sentence-transformers model); "
                      "defaults to the starter pack's all-MiniLM-L6-v2 for vital-articles")
     imp.add_argument("--format", dest="fmt",
-                     choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles"],
+                     choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles", "docs"],
                      help="source format (default: detected)")
     imp.add_argument("--limit", type=int, metavar="N", help="import at most N passages")
     imp.add_argument("--embeddings", type=Path, metavar="NPY",
@@ -173,6 +175,11 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
 
 def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.snapshots import import_snapshot
+
+    if args.fmt == "docs" or Path(args.source).is_dir():
+        from ragdesk.cli.docs_import import import_docs  # a folder of documents (issue 20)
+
+        return import_docs(args, ctx)
 
     rec = import_snapshot(ctx.data, ctx.catalog, args.source, name=args.name,
                           encoder=args.encoder, fmt=args.fmt, limit=args.limit,

@@ -1,0 +1,312 @@
+"""``import_folder``: a folder of PDF, DOCX, Markdown, HTML and text files as a snapshot.
+
+Each file is hashed; a file whose path and content match the previous import of the same
+snapshot keeps its passages and vectors, and only new or changed files are parsed and
+encoded. Damaged or unreadable files are reported by name (``warnings``) and the rest
+imports. Per-file results are kept in ``staging/.docs-<slug>/cache`` as each file finishes,
+so an interrupted import run again resumes; the finished snapshot is renamed into place (see
+:mod:`.swap`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
+from ragdesk.core.catalog.catalog import unique_slug
+from ragdesk.core.documents import swap
+from ragdesk.core.documents.assemble import (
+    FileUnit,
+    SnapshotSpec,
+    write_snapshot,
+)
+from ragdesk.core.documents.cache import FileCache
+from ragdesk.core.documents.folder import (
+    FolderRecord,
+    cache_key,
+    file_sha256,
+    read_folder_record,
+    scan_folder,
+)
+from ragdesk.core.documents.model import DocumentError
+from ragdesk.core.documents.parsers import PARSER_VERSION, SUFFIXES, parse_file
+from ragdesk.core.documents.splitting import PASSAGE_WORDS, split_document
+from ragdesk.core.encoders import TextEncoder, load_encoder, passage_input
+from ragdesk.core.errors import (
+    AlreadyExistsError,
+    BadInputError,
+    Cancelled,
+    NotFoundError,
+    RagdeskError,
+)
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.snapshots import locks
+from ragdesk.core.snapshots.lifecycle import mark_ready, recover
+from ragdesk.core.snapshots.manifest import Manifest, read_manifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class FolderImportResult:
+    """What an import did; ``warnings`` name each file that could not be imported."""
+
+    record: SnapshotRecord
+    passages: int
+    encoded: int  # passages encoded by this run
+    reused: int  # passages whose vectors came from the previous import or an interrupted run
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    other_files: int = 0  # files of kinds ragdesk does not read
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "record"}
+        d["snapshot"] = self.record.to_json()
+        return d
+
+
+def _check_folder(folder: str | os.PathLike[str]) -> Path:
+    path = Path(folder).expanduser()
+    if not path.exists():
+        raise NotFoundError(f"The folder {path} does not exist.")
+    if not path.is_dir():
+        raise BadInputError("is not a folder; --format docs imports a folder of documents.",
+                            path=path)
+    return path.resolve()
+
+
+def _encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
+    if isinstance(encoder, TextEncoder):
+        return encoder
+    if encoder is None:
+        raise BadInputError("An encoder is needed to embed the passages.",
+                            hint="Pass --encoder with a Hugging Face model id or a model folder "
+                            "(a DPR context encoder or a sentence-transformers model).")
+    return load_encoder(encoder, role="passage")
+
+
+def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str], *,
+                  name: str, encoder: str | os.PathLike[str] | TextEncoder | None,
+                  default_pack: str | None = None, progress: ProgressCallback | None = None,
+                  cancel: CancelToken | None = None, batch_size: int = 64,
+                  fast: bool = True) -> FolderImportResult:
+    """Import (or re-import) the documents under ``folder`` as the snapshot ``name``.
+
+    A ready snapshot of that name imported from a folder is refreshed in place; any other
+    snapshot of that name is refused."""
+    data.ensure()
+    recover(data, catalog)
+    root = _check_folder(folder)
+    name = name.strip()
+    if not name:
+        raise BadInputError("A snapshot needs a name.", hint="Pass --name NAME.")
+    if batch_size < 1:
+        raise BadInputError(f"The batch size must be at least 1, not {batch_size}.")
+    existing = catalog.find_snapshot(name)
+    slug = existing.slug if existing is not None else unique_slug(
+        name, {s.slug for s in catalog.list_snapshots()})
+    with locks.hold_import(data, name, slug):
+        swap.finish_interrupted_swap(data, slug)
+        previous = _previous(data, catalog, name)
+        enc = _encoder(encoder)
+        run = _FolderImport(data, catalog, root, name, slug, enc.fast() if fast else enc,
+                            previous, progress, cancel, batch_size, default_pack)
+        return run.run()
+
+
+def _previous(data: DataDir, catalog: Catalog, name: str) -> tuple[Path, FolderRecord] | None:
+    """The ready snapshot ``name`` and its folder record, if it was imported from a folder."""
+    rec = catalog.find_snapshot(name)
+    if rec is None or rec.state != SnapshotState.READY.value:
+        return None
+    path = data.snapshot_dir(rec.slug)
+    record = read_folder_record(path)
+    if record is None:
+        raise AlreadyExistsError(f"A snapshot named {name!r} already exists and was not "
+                                 "imported from a folder.",
+                                 "Pick another name, or remove it first with "
+                                 f"`ragdesk index remove {name}`.")
+    mark_ready(catalog, name, read_manifest(path))  # a swap finished by a crash's recovery
+    return path, record
+
+
+class _FolderImport:
+    def __init__(self, data: DataDir, catalog: Catalog, root: Path, name: str, slug: str,
+                 encoder: TextEncoder, previous: tuple[Path, FolderRecord] | None,
+                 progress: ProgressCallback | None, cancel: CancelToken | None,
+                 batch_size: int, default_pack: str | None) -> None:
+        self.data, self.catalog, self.root = data, catalog, root
+        self.name, self.slug, self.encoder = name, slug, encoder
+        self.previous = previous
+        self.progress, self.cancel, self.batch_size = progress, cancel, batch_size
+        self.default_pack = default_pack
+        self.work = swap.work_dir(data, slug)
+        self.cache = FileCache(self.work / "cache")
+        self.result_fields: dict[str, Any] = {"added": [], "changed": [], "unchanged": [],
+                                              "removed": [], "warnings": []}
+        self.encoded = self.reused = 0
+
+    # ---- the run --------------------------------------------------------------------
+
+    def run(self) -> FolderImportResult:
+        fresh = self.previous is None
+        if fresh:
+            self._add_catalog_row()
+        job = self.catalog.create_job("import", self.name, pid=os.getpid())
+        try:
+            units, other = self._collect(job)
+            manifest = self._write(units)
+            self._install(manifest, fresh)
+            self.catalog.update_job(job, state="done", done=manifest.passages,
+                                    total=manifest.passages, message="done")
+        except BaseException as exc:
+            self._fail(job, exc, fresh)
+            raise
+        shutil.rmtree(self.work, ignore_errors=True)
+        if self.catalog.active_snapshot() is None:
+            self.catalog.set_active(self.name)
+        return FolderImportResult(self.catalog.get_snapshot(self.name), manifest.passages,
+                                  self.encoded, self.reused, other_files=other,
+                                  **self.result_fields)
+
+    def _add_catalog_row(self) -> None:
+        info = self.encoder.info
+        fields: dict[str, Any] = {"encoder_id": info.id, "encoder_family": info.family,
+                                  "dim": info.dim, "source": str(self.root),
+                                  "default_pack": self.default_pack}
+        if self.catalog.find_snapshot(self.name) is None:
+            self.catalog.add_snapshot(self.name, f"snapshots/{self.slug}", slug=self.slug,
+                                      state=SnapshotState.IMPORTING, **fields)
+        else:  # a failed or interrupted first import: this run resumes it
+            self.catalog.update_snapshot(self.name, state=SnapshotState.IMPORTING, error=None,
+                                         passages=0, stage=None, **fields)
+
+    def _fail(self, job: int, exc: BaseException, fresh: bool) -> None:
+        resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, swap.SnapshotInUseError,
+                                     OSError))
+        if isinstance(exc, (Cancelled, KeyboardInterrupt)):
+            message, state = "Cancelled; import the folder again to resume.", "cancelled"
+        else:
+            message = exc.message if isinstance(exc, RagdeskError) else \
+                f"{type(exc).__name__}: {exc}"
+            state = "failed"
+        if not resumable:
+            shutil.rmtree(self.work, ignore_errors=True)
+        try:
+            self.catalog.update_job(job, state=state, message=message)
+            if fresh:  # a refresh that fails leaves the previous version answering
+                self.catalog.update_snapshot(self.name, state=SnapshotState.FAILED,
+                                             error=message)
+        except RagdeskError:
+            log.warning("could not record the failed import of %s", self.name, exc_info=True)
+
+    # ---- reading and encoding ---------------------------------------------------------
+
+    def _old_files(self) -> dict[str, Any]:
+        if self.previous is None:
+            return {}
+        _, record = self.previous
+        if not record.reusable_for(self.encoder.info.to_json(), PASSAGE_WORDS):
+            return {}  # another encoder or splitter: every vector is computed again
+        return dict(record.files)
+
+    def _collect(self, job: int) -> tuple[list[FileUnit], int]:
+        rels, other = scan_folder(self.root)
+        old = self._old_files()
+        if self.previous is not None:
+            self.result_fields["removed"] = sorted(set(self.previous[1].files) - set(rels))
+        prog = Progress(len(rels), "reading documents", self.progress)
+        units: list[FileUnit] = []
+        for i, rel in enumerate(rels):
+            if self.cancel is not None:
+                self.cancel.raise_if_cancelled()
+            unit = self._unit(rel, old)
+            if unit is not None:
+                units.append(unit)
+            prog.set(i + 1, f"reading documents: {rel}")
+            self.catalog.update_job(job, done=i + 1, total=len(rels),
+                                    message=f"reading {rel}")
+        if not units:
+            listed = "; ".join(self.result_fields["warnings"][:3])
+            raise BadInputError(
+                "holds no document ragdesk can read" + (f" ({listed})" if listed else "") + ".",
+                path=self.root, hint=f"ragdesk reads {', '.join(SUFFIXES)} files.")
+        return units, other
+
+    def _unit(self, rel: str, old: dict[str, Any]) -> FileUnit | None:
+        path = self.root / rel
+        try:
+            sha, size = file_sha256(path), path.stat().st_size
+        except OSError as exc:
+            self._warn(rel, f"cannot be read ({exc.strerror or exc})")
+            return None
+        before = self.previous[1].files.get(rel) if self.previous is not None else None
+        kind = ("added" if before is None else
+                "unchanged" if before.sha256 == sha else "changed")
+        prev = old.get(rel)  # only when its vectors fit this import
+        if prev is not None and prev.sha256 == sha:
+            self.result_fields[kind].append(rel)
+            self.reused += prev.count
+            return FileUnit(rel, sha, size, prev.title, old_start=prev.start, count=prev.count)
+        key = cache_key(rel, sha)
+        cached = self.cache.get(key)
+        if cached is None:
+            cached = self._encode_file(path, rel)
+            if cached is None:
+                return None
+            self.cache.put(key, *cached)
+        else:
+            self.reused += len(cached[0])
+        self.result_fields[kind].append(rel)
+        passages, vectors = cached
+        return FileUnit(rel, sha, size, passages[0].title, passages=passages, vectors=vectors,
+                        count=len(passages))
+
+    def _encode_file(self, path: Path, rel: str) -> tuple[list[Any], Any] | None:
+        try:
+            doc = parse_file(path)
+        except DocumentError as exc:
+            self._warn(rel, str(exc))
+            return None
+        passages = split_document(doc, rel)
+        inputs = [passage_input(self.encoder, p.title, p.text) for p in passages]
+        vectors = self.encoder.encode(inputs, batch_size=self.batch_size,  # type: ignore[arg-type]
+                                      cancel=self.cancel)
+        self.encoded += len(passages)
+        return passages, vectors
+
+    def _warn(self, rel: str, message: str) -> None:
+        log.warning("skipping %s: %s", rel, message)
+        self.result_fields["warnings"].append(f"{rel}: {message}")
+
+    # ---- writing and installing -------------------------------------------------------
+
+    def _write(self, units: list[FileUnit]) -> Manifest:
+        spec = SnapshotSpec(self.name, self.slug, self.root, self.encoder.info, PASSAGE_WORDS,
+                            PARSER_VERSION, self.encoder.precision,
+                            source_bytes=sum(u.size for u in units))
+        old = self.previous[0] if self.previous is not None else None
+        return write_snapshot(self.work / swap.BUILD_DIRNAME, spec, units, old, self.progress,
+                              self.cancel)
+
+    def _install(self, manifest: Manifest, fresh: bool) -> None:
+        build = self.work / swap.BUILD_DIRNAME
+        if fresh:
+            swap.install_new(self.data, build, self.slug)
+        else:
+            swap.replace(self.data, build, self.slug)
+            # Index variants (HNSW, IVF-PQ) were built over the old vectors.
+            rec = self.catalog.get_snapshot(self.name)
+            for variant in rec.variants:
+                if variant.variant not in manifest.variants:
+                    self.catalog.remove_variant(self.name, variant.variant)
+        mark_ready(self.catalog, self.name, manifest)
