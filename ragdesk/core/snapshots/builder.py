@@ -413,6 +413,8 @@ class _Build:
         src = self.plan.source
         source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
                                   "limit": self.plan.limit}
+        if src.site:
+            source["site"] = src.site  # where citations of a MediaWiki dump link to
         if self.plan.precomputed_path is not None:
             source["embeddings"] = str(self.plan.precomputed_path)
         elif "precision" in self.state:

@@ -139,6 +139,14 @@ class PassageReader:
                 f"{self.path} has no passage with id {missing[0]} (of {len(missing)} missing).")
         return [found[i] for i in wanted]
 
+    def rows(self, first: int, last: int) -> list[tuple[int, str, str, str | None]]:
+        """(id, title, text, source id) of the passages ``first..last`` (inclusive), in id
+        order: an article's passages have consecutive ids, so this reads around a citation."""
+        with self._lock, sqlite_errors(self.path):
+            return [(int(i), t, x, s) for i, t, x, s in self._conn().execute(
+                "SELECT id, title, text, source_id FROM passages WHERE id BETWEEN ? AND ? "
+                "ORDER BY id", (int(first), int(last)))]
+
     def close(self) -> None:
         with self._lock:
             if self._con is not None:

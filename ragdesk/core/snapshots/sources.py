@@ -134,6 +134,7 @@ class Source:
         self.label = label
         self.size = path.stat().st_size
         self.bytes_read = 0
+        self.site: str | None = None  # a MediaWiki dump's main-page URL, once read
 
     def fingerprint(self) -> dict[str, Any]:
         st = self.path.stat()
@@ -234,12 +235,16 @@ class Source:
                 raw.seek(0)
             stream: IO[bytes] = bz2.BZ2File(raw) if compressed else raw
             try:
-                for title, text in iter_articles(stream, self.path, compressed):
+                for title, text, page_id in iter_articles(stream, self.path, compressed,
+                                                          self._set_site):
                     self.bytes_read = raw.tell()
-                    yield Document(title, text)
+                    yield Document(title, text, page_id)
             finally:
                 if compressed:
                     stream.close()
+
+    def _set_site(self, url: str) -> None:
+        self.site = url
 
     # ---- Vital Articles ------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -24,8 +24,9 @@ def _child(elem: ET.Element, name: str) -> ET.Element | None:
     return None
 
 
-def _article(page: ET.Element, namespace_names: set[str]) -> tuple[str, str] | None:
-    """(title, plain text) of an article page; None for redirects and other namespaces."""
+def _article(page: ET.Element, namespace_names: set[str]) -> tuple[str, str, str | None] | None:
+    """(title, plain text, page id) of an article page; None for redirects and other
+    namespaces."""
     title_el = _child(page, "title")
     title = (title_el.text or "").strip() if title_el is not None else ""
     ns_el = _child(page, "ns")
@@ -44,11 +45,19 @@ def _article(page: ET.Element, namespace_names: set[str]) -> tuple[str, str] | N
     if wikitext.lstrip()[: len(REDIRECT_PREFIX)].lower() == REDIRECT_PREFIX:
         return None
     text = wikitext_to_text(wikitext)
-    return (title, text) if text else None
+    # The page id names the article on its wiki for good (titles get renamed): kept as the
+    # passages' source id, so that a citation can link to the page.
+    id_el = _child(page, "id")
+    page_id = (id_el.text or "").strip() if id_el is not None else ""
+    return (title, text, page_id or None) if text else None
 
 
-def iter_articles(stream: IO[bytes], path: Path, compressed: bool) -> Iterator[tuple[str, str]]:
-    """Yield (title, text) for each article of a dump, clearing parsed pages as it goes."""
+def iter_articles(stream: IO[bytes], path: Path, compressed: bool,
+                  on_site: Callable[[str], None] | None = None
+                  ) -> Iterator[tuple[str, str, str | None]]:
+    """Yield (title, text, page id) for each article of a dump, clearing parsed pages as it
+    goes. ``on_site`` receives the wiki's address (siteinfo ``<base>``, the URL of its main
+    page) when the dump gives it."""
     where = " of the decompressed XML" if compressed else ""
     namespace_names: set[str] = set()
     root: ET.Element | None = None
@@ -64,7 +73,9 @@ def iter_articles(stream: IO[bytes], path: Path, compressed: bool) -> Iterator[t
             if event != "end":
                 continue
             tag = _local(elem.tag)
-            if tag == "namespaces":
+            if tag == "base" and on_site is not None and (elem.text or "").strip():
+                on_site((elem.text or "").strip())
+            elif tag == "namespaces":
                 namespace_names = {
                     (n.text or "").strip().lower() for n in elem
                     if n.get("key") not in (None, "0") and n.text
