@@ -1,8 +1,10 @@
 """Every location ragdesk writes to, from one place.
 
 The data directory is, in order: an explicit override (``--data-dir``), the environment
-variable ``RAGDESK_DATA_DIR``, or the platform's user data folder (platformdirs). Everything
-the app writes (catalog, snapshots, settings, logs, model imports) lives below it.
+variable ``RAGDESK_DATA_DIR``, the folder chosen in the settings dialog (kept in the user's
+config folder, outside the data directory it names), or the platform's user data folder
+(platformdirs). Everything the app writes (catalog, snapshots, settings, logs, model
+imports) lives below it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,26 @@ from ragdesk.core.errors import DataDirError
 
 ENV_VAR = "RAGDESK_DATA_DIR"
 APP_NAME = "ragdesk"
+LOCATION_FILE = "data-dir.txt"
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+
+
+def location_file() -> Path:
+    """Where the data folder chosen in the settings dialog is remembered."""
+    return Path(platformdirs.user_config_dir(APP_NAME, appauthor=False)) / LOCATION_FILE
+
+
+def chosen_data_dir() -> Path | None:
+    """The data folder chosen in the settings dialog, if any (an unreadable file counts as
+    no choice: the default folder is still there to start from)."""
+    try:
+        text = location_file().read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return Path(text).expanduser() if text else None
 
 
 def resolve_data_dir(override: str | os.PathLike[str] | None = None) -> Path:
@@ -26,7 +48,7 @@ def resolve_data_dir(override: str | os.PathLike[str] | None = None) -> Path:
     env = os.environ.get(ENV_VAR)
     if env:
         return Path(env).expanduser().resolve()
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
+    return chosen_data_dir() or default_data_dir()
 
 
 @dataclass(frozen=True)
