@@ -41,7 +41,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd, train_cmd
+    from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd, serve_cmd, train_cmd
 
     parser: argparse.ArgumentParser = _Parser(
         prog="ragdesk",
@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask_cmd.register(sub)
     eval_cmd.register(sub)
     train_cmd.register(sub)
+    serve_cmd.register(sub)
     gui = sub.add_parser("gui", help="start the desktop app (the default)")
     gui.set_defaults(func=_run_gui)
     return parser

@@ -1,0 +1,119 @@
+"""`ragdesk serve`: a local OpenAI-compatible HTTP API over the snapshots."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.cli.common import terminal_safe
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
+
+API_KEY_ENV = "RAGDESK_API_KEY"
+
+EPILOG = """\
+endpoints:
+  GET  /v1/models             "ragdesk" (the served snapshot) and "ragdesk/NAME" per snapshot
+  POST /v1/chat/completions   OpenAI chat completions, streamed (SSE) or not; the extra field
+                              "ragdesk" holds the cited passages (file, page, heading for a
+                              folder snapshot) and each token's source passage
+  POST /v1/retrieve           {"query": ..., "n_docs": 5}: the passages alone
+  GET  /health                loading / ready / failed
+
+example:
+  ragdesk serve --snapshot my-docs
+  python -c "from openai import OpenAI; c = OpenAI(base_url='http://127.0.0.1:8765/v1', \\
+      api_key='none'); print(c.chat.completions.create(model='ragdesk', \\
+      messages=[{'role': 'user', 'content': 'when is the festival?'}]))"
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from ragdesk.server.config import DEFAULT_HOST, DEFAULT_PORT
+
+    p = sub.add_parser("serve", help="serve an OpenAI-compatible HTTP API on this machine",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to listen on (default {DEFAULT_HOST}; any other needs "
+                   "--api-key)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT,
+                   help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--api-key", metavar="KEY",
+                   help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    p.add_argument("--snapshot", metavar="NAME",
+                   help="snapshot to answer from (default: the active one when each "
+                   "request starts)")
+    p.add_argument("--pack", metavar="P",
+                   help="model pack (default: the snapshot's own, else the chosen one)")
+    p.add_argument("--question-encoder", metavar="M", help="question encoder (overrides the "
+                   "pack)")
+    p.add_argument("--generator", metavar="M", help="generator (overrides the pack)")
+    p.add_argument("--queue-limit", type=int, default=16, metavar="N",
+                   help="requests admitted at once; more get 429 (default 16)")
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.cpu import passive_openmp_waits
+    from ragdesk.server import ServerConfig, check_bind
+    from ragdesk.server.run import serve
+
+    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV)
+    config = ServerConfig(host=args.host, port=args.port, api_key=api_key,
+                          queue_limit=args.queue_limit, answer=_answer_defaults(ctx))
+    check_bind(config)  # before any model loads
+    if args.snapshot is not None:
+        ctx.catalog.get_snapshot(args.snapshot)  # a typo fails now, not on the first request
+    passive_openmp_waits()
+    data_dir = ctx.data.root
+
+    def loader() -> Any:
+        return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
+                                   args.generator)
+
+    def ready(url: str) -> None:
+        print(f"ragdesk: serving {url}/v1 (loading models; /health says when ready). "
+              "Ctrl-C stops.", file=sys.stderr, flush=True)
+
+    serve(config, loader, on_ready=ready)
+    return 0
+
+
+def load_checked_engine(data_dir: Any, snapshot: str | None, pack: str | None,
+                        question_encoder: str | None, generator: str | None) -> Any:
+    """``ragdesk.load_engine``, and a check that its question encoder fits the snapshot
+    (a mismatch would otherwise fail every request)."""
+    import ragdesk
+
+    engine = ragdesk.load_engine(snapshot=snapshot, question_encoder=question_encoder,
+                                 generator=generator, data_dir=data_dir, pack=pack)
+    try:
+        index = engine.snapshot_index()
+        check = getattr(index, "check_query_encoder", None)
+        if check is not None:
+            check(engine.question_encoder.info)
+    except BaseException:
+        engine.close()
+        raise
+    print(f"ragdesk: engine ready: snapshot {terminal_safe(index.name)!r}, generator "
+          f"{terminal_safe(engine.generator.name)}", file=sys.stderr, flush=True)
+    return engine
+
+
+def _answer_defaults(ctx: AppContext) -> Any:
+    """The answer options a request leaves out: the settings, as for `ragdesk ask`."""
+    from ragdesk.server.config import AnswerDefaults
+
+    base = AnswerDefaults()
+    keys = {"mode": "mode", "decoding": "decoding", "n_docs": "n_docs",
+            "num_beams": "num_beams", "max_new_tokens": "max_new_tokens",
+            "retriever": "retriever"}
+    values: dict[str, Any] = {}
+    for field, key in keys.items():
+        got = ctx.settings.get(key)
+        if got is not None and type(got) is type(getattr(base, field)):
+            values[field] = got
+    return AnswerDefaults(**{**base.__dict__, **values})

@@ -1,0 +1,48 @@
+"""What runs on the engine thread for one request: retrieval, citations, the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ragdesk.core.documents import locate
+from ragdesk.core.documents.citations import document_root
+from ragdesk.core.progress import CancelToken
+from ragdesk.core.types import Hit
+from ragdesk.server.shapes import AskRequest, citation
+
+
+def retrieve_with_citations(engine: Any, question: str, n_docs: int, snapshot: str | None,
+                            retriever: str) -> tuple[list[Any], list[dict[str, Any]]]:
+    """The passages for ``question`` and their citations (file, page, heading for a folder
+    snapshot), in rank order."""
+    index = engine.snapshot_index(snapshot)  # taken once: a switch meanwhile does not matter
+    docs = engine.retrieve(question, n_docs, snapshot=index, retriever=retriever)
+    folder = getattr(index, "folder", None)
+    locations = locate(index, [d.id for d in docs])
+    root: Path | None = document_root(Path(folder)) if locations and folder else None
+    cites = [citation(i, d, locations.get(d.id), root) for i, d in enumerate(docs, 1)]
+    return docs, cites
+
+
+def answer(engine: Any, req: AskRequest, docs: list[Any],
+           on_token: Callable[[Any], None] | None = None,
+           cancel: CancelToken | None = None) -> Any:
+    hits = [Hit(d.id, d.title, d.text, d.score) for d in docs]
+    return engine.answer_from_docs(
+        req.question, hits, mode=req.mode, decoding=req.decoding, num_beams=req.num_beams,
+        max_new_tokens=req.max_new_tokens, on_token=on_token, cancel=cancel,
+        snapshot_name=docs[0].snapshot if docs else None)
+
+
+def ask(engine: Any, req: AskRequest, on_token: Callable[[Any], None] | None = None,
+        cancel: CancelToken | None = None,
+        on_citations: Callable[[list[dict[str, Any]]], None] | None = None,
+        ) -> tuple[Any, list[dict[str, Any]]]:
+    """Retrieve, report the citations (a stream sends them before the first token), answer."""
+    docs, cites = retrieve_with_citations(engine, req.question, req.n_docs, req.snapshot,
+                                          req.retriever)
+    if on_citations is not None:
+        on_citations(cites)
+    return answer(engine, req, docs, on_token, cancel), cites

@@ -1,0 +1,93 @@
+"""Running the server: in the foreground for ``ragdesk serve``, or in a thread on a free
+port (tests and the load benchmark)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ragdesk.server.app import create_app
+from ragdesk.server.config import ServerConfig, check_bind
+from ragdesk.server.host import EngineHost
+
+log = logging.getLogger(__name__)
+
+
+def _uvicorn_config(app: Any, config: ServerConfig) -> Any:
+    import uvicorn
+
+    # h11 and asyncio by name: uvicorn's "auto" picks httptools/uvloop when installed, which
+    # are C extensions this app does not ship.
+    return uvicorn.Config(app, host=config.host, port=config.port, http="h11", loop="asyncio",
+                          ws="none", lifespan="off", log_level="warning",
+                          timeout_graceful_shutdown=5)
+
+
+def serve(config: ServerConfig, loader: Callable[[], Any],
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve until interrupted. The engine loads in the background; until it is ready,
+    questions get 503 and ``/health`` says ``loading``."""
+    import uvicorn
+
+    check_bind(config)
+    host = EngineHost(loader, config.queue_limit)
+    host.start()
+    server = uvicorn.Server(_uvicorn_config(create_app(host, config), config))
+    if on_ready is not None:
+        threading.Thread(target=_announce, args=(server, config, on_ready),
+                         daemon=True).start()
+    try:
+        server.run()
+    finally:
+        host.close()
+
+
+def _announce(server: Any, config: ServerConfig, on_ready: Callable[[str], None]) -> None:
+    while not server.started and not server.should_exit:
+        time.sleep(0.05)
+    if server.started:
+        on_ready(f"http://{config.host}:{config.port}")
+
+
+@dataclass
+class Running:
+    url: str  # http://127.0.0.1:PORT
+    host: EngineHost
+    server: Any
+
+
+@contextlib.contextmanager
+def serve_in_thread(config: ServerConfig, loader: Callable[[], Any],
+                    wait_loaded: bool = True) -> Iterator[Running]:
+    """The server on a free port of ``config.host`` (port 0), stopped on exit."""
+    import uvicorn
+
+    check_bind(config)
+    host = EngineHost(loader, config.queue_limit)
+    host.start()
+    if wait_loaded:
+        host.wait_loaded()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((config.host, config.port))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(_uvicorn_config(create_app(host, config), config))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the server thread ended before it started")
+            time.sleep(0.02)
+        yield Running(f"http://{config.host}:{port}", host, server)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+        host.close()

@@ -1,0 +1,193 @@
+"""Requests and responses in the OpenAI chat-completions shape, plus ragdesk's own field.
+
+Every completion (and every streamed chunk) carries ``ragdesk``: the cited passages (with
+file, page and heading for a folder snapshot) and, per answer token, the passage it mostly
+came from and its distribution over the passages (RAG-Token: p(z | x, y_i, y_<i);
+RAG-Sequence: the running posterior). OpenAI clients ignore the field; the Python client
+exposes it as ``completion.model_extra["ragdesk"]`` (or ``chunk.model_extra``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragdesk.core.documents import Location, citation_uri
+from ragdesk.server.config import MODEL_ID, ServerConfig
+
+
+class RequestError(Exception):
+    """A request that cannot be served as sent (400), with the parameter at fault."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400,
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.message, self.param, self.status, self.code = message, param, status, code
+
+
+def error_body(message: str, kind: str, param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+@dataclass(frozen=True)
+class AskRequest:
+    question: str
+    model: str
+    stream: bool
+    mode: str
+    decoding: str
+    n_docs: int
+    num_beams: int
+    max_new_tokens: int
+    retriever: str
+    snapshot: str | None
+
+
+def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+    value = d.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise RequestError(f"{key!r} must be an integer from {low} to {high}.", key)
+    return value
+
+
+def str_option(d: dict[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = d.get(key, default)
+    if value is None:
+        return default
+    if value not in choices:
+        raise RequestError(f"{key!r} must be one of {', '.join(choices)}.", key)
+    return str(value)
+
+
+def _question(messages: Any, limit: int) -> str:
+    """The last user message: ragdesk answers one question (earlier turns are not context
+    for a retriever trained on single questions)."""
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("'messages' must be a non-empty list.", "messages")
+    for msg in reversed(messages):
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            content = msg.get("content")
+            if isinstance(content, list):  # content parts: keep the text ones
+                content = " ".join(p.get("text", "") for p in content
+                                   if isinstance(p, dict) and p.get("type") == "text")
+            if not isinstance(content, str) or not content.strip():
+                raise RequestError("The last user message has no text.", "messages")
+            if len(content) > limit:
+                raise RequestError(f"The question is longer than {limit} characters.",
+                                   "messages", 413, "question_too_long")
+            return content
+    raise RequestError("'messages' holds no user message.", "messages")
+
+
+def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
+    if not isinstance(body, dict):
+        raise RequestError("The request body must be a JSON object.")
+    extra = body.get("ragdesk") or {}
+    if not isinstance(extra, dict):
+        raise RequestError("'ragdesk' must be an object of answer options.", "ragdesk")
+    d = config.answer
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    model = body.get("model") or MODEL_ID
+    if not isinstance(model, str):
+        raise RequestError("'model' must be a string.", "model")
+    return AskRequest(
+        question=_question(body.get("messages"), config.max_question_chars),
+        model=model,
+        stream=bool(body.get("stream", False)),
+        mode=str_option(extra, "mode", d.mode, ("token", "sequence")),
+        decoding=str_option(extra, "decoding", d.decoding, ("thorough", "fast")),
+        n_docs=int_option(extra, "n_docs", d.n_docs, 1, config.max_docs),
+        num_beams=int_option(extra, "num_beams", d.num_beams, 1, 16),
+        max_new_tokens=int_option({"max_tokens": max_tokens}, "max_tokens", d.max_new_tokens, 1,
+                            config.max_new_tokens_limit),
+        retriever=str_option(extra, "retriever", d.retriever, ("dense", "sparse", "hybrid")),
+        snapshot=snapshot_of_model(model),
+    )
+
+
+def snapshot_of_model(model: str) -> str | None:
+    """``ragdesk`` answers from the server's snapshot; ``ragdesk/NAME`` from snapshot NAME."""
+    if model == MODEL_ID:
+        return None
+    prefix = MODEL_ID + "/"
+    if model.startswith(prefix) and len(model) > len(prefix):
+        return model[len(prefix):]
+    raise RequestError(f"The model {model!r} does not exist; see /v1/models.", "model", 404,
+                       "model_not_found")
+
+
+def citation(rank: int, doc: Any, location: Location | None,
+             root: Path | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "index": rank, "id": doc.id, "title": doc.title, "text": doc.text,
+        "score": float(doc.score), "prob": float(doc.prob), "snapshot": doc.snapshot,
+    }
+    if location is not None:
+        out.update(path=location.path, page=location.page, heading=location.heading)
+        if root is not None:
+            out["uri"] = citation_uri(root, location)
+    return out
+
+
+def token_source(tok: Any) -> dict[str, Any]:
+    return {"text": tok.text, "source": int(tok.source),
+            "posterior": [round(float(p), 6) for p in tok.posterior]}
+
+
+def completion_id() -> str:
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def chat_completion(cid: str, model: str, answer: Any,
+                    citations: list[dict[str, Any]]) -> dict[str, Any]:
+    n_tokens = len(answer.tokens)
+    return {
+        "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                     "message": {"role": "assistant", "content": answer.text}}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": n_tokens,
+                  "total_tokens": n_tokens},
+        "ragdesk": {**answer_info(answer), "citations": citations,
+                    "tokens": [token_source(t) for t in answer.tokens]},
+    }
+
+
+def answer_info(answer: Any) -> dict[str, Any]:
+    return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
+            "logprob": float(answer.logprob), "temperature": float(answer.temperature)}
+
+
+def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None,
+          extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+    }
+    if extra is not None:
+        out["ragdesk"] = extra
+    return out
+
+
+def parse_retrieve(body: Any, config: ServerConfig) -> tuple[str, int, str | None, str]:
+    """(query, n_docs, snapshot, retriever) of a ``/v1/retrieve`` request."""
+    if not isinstance(body, dict):
+        raise RequestError("The request body must be a JSON object.")
+    query = body.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise RequestError("'query' must be a non-empty string.", "query")
+    if len(query) > config.max_question_chars:
+        raise RequestError(f"The query is longer than {config.max_question_chars} characters.",
+                           "query", 413, "question_too_long")
+    snapshot = body.get("snapshot")
+    if snapshot is not None and not isinstance(snapshot, str):
+        raise RequestError("'snapshot' must be a snapshot name.", "snapshot")
+    return (query, int_option(body, "n_docs", config.answer.n_docs, 1, config.max_docs),
+            snapshot, str_option(body, "retriever", config.answer.retriever,
+                                 ("dense", "sparse", "hybrid")))
