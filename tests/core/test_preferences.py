@@ -4,8 +4,8 @@ file, and the environment the loaders read."""
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
