@@ -173,3 +173,23 @@ def test_a_folder_of_nothing_readable_is_refused(cli: Cli, tiny_models: Any,
     code, _, err = cli("index", "import", str(folder), "--format", "docs", "--name", "junk",
                        "--encoder", str(tiny_models.ctx_encoder))
     assert code == 2 and "holds no document ragdesk can read" in err and "a.pdf" in err
+
+
+def test_import_snapshot_takes_a_folder(tiny_models: Any, docs_folder: Path,
+                                        data_dir: Path) -> None:
+    """The importer the GUI calls: a folder (or --format docs) goes to the document importer."""
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.errors import BadInputError
+    from ragdesk.core.snapshots import import_snapshot
+
+    app = AppContext(data_dir)
+    try:
+        rec = import_snapshot(app.data, app.catalog, docs_folder, name="docs",
+                              encoder=str(tiny_models.ctx_encoder))
+        assert rec.state == "ready" and rec.passages == sum(
+            f.count for f in _files(data_dir).values())
+        with pytest.raises(BadInputError, match="do not apply"):
+            import_snapshot(app.data, app.catalog, docs_folder, name="docs", fmt="docs",
+                            encoder=str(tiny_models.ctx_encoder), limit=3)
+    finally:
+        app.close()

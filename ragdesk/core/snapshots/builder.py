@@ -534,6 +534,15 @@ def import_snapshot(
     answerable with BM25 (catalog ``stage`` = ``sparse``, see :mod:`.staged`) and call
     ``on_stage(name)``, then encode. ``fast``: encode with the fused kernel
     (:meth:`TextEncoder.fast`) rather than the exact transformers forward."""
+    if fmt == "docs" or (fmt is None and Path(source).is_dir()):
+        # A folder of documents has its own importer (incremental, resumable per file).
+        from ragdesk.core.documents import import_folder
+
+        if limit is not None or embeddings is not None:
+            raise BadInputError("--limit and --embeddings do not apply to a folder of documents.")
+        return import_folder(data, catalog, source, name=name, encoder=encoder,
+                             default_pack=default_pack, progress=progress, cancel=cancel,
+                             batch_size=batch_size, fast=fast).record
     data.ensure()
     recover(data, catalog)
     plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
