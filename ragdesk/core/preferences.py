@@ -208,7 +208,8 @@ def apply_environment(settings: Settings,
 
 def apply_threads(threads: int) -> None:
     """Use ``threads`` CPU threads from now on, where the libraries are loaded already (the
-    next start reads the setting through :func:`apply_environment`)."""
+    next start reads the setting through :func:`apply_environment`). Call it on the thread
+    that runs the models: OpenMP keeps the count per calling thread."""
     n = threads if threads > 0 else (os.cpu_count() or 1)
     torch = sys.modules.get("torch")
     if torch is not None:
