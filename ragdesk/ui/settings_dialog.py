@@ -6,8 +6,8 @@ through the injected :class:`Background`), show each problem beside its field, a
 only a valid whole. What takes effect at once (theme, threads, answer options) is the
 caller's to apply from :attr:`SettingsDialog.applied` (threads with
 :func:`ragdesk.core.preferences.apply_threads` on the engine's thread: OpenMP counts threads
-per calling thread); the dialog says which changes wait for the next start. An environment variable set by the user still wins over a setting; the
-dialog says so beside the field.
+per calling thread); the dialog says which changes wait for the next start. An environment
+variable set by the user still wins over a setting; the dialog says so beside the field.
 """
 
 from __future__ import annotations
