@@ -176,3 +176,41 @@ def test_store_errors_are_reported_not_raised(qtbot: Any, store: ThreadCheckedSt
 
 def test_snippet_html_escapes_before_highlighting() -> None:
     assert snippet_html("a <b> \x02x&y\x03") == "a &lt;b&gt; <b>x&amp;y</b>"
+
+
+def test_a_found_answer_whose_snapshot_is_gone_opens_with_heat_map_and_passages(
+        qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
+    """What the window does with ``answer_selected``: load the stored answer and hand it to
+    the heat map and the inspector, with no snapshot in the catalog at all."""
+    from ragdesk.ui.heatmap import PosteriorHeatMap
+    from ragdesk.ui.inspector import PassageInspector
+
+    assert store.catalog.list_snapshots() == []  # "wiki" is nowhere
+    seed(store)
+    bar = make_sidebar(qtbot, store, runner)
+    heat, inspector = PosteriorHeatMap(), PassageInspector()
+    qtbot.addWidget(heat)
+    qtbot.addWidget(inspector)
+    background = op_background(runner)
+    opened: list[Answer] = []
+
+    def open_answer(conversation_id: int, answer_id: int) -> None:
+        def show(stored: Any) -> None:
+            heat.set_data(stored.answer.tokens, stored.answer.docs)
+            inspector.set_answer(stored.answer)
+            inspector.show_passage(0)
+            opened.append(stored.answer)
+
+        background(lambda: store.get_answer(answer_id), show)
+
+    bar.answer_selected.connect(open_answer)
+    with qtbot.waitSignal(bar.search_done, timeout=TIMEOUT_MS):
+        bar.search("radium")
+    rect = bar.list.visualItemRect(bar.list.item(0))
+    qtbot.mouseClick(bar.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: bool(opened), timeout=TIMEOUT_MS)
+    expected = answer("Who discovered radium?", "Marie Curie")
+    assert opened[0] == expected
+    assert [heat.value(0, k) for k in range(2)] == expected.tokens[0].posterior
+    assert heat.k == 2 and len(heat.docs) == 2
+    assert "passage text" in inspector.shown_text()
