@@ -193,3 +193,24 @@ def test_import_snapshot_takes_a_folder(tiny_models: Any, docs_folder: Path,
                             encoder=str(tiny_models.ctx_encoder), limit=3)
     finally:
         app.close()
+
+
+def test_without_an_encoder_the_starter_packs_is_used(tmp_path: Path, data_dir: Path) -> None:
+    """A folder imported with no --encoder answers with the offline starter pack."""
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.documents import import_folder
+    from ragdesk.core.snapshots.starter import starter_encoder_path
+
+    try:
+        starter_encoder_path()
+    except Exception as exc:  # not installed: nothing to test
+        pytest.skip(str(exc))
+    folder = tmp_path / "one"
+    folder.mkdir()
+    (folder / "a.md").write_text("# Title\n\nSome words about gardens.\n", encoding="utf-8")
+    app = AppContext(data_dir)
+    try:
+        res = import_folder(app.data, app.catalog, folder, name="mine", encoder=None)
+        assert res.record.default_pack == "starter" and res.record.dim == 384
+    finally:
+        app.close()

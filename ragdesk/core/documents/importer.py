@@ -49,6 +49,9 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.lifecycle import mark_ready, recover
 from ragdesk.core.snapshots.manifest import Manifest, read_manifest
+from ragdesk.core.snapshots.starter import starter_encoder_path
+
+STARTER_PACK = "starter"
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +88,12 @@ def _check_folder(folder: str | os.PathLike[str]) -> Path:
 
 
 def _encoder(encoder: str | os.PathLike[str] | TextEncoder | None) -> TextEncoder:
+    """The encoder given, else the starter pack's (installed with ragdesk), so that a folder
+    imported without --encoder answers with the offline starter pack."""
     if isinstance(encoder, TextEncoder):
         return encoder
-    if encoder is None:
-        raise BadInputError("An encoder is needed to embed the passages.",
-                            hint="Pass --encoder with a Hugging Face model id or a model folder "
-                            "(a DPR context encoder or a sentence-transformers model).")
-    return load_encoder(encoder, role="passage")
+    return load_encoder(encoder if encoder is not None else starter_encoder_path(),
+                        role="passage")
 
 
 def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str], *,
@@ -102,7 +104,8 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
     """Import (or re-import) the documents under ``folder`` as the snapshot ``name``.
 
     A ready snapshot of that name imported from a folder is refreshed in place; any other
-    snapshot of that name is refused."""
+    snapshot of that name is refused. ``encoder`` None: the starter pack's all-MiniLM-L6-v2,
+    and the starter pack as the snapshot's default pack."""
     data.ensure()
     recover(data, catalog)
     root = _check_folder(folder)
@@ -118,6 +121,8 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
         swap.finish_interrupted_swap(data, slug)
         previous = _previous(data, catalog, name)
         enc = _encoder(encoder)
+        if encoder is None and default_pack is None:
+            default_pack = STARTER_PACK  # its question encoder matches these vectors
         run = _FolderImport(data, catalog, root, name, slug, enc.fast() if fast else enc,
                             previous, progress, cancel, batch_size, default_pack)
         return run.run()
