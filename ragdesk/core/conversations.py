@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Connection, text
@@ -28,6 +29,7 @@ from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
 UNTITLED = "New conversation"
 TITLE_CHARS = 80  # a conversation named after its first question keeps this much of it
+KEEP_DELETED_DAYS = 30  # a deleted conversation can be restored for this long
 # Search snippets mark matched words with these two characters (never in user text that
 # came through a text box), so a front end can escape the snippet first and then highlight.
 HIT_START = "\x02"
@@ -176,15 +178,18 @@ class ConversationStore:
                          {"id": conversation_id})
             return self._get(conn, conversation_id)
 
-    def purge_deleted(self, before: str | None = None) -> int:
-        """Remove for good the conversations deleted before ``before`` (an ISO time; all
-        deleted ones when None), with their answers; returns how many were removed."""
+    def purge_deleted(self, older_than_days: float | None = KEEP_DELETED_DAYS) -> int:
+        """Remove for good the conversations deleted more than ``older_than_days`` ago (all
+        deleted ones when None), with their answers; returns how many were removed. The app
+        calls it at start: a deletion stays undoable for that long."""
         with self.catalog.transaction() as conn:
-            if before is None:
+            if older_than_days is None:
                 res = conn.execute(text("DELETE FROM conversations WHERE deleted_at IS NOT NULL"))
             else:
+                cutoff = (datetime.now(timezone.utc) - timedelta(days=older_than_days)
+                          ).isoformat(timespec="seconds")  # utcnow()'s format: compares as text
                 res = conn.execute(text("DELETE FROM conversations WHERE deleted_at IS NOT NULL "
-                                        "AND deleted_at < :before"), {"before": before})
+                                        "AND deleted_at < :cutoff"), {"cutoff": cutoff})
             return int(res.rowcount or 0)
 
     # ---- answers ---------------------------------------------------------------------

@@ -161,6 +161,10 @@ def test_delete_hides_and_undo_restores_until_purged(catalog: Catalog) -> None:
     assert [h.answer_id for h in store.search("shakespeare")] == [before[0].id]
 
     store.delete(gone.id)
+    assert store.purge_deleted() == 0  # deleted just now: still undoable for 30 days
+    with sqlite3.connect(catalog.path) as con:  # as if deleted 31 days ago
+        con.execute("UPDATE conversations SET deleted_at = '2000-01-01T00:00:00+00:00' "
+                    "WHERE id = ?", (gone.id,))
     assert store.purge_deleted() == 1
     with pytest.raises(NotFoundError):
         store.restore(gone.id)
