@@ -110,6 +110,13 @@ def test_reimport_encodes_only_the_changed_file(cli: Cli, tiny_models: Any, docs
         np.testing.assert_array_equal(new[a.start:a.start + a.count],
                                       old[b.start:b.start + b.count])
 
+    code, _, err = cli("index", "verify", "docs")
+    assert code == 0, err  # the swapped-in version's checksums hold
+
+    res = _import(cli, docs_folder, tiny_models.ctx_encoder)  # nothing changed: nothing done
+    assert res["encoded"] == 0 and res["changed"] == res["added"] == res["removed"] == []
+    assert np.array_equal(np.load(_snapshot_folder(data_dir) / "embeddings.npy"), new)
+
     (docs_folder / "page.html").unlink()
     (docs_folder / "extra.txt").write_text("Plain notes about the garden.\n\nWater weekly.\n",
                                            encoding="utf-8")

@@ -4,12 +4,13 @@ browsers honour) or at an HTML heading's anchor."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ragdesk.core.documents.folder import read_folder_record
+from ragdesk.core.documents.folder import DOCUMENTS_FILE, read_folder_record
 from ragdesk.core.documents.model import Location
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 
@@ -48,6 +49,17 @@ def locate(snapshot: Any, ids: Sequence[int]) -> dict[int, Location]:
 
 def document_root(snapshot_folder: Path) -> Path | None:
     """The folder a document snapshot was imported from."""
+    try:
+        stamp = (snapshot_folder / DOCUMENTS_FILE).stat().st_mtime_ns
+    except OSError:
+        return None
+    return _root(snapshot_folder, stamp)
+
+
+@functools.lru_cache(maxsize=32)
+def _root(snapshot_folder: Path, stamp: int) -> Path | None:
+    # Cached by modification time: a server asks for it on every request, and the record of
+    # a large folder is a few megabytes of JSON; a re-import writes a new file.
     record = read_folder_record(snapshot_folder)
     return Path(record.root) if record is not None else None
 

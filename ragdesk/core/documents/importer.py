@@ -169,6 +169,8 @@ class _FolderImport:
         job = self.catalog.create_job("import", self.name, pid=os.getpid())
         try:
             units, other = self._collect(job)
+            if self._nothing_changed(units):
+                return self._unchanged_result(job, units, other)
             manifest = self._write(units)
             self._install(manifest, fresh)
             self.catalog.update_job(job, state="done", done=manifest.passages,
@@ -182,6 +184,22 @@ class _FolderImport:
         return FolderImportResult(self.catalog.get_snapshot(self.name), manifest.passages,
                                   self.encoded, self.reused, other_files=other,
                                   **self.result_fields)
+
+    def _nothing_changed(self, units: list[FileUnit]) -> bool:
+        """The previous version already holds exactly these passages and vectors."""
+        if self.previous is None or self.result_fields["removed"]:
+            return False
+        old = self.previous[1].files
+        return len(units) == len(old) and all(
+            u.old_start is not None and old[u.rel].start == u.old_start for u in units)
+
+    def _unchanged_result(self, job: int, units: list[FileUnit],
+                          other: int) -> FolderImportResult:
+        n = sum(u.count for u in units)
+        self.catalog.update_job(job, state="done", done=n, total=n, message="unchanged")
+        shutil.rmtree(self.work, ignore_errors=True)
+        return FolderImportResult(self.catalog.get_snapshot(self.name), n, 0, n,
+                                  other_files=other, **self.result_fields)
 
     def _add_catalog_row(self) -> None:
         info = self.encoder.info
@@ -284,7 +302,11 @@ class _FolderImport:
             return None
         passages = split_document(doc, rel)
         inputs = [passage_input(self.encoder, p.title, p.text) for p in passages]
+        # Progress per file only where a file takes a while (a long PDF): one line per small
+        # file would drown the terminal.
+        big = len(inputs) > 4 * self.batch_size
         vectors = self.encoder.encode(inputs, batch_size=self.batch_size,  # type: ignore[arg-type]
+                                      progress=self.progress if big else None,
                                       cancel=self.cancel)
         self.encoded += len(passages)
         return passages, vectors
