@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,11 +37,98 @@ OPEN_ENDINGS = frozenset((
     "your", "my"))
 
 
-def can_end(text: str) -> bool:
-    """Whether an answer may stop after ``text``: it holds a word and does not end open."""
+def can_end(text: str, kind: AnswerKind | None = None) -> bool:
+    """Whether an answer may stop after ``text``: it holds a word, does not end open and,
+    for a question that asks for a time or a number, holds one."""
     words = text.lower().split()
     return bool(words) and words[-1].strip(",;:") not in OPEN_ENDINGS and \
-        not text.rstrip().endswith((",", ";", ":", "(", "-"))
+        not text.rstrip().endswith((",", ";", ":", "(", "-")) and \
+        (kind is None or kind.complete(text))
+
+
+@dataclass(frozen=True)
+class AnswerKind:
+    """What a question asks for, when its words say so: a time ("when", "what year") or a
+    number ("how many"). A grounded answer to such a question must be a span that holds a
+    date or a number, after at most a few lead words ("the late 1960s", "about 6,650").
+
+    Why: told to copy a few words, the starter pack's 270M generator answered most "when"
+    questions with whatever span followed "in" in a passage ("in the United States", "in
+    English") and "how many" with "over" or "about". Question classes and answer types are
+    the oldest trick of open-domain QA; here they only narrow which passage spans may start
+    an answer."""
+
+    name: str
+    leads: frozenset[str]
+    words: frozenset[str]
+
+    def _first_key_word(self, text: str) -> str | None:
+        for w in text.lower().replace(",", " ").split():
+            w = _bare(w)
+            if w and w not in self.leads:
+                return w
+        return None
+
+    def is_key(self, word: str) -> bool:
+        return any(c.isdigit() for c in word) or word in self.words
+
+    def anchors(self, source: str) -> list[int]:
+        """Where in ``source`` (white space collapsed) an answer of this kind may start: at a
+        key word, or up to three lead words before one."""
+        starts: list[int] = []
+        words = [(m.start(), _bare(m.group(0).replace(",", ""))) for m in _TOKEN.finditer(source)]
+        for i, (_, w) in enumerate(words):
+            if not self.is_key(w) or (w in _WEAK and not (
+                    i + 1 < len(words) and any(c.isdigit() for c in words[i + 1][1]))):
+                continue
+            j = i
+            starts.append(words[i][0])
+            while j > 0 and i - j < 3 and words[j - 1][1] in self.leads:
+                j -= 1
+                starts.append(words[j][0])
+        return sorted(set(starts))
+
+    def complete(self, text: str) -> bool:
+        """Whether ``text`` holds its key word (it does not stop at "the late")."""
+        got = self._first_key_word(text)
+        return got is not None and self.is_key(got)
+
+
+def _bare(word: str) -> str:
+    return word.strip(".;:()\"'")
+
+
+_TOKEN = re.compile(r"\S+")
+# months that are also common words count only before a number ("May 1945", not "may be")
+_WEAK = frozenset(("may", "march"))
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
+            "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen",
+            "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "sixty",
+            "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
+            "dozen", "dozens", "hundreds", "thousands", "millions", "billions", "single",
+            "once", "twice", "half")
+TIME = AnswerKind("time", frozenset(("the", "early", "late", "mid", "around", "about",
+                                     "circa", "c.")), frozenset(_MONTHS))
+NUMBER = AnswerKind("number", frozenset(("about", "around", "over", "more", "than", "nearly",
+                                         "approximately", "almost", "roughly", "some", "at",
+                                         "least", "up", "to", "the", "a", "an", "only")),
+                    frozenset(_NUMBERS))
+_TIME_Q = re.compile(r"^\s*(when\b|what (year|date|century|decade)\b|which (year|century)\b|"
+                     r"in (what|which) (year|century)\b)|\b(what|which) year\b")
+_NUMBER_Q = re.compile(r"\bhow (many|much)\b")
+
+
+def answer_kind(question: str) -> AnswerKind | None:
+    q = question.lower()
+    if _NUMBER_Q.search(q):
+        return NUMBER
+    if _TIME_Q.search(q):
+        return TIME
+    return None
 
 
 def _tidy(text: str) -> bool:
@@ -58,9 +146,12 @@ class SpanConstraint:
     """Masks every token that would make the answer leave the passages' text."""
 
     def __init__(self, tokenizer: Any, passages: Sequence[PassageText],
-                 stop_ids: Collection[int], passthrough_ids: Collection[int] = ()) -> None:
+                 stop_ids: Collection[int], passthrough_ids: Collection[int] = (),
+                 kind: AnswerKind | None = None) -> None:
         import torch
 
+        self.kind = kind
+        # a typed answer starts at an anchor (see AnswerKind.anchors)
         self.tokenizer = tokenizer
         self.sources = [normalize_span(f"{p.title}\n{p.text}") for p in passages]
         texts = [t for p in passages for t in (p.title, p.text) if t]
@@ -77,6 +168,8 @@ class SpanConstraint:
         self.passthrough = torch.tensor(sorted(int(i) for i in passthrough_ids),
                                         dtype=torch.long)
         self._ok_cache: dict[str, bool] = {}
+        self.anchored = ([(src, at) for src in self.sources for at in kind.anchors(src)]
+                         if kind is not None else [])
 
     def allowed(self, text: str) -> bool:
         """Whether ``text`` (an answer so far) is a span of a passage."""
@@ -86,6 +179,12 @@ class SpanConstraint:
             hit = any(key in s for s in self.sources)
             self._ok_cache[key] = hit
         return hit
+
+    def _of_kind(self, text: str) -> bool:
+        if self.kind is None:
+            return True
+        key = normalize_span(text)
+        return any(src.startswith(key, at) for src, at in self.anchored)
 
     def _generated(self, row: torch.Tensor) -> list[int]:
         # column 0 is the search's start token; finished rows carry pad after their stop
@@ -100,11 +199,12 @@ class SpanConstraint:
             prefix = self._generated(input_ids[r])
             texts = self.tokenizer.batch_decode([[*prefix, int(c)] for c in cands.tolist()],
                                                 skip_special_tokens=True)
-            ok = torch.tensor([self.allowed(t) and _tidy(t) for t in texts], dtype=torch.bool)
+            ok = torch.tensor([self.allowed(t) and _tidy(t) and self._of_kind(t) for t in texts],
+                              dtype=torch.bool)
             keep = cands[ok]
             out[r, keep] = scores[r, keep]
             out[r, self.passthrough] = scores[r, self.passthrough]
-            ended = can_end(self.tokenizer.decode(prefix, skip_special_tokens=True))
+            ended = can_end(self.tokenizer.decode(prefix, skip_special_tokens=True), self.kind)
             if ended or keep.numel() == 0:
                 # an answer may end wherever it is a whole span; with nothing allowed the
                 # only honest move is to stop
@@ -112,11 +212,17 @@ class SpanConstraint:
         return out
 
 
-def span_processors(generator: Any, passages: Sequence[PassageText], grounded: bool
-                    ) -> list[SpanConstraint]:
-    """The processors a search adds for ``grounded`` decoding (none otherwise)."""
+def span_processors(generator: Any, passages: Sequence[PassageText], grounded: bool,
+                    question: str = "") -> list[SpanConstraint]:
+    """The processors a search adds for ``grounded`` decoding (none otherwise); a question
+    that asks for a time or a number (see :class:`AnswerKind`) gets a span that holds one, when
+    the passages have one."""
     if not grounded:
         return []
     s = generator.settings
     passthrough = {i for i in (s.forced_bos_token_id,) if i is not None}
-    return [SpanConstraint(generator.tokenizer, passages, s.eos_token_ids, passthrough)]
+    kind = answer_kind(question)
+    if kind is not None and not any(kind.anchors(normalize_span(f"{p.title} {p.text}"))
+                                    for p in passages):
+        kind = None  # no span could satisfy it: an untyped span beats none
+    return [SpanConstraint(generator.tokenizer, passages, s.eos_token_ids, passthrough, kind)]

@@ -240,3 +240,61 @@ def test_grounding_refuses_stray_white_space(causal_gen: Any) -> None:
     nxt = tok(" set", add_special_tokens=False)["input_ids"][0]
     assert nxt in kept  # the passage's next word is still allowed
     assert not kept & set(stop)  # and the answer cannot end on the comma
+
+
+@pytest.mark.parametrize("question,kind", [
+    ("when did the first world war begin", "time"), ("What year was Hamlet written?", "time"),
+    ("in which year did it end", "time"), ("how many seasons of lost are there", "number"),
+    ("the chinese dragons protect how many seas", "number"), ("how much does it weigh", "number"),
+    ("who painted the mona lisa", None), ("where is the tibia", None),
+    ("what is the boiling point of water", None)])
+def test_answer_kind_of_a_question(question: str, kind: str | None) -> None:
+    from ragdesk.core.engine.grounding import answer_kind
+
+    got = answer_kind(question)
+    assert (got.name if got else None) == kind
+
+
+def test_answer_kinds_start_at_a_date_or_a_number() -> None:
+    from ragdesk.core.engine.grounding import NUMBER, TIME, can_end, normalize_span
+
+    src = normalize_span("It may be old. The war began in June 1914 and ended in the late "
+                         "1910s, after about 2,000 days; one of the wars.")
+
+    def starts(kind: Any) -> list[str]:
+        return [src[at:].split()[0] for at in kind.anchors(src)]
+
+    # "may be" is no date; "in" is no lead word, so no answer reads "in June 1914"
+    assert starts(TIME) == ["june", "1914", "the", "late", "1910s,", "about", "2,000"]
+    assert starts(NUMBER) == ["1914", "1910s,", "about", "2,000", "one"]
+    assert can_end("28 June 1914", TIME) and not can_end("the late", TIME)
+    assert not can_end("Jun", TIME) and not can_end("the", TIME)
+    assert can_end("eight", NUMBER) and not can_end("over", NUMBER)
+    assert can_end("in the chloroplasts") and can_end("Paris", None)
+
+
+@pytest.mark.parametrize("which", ["bart", "causal"])
+@pytest.mark.parametrize("mode", ["token", "sequence"])
+def test_grounded_answer_to_a_when_question_holds_a_date(
+        bart_gen: Any, causal_gen: Any, make_cases: Any, which: str, mode: str) -> None:
+    """A "when" question's grounded answer is a span with a date in it; the same passages
+    without a date leave the answer free to be any span."""
+    import re
+
+    from ragdesk.core.types import Hit
+
+    gen = bart_gen if which == "bart" else causal_gen
+    for seed in (0, 1, 2):
+        case = make_cases(seed)
+        hits = [Hit(id=h.id, title=h.title, text=re.sub(r"\d", "", h.text), score=h.score)
+                for h in case.hits]
+        hits[-1] = Hit(id=hits[-1].id, title=hits[-1].title, score=hits[-1].score,
+                       text=hits[-1].text + " The war began in June 1914 and ended in 1918.")
+        question = "When did the war begin?"
+        kw: dict[str, Any] = {"max_new_tokens": NEW, "grounded": True}
+        ans = (rag_token_generate(gen, question, hits, **kw) if mode == "token" else
+               rag_sequence_generate(gen, question, hits, decoding="fast", **kw))
+        assert _is_span(ans.text, hits), ans.text
+        months = "January|February|March|April|May|June|July|August|September|October|" \
+                 "November|December"
+        assert re.search(rf"\d|\b({months})\b", ans.text, re.IGNORECASE), ans.text
