@@ -53,6 +53,7 @@ class ArticleView(QWidget):
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)
         self.browser.setAccessibleName("Article")
+        self.browser.document().setDocumentMargin(10)
         self.browser.anchorClicked.connect(self._on_anchor)
         lay.addWidget(self.browser, 1)
 
@@ -124,7 +125,8 @@ class ArticleView(QWidget):
         if article.link:
             meta.append(f'<a href="{html.escape(article.link, quote=True)}">'
                         "Open the article</a>")
-        if article.source_id and not article.source_id.startswith("{"):
+        if article.source_id and not article.source_id.startswith("{") and \
+                article.source_id not in (article.title, article.link):
             meta.append(f"source id {html.escape(article.source_id)}")
         if not article.stored_only:
             n = len(article.passages)
@@ -134,13 +136,17 @@ class ArticleView(QWidget):
         if article.more_before:
             parts.append(f'<p style="color:{muted}"><i>… the article begins earlier.</i></p>')
         color = self.cited_color().name()
+        # One running text: passages are 100-word cuts that ignore sentences, so a paragraph
+        # per passage would break the article mid-sentence.
+        flow = []
         for p in article.passages:
             text = html.escape(p.text)
             if p.id == article.cited_id:
-                parts.append(f'<p><a name="{CITED_ANCHOR}"></a>'
-                             f'<span style="background-color:{color}">{text}</span></p>')
+                flow.append(f'<a name="{CITED_ANCHOR}"></a>'
+                            f'<span style="background-color:{color}">{text}</span>')
             else:
-                parts.append(f"<p>{text}</p>")
+                flow.append(text)
+        parts.append(f"<p>{' '.join(flow)}</p>")
         if article.more_after:
             parts.append(f'<p style="color:{muted}"><i>… the article goes on.</i></p>')
         self.browser.setHtml("".join(parts))

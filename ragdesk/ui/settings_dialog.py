@@ -130,6 +130,7 @@ class SettingsDialog(QDialog):
             self._note_row(aform, f"answer.{key}")
         outer.addWidget(answers)
 
+        self.setMinimumWidth(560)  # room for a full folder path
         self.status = QLabel()
         self.status.setWordWrap(True)
         self.status.hide()
@@ -188,6 +189,7 @@ class SettingsDialog(QDialog):
 
     def show_preferences(self, prefs: Preferences) -> None:
         self.data_dir.setText(prefs.data_dir)
+        self.data_dir.setCursorPosition(0)
         self.device.setCurrentText(prefs.device)
         self.threads.setValue(prefs.threads)
         self.hf_cache.setText(prefs.hf_cache)
