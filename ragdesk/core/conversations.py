@@ -142,6 +142,18 @@ class ConversationStore:
                 {"t": " ".join((title or "").split()), "now": now}).lastrowid
             return self._get(conn, int(cid))
 
+    def new_conversation(self) -> ConversationRecord:
+        """An empty conversation to ask in: an unnamed one that is still empty when there is
+        one (clicking "New" twice must not leave empty conversations behind), else a new one."""
+        with self.catalog.transaction() as conn:
+            row = conn.execute(text(
+                "SELECT c.id FROM conversations c WHERE c.deleted_at IS NULL AND c.title = '' "
+                "AND NOT EXISTS (SELECT 1 FROM answers a WHERE a.conversation_id = c.id) "
+                "ORDER BY c.id DESC LIMIT 1")).fetchone()
+            if row is not None:
+                return self._get(conn, int(row.id))
+        return self.create()
+
     def get(self, conversation_id: int) -> ConversationRecord:
         with self.catalog.transaction() as conn:
             return self._get(conn, conversation_id)

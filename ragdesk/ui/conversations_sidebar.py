@@ -284,7 +284,7 @@ class ConversationsSidebar(QWidget):
             self.refresh()
             self.conversation_selected.emit(conv.id)
 
-        self._run(self.store.create, created, write=True)
+        self._run(self.store.new_conversation, created, write=True)
 
     # ---- rename ----------------------------------------------------------------------
 

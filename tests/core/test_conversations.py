@@ -89,6 +89,11 @@ def test_titles_order_and_rename(catalog: Catalog) -> None:
     assert store.rename(first.id, "").title == "What is the capital of France?"
     with pytest.raises(NotFoundError):
         store.rename(999, "x")
+    # "New" twice gives one empty conversation; once it has an answer, a fresh one.
+    empty = store.new_conversation()
+    assert store.new_conversation().id == empty.id and empty.id not in (first.id, second.id)
+    store.add_answer(empty.id, make_answer("Symbol of iron?", "Fe"))
+    assert store.new_conversation().id not in (first.id, second.id, empty.id)
     positions = [a.position for a in store.answers(second.id)]
     store.add_answer(second.id, make_answer("Symbol of silver?", "Ag"))
     assert [a.position for a in store.answers(second.id)] == [*positions, 1]

@@ -164,6 +164,10 @@ def test_rename_in_place_and_new_conversation_keeps_the_others(
     assert store.get(old_id).title == "Physics"
     assert {c.title for c in store.list_conversations()} == {"Art", "Physics",
                                                              "New conversation"}
+    with qtbot.waitSignal(bar.conversation_selected, timeout=TIMEOUT_MS) as again:
+        qtbot.mouseClick(bar.new_button, Qt.MouseButton.LeftButton)
+    assert again.args == [new_id]  # still empty: "New" again reuses it
+    assert len(store.list_conversations()) == 3
 
 
 def test_store_errors_are_reported_not_raised(qtbot: Any, store: ThreadCheckedStore,
