@@ -14,7 +14,7 @@ also runs on all of them.
     python -m bench.answer_quality report              # bench/results/answers.{json,md}
 
 The hybrid retriever's re-ranker was fitted on the odd lines of NQ-open dev (see
-``ragdesk.core.sparse.rerank``), half of these questions: its rows are marked.
+``ragdesk.core.retrieval.rerank``), half of these questions: its rows are marked.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def load_average() -> list[float]:
 
 def setup_timeline(root: Path, question: str) -> dict[str, Any]:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.engine import engine_from_context
+    from ragdesk.core.session import Session
     from ragdesk.core.models import starter
     from ragdesk.core.progress import ProgressUpdate
     from ragdesk.core.snapshots.staged import has_dense
@@ -103,7 +103,7 @@ def setup_timeline(root: Path, question: str) -> dict[str, Any]:
     if errors:
         raise errors[0]
     t_load = time.perf_counter()
-    engine = engine_from_context(app, pack="starter")
+    engine = Session(app).load_engine(pack="starter")
     marks["engine_load_s"] = time.perf_counter() - t_load
     index = engine.snapshot_index()
     retriever = "dense" if has_dense(index) else "sparse"

@@ -6,7 +6,8 @@ is cheap. The public engine API is :func:`load_engine`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import os
+from typing import TYPE_CHECKING
 
 from ragdesk._version import __version__
 
@@ -16,8 +17,15 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "load_engine"]
 
 
-def load_engine(*args: Any, **kwargs: Any) -> Engine:
-    """Load a RAG engine over a snapshot; see ``ragdesk.core.engine.api.load_engine``."""
-    from ragdesk.core.engine.api import load_engine as _load_engine
+def load_engine(snapshot: str | None = None,
+                question_encoder: str | os.PathLike[str] | None = None,
+                generator: str | os.PathLike[str] | None = None,
+                data_dir: str | os.PathLike[str] | None = None,
+                pack: str | None = None) -> Engine:
+    """Load a RAG engine over a snapshot; see :func:`ragdesk.core.session.load_engine`."""
+    # Imported here so that `import ragdesk` (and `ragdesk --help`) loads no database or
+    # model code.
+    from ragdesk.core.session import load_engine as _load_engine
 
-    return _load_engine(*args, **kwargs)
+    return _load_engine(snapshot=snapshot, question_encoder=question_encoder,
+                        generator=generator, data_dir=data_dir, pack=pack)

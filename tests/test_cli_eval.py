@@ -170,9 +170,6 @@ def test_malformed_question_file_is_a_clean_error(tiny_setup: dict[str, Any], tm
 
 def test_end_to_end_em_and_f1_with_tiny_generator(
         tiny_setup: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    engine = pytest.importorskip("ragdesk.core.engine")
-    if not hasattr(engine, "load_engine"):
-        pytest.skip("the engine has no load_engine yet")
     out_file = tmp_path / "preds.jsonl"
     code, out, err = _run(tiny_setup, capsys, "--json", "--limit", "6", "--docs", "2",
                           "--mode", "token", "--out", str(out_file))

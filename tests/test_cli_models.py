@@ -153,7 +153,7 @@ def test_imported_pack_answers_through_the_engine(cli, tiny_models, data_dir: Pa
                                                   tmp_path: Path) -> None:
     """`models import` then the engine (what `ask` uses) answers with the imported models."""
     from ragdesk.core.app import AppContext
-    from ragdesk.core.engine import api
+    from ragdesk.core import session
     from ragdesk.core.snapshots import import_snapshot
 
     code, _, err = cli("models", "import", str(tiny_models.rag_token), "--name", "tiny",
@@ -166,7 +166,7 @@ def test_imported_pack_answers_through_the_engine(cli, tiny_models, data_dir: Pa
     import_snapshot(ctx.data, ctx.catalog, str(src), name="tiny-wiki",
                     encoder=str(tiny_models.ctx_encoder), fmt="jsonl")
     ctx.close()
-    engine = api.load_engine(data_dir=data_dir)  # no pack given: the remembered one
+    engine = session.load_engine(data_dir=data_dir)  # no pack given: the remembered one
     try:
         assert engine.question_encoder.info.id == str(tiny_models.rag_token.resolve())
         assert engine.generator.name == str(tiny_models.rag_token.resolve())

@@ -30,7 +30,7 @@ def test_load_engine_answers_with_each_retriever(data_root: Path, tiny_models: A
                                                  retriever: str) -> None:
     import ragdesk
     from ragdesk.core.snapshots import SnapshotLibrary
-    from ragdesk.core.sparse.hybrid import retrieve_batch
+    from ragdesk.core.retrieval.hybrid import retrieve_batch
 
     title = tiny_models.corpus[7][0]
     question = f"what is known about {title}?"

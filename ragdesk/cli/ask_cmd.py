@@ -88,9 +88,10 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     # starter pack takes seconds; a typo should not).
     from ragdesk.core.engine.causal_decoder import check_precision
     from ragdesk.core.engine.generators import check_style
-    from ragdesk.core.engine.options import DecodeOptions, check_mode
-    from ragdesk.core.engine.retrieval import check_n_docs
+    from ragdesk.core.engine.options import DecodeOptions
     from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
+    from ragdesk.core.options import check_mode
+    from ragdesk.core.retrieval import check_n_docs
     from ragdesk.core.snapshots import open_snapshot
 
     check_mode(mode, decoding)

@@ -9,8 +9,22 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+# Names and choices only: ragdesk.core.options imports nothing heavy.
+from ragdesk.core.options import (
+    DECODINGS,
+    MODES,
+    PRECISION_KEY,
+    PRECISIONS,
+    RETRIEVERS,
+    STYLES,
+    AnswerOptions,
+)
+
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext  # SQLAlchemy: not needed for --version / --help
+    from ragdesk.core.encoders import TextEncoder
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.snapshots import SnapshotIndex
 
 Handler = Callable[[argparse.Namespace, "AppContext"], int]
 
@@ -70,13 +84,23 @@ def print_table(headers: list[str], rows: list[list[str]]) -> None:
         print(fmt.format(*row))
 
 
-PRECISION_KEY = "generator_precision"  # in the settings
+def add_decoding_options(p: argparse.ArgumentParser) -> None:
+    """--mode, --decoding, --docs, --retriever and --max-new-tokens (defaults: the settings,
+    else ragdesk.core.options.AnswerOptions')."""
+    p.add_argument("--mode", choices=MODES,
+                   help="RAG-Token or RAG-Sequence (default: from settings)")
+    p.add_argument("--decoding", choices=DECODINGS,
+                   help="RAG-Sequence decoding (default: from settings)")
+    p.add_argument("--docs", type=int, metavar="K",
+                   help="passages per answer (default: from settings)")
+    p.add_argument("--retriever", choices=RETRIEVERS,
+                   help="dense, sparse (BM25) or hybrid (default: from settings)")
+    p.add_argument("--max-new-tokens", type=int, metavar="N",
+                   help="longest answer in tokens (default: from settings, else 32)")
 
 
 def add_answer_options(p: argparse.ArgumentParser) -> None:
     """The answer options `ask` and `eval` share (their defaults come from the settings)."""
-    from ragdesk.core.options import STYLES
-
     p.add_argument("--style", choices=STYLES,
                    help="short (the answer alone) or sentence, for causal generators "
                         "(default: the setting, else short)")
@@ -85,7 +109,7 @@ def add_answer_options(p: argparse.ArgumentParser) -> None:
                         "else on for causal generators such as the starter pack's)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
-    p.add_argument("--precision", choices=("float32", "bfloat16", "int8"),
+    p.add_argument("--precision", choices=PRECISIONS,
                    help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
                         "bfloat16 (the fast path: 3-5x faster on a CPU with bfloat16 "
                         "instructions, answers rarely differ) or int8 (faster still, answers "
@@ -99,20 +123,29 @@ def grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
     return None if got is None else bool(got)
 
 
-def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None,
-                          pack_name: str | None) -> tuple[Any, str, Any, Any]:
+def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
+    """The settings' answer options with the flags given on the command line over them,
+    checked (an unknown value in the settings is refused before any model loads)."""
+    flags = {"mode": "mode", "decoding": "decoding", "n_docs": "docs",
+             "num_beams": "beams", "max_new_tokens": "max_new_tokens",
+             "retriever": "retriever", "style": "style", "grounded": "grounded",
+             "precision": "precision", "temperature": "temperature"}
+    given = {field: getattr(args, flag, None) for field, flag in flags.items()}
+    return AnswerOptions.from_settings(ctx.settings.as_dict()).replace(**given).check()
+
+
+def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None, pack_name: str | None
+                          ) -> tuple[SnapshotIndex, str, PackSpec, TextEncoder]:
     """(snapshot index, pack name, pack, question encoder), checked to fit each other.
 
-    As the engine does: the pack asked for, else the snapshot's own, else the chosen one."""
-    from ragdesk.core.models.loading import load_question_encoder
-    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
+    The pack is the session's choice: the one asked for, else the chosen one, else the
+    snapshot's own, else the starter pack."""
+    from ragdesk.core.session import Session
     from ragdesk.core.snapshots import open_snapshot
 
     snapshot = open_snapshot(ctx.data, ctx.catalog, snapshot_name)
-    name = (pack_name or ctx.catalog.get_snapshot(snapshot.name).default_pack
-            or chosen_pack(ctx.settings))
-    pack = get_pack(ctx.catalog, name, ctx.data)
-    check_pack_matches_snapshot(pack, snapshot.encoder, snapshot.name)
-    encoder = load_question_encoder(pack.question_encoder)
-    snapshot.check_query_encoder(encoder.info)
+    session = Session(ctx)
+    name = session.pack_name(pack_name, snapshot.name)
+    pack = session.pack(name)
+    encoder = session.question_encoder_for(pack, snapshot.encoder, snapshot.name)
     return snapshot, name, pack, encoder

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import (
-    PRECISION_KEY,
     add_answer_options,
-    grounded_setting,
+    add_decoding_options,
+    answer_options,
     print_json,
     print_table,
     snapshot_pack_encoder,
@@ -20,12 +21,16 @@ from ragdesk.cli.common import (
 from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
-from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
+from ragdesk.core.evaluation.questions import Question, read_questions
+from ragdesk.core.options import AnswerOptions, resolve_grounded
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
-
-RETRIEVERS = ("dense", "sparse", "hybrid")
+    from ragdesk.core.encoders import TextEncoder
+    from ragdesk.core.engine import Engine
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.snapshots import SnapshotIndex
+    from ragdesk.core.types import Answer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -41,17 +46,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the question file, or - to read the questions from stdin")
     p.add_argument("--snapshot", metavar="NAME", help="snapshot to use (default: the active one)")
     p.add_argument("--pack", metavar="P", help="model pack (default: the chosen one)")
-    p.add_argument("--mode", choices=("token", "sequence"),
-                   help="RAG-Token or RAG-Sequence (default: from settings)")
-    p.add_argument("--decoding", choices=("thorough", "fast"),
-                   help="RAG-Sequence decoding (default: from settings)")
-    p.add_argument("--docs", type=int, metavar="K",
-                   help="passages per answer (default: from settings)")
-    p.add_argument("--retriever", choices=RETRIEVERS,
-                   help="dense, sparse (BM25) or hybrid (default: from settings)")
+    add_decoding_options(p)
     add_answer_options(p)
-    p.add_argument("--max-new-tokens", type=int, metavar="N",
-                   help="longest answer in tokens (default: from settings, else 32)")
     p.add_argument("--limit", type=int, metavar="N", help="only the first N questions")
     p.add_argument("--skip", type=int, default=0, metavar="N",
                    help="skip the first N questions of the file (before --limit)")
@@ -67,92 +63,82 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_eval)
 
 
-def _setting(args_value: Any, ctx: AppContext, key: str) -> Any:
-    return args_value if args_value is not None else ctx.settings.get(key)
+def _check_args(args: argparse.Namespace) -> Path | None:
+    """Refuse bad numbers and paths before anything loads; the --out path."""
+    if args.skip < 0:
+        raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
+    if args.batch_size < 1:
+        raise BadInputError(f"--batch-size must be at least 1, not {args.batch_size}.")
+    if args.limit is not None and args.limit < 1:
+        raise BadInputError(f"--limit must be at least 1, not {args.limit}.")
+    out_path = Path(args.out) if args.out else None
+    if out_path is not None and not out_path.parent.exists():
+        raise BadInputError(f"The folder of --out {out_path} does not exist.")
+    return out_path
+
+
+def _questions(args: argparse.Namespace) -> list[Question]:
+    from_stdin = args.questions == "-"
+    questions = read_questions("<stdin>" if from_stdin else args.questions,
+                               stream=sys.stdin.buffer if from_stdin else None)[args.skip:]
+    return questions if args.limit is None else questions[:args.limit]
+
+
+def _answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
+              snapshot: SnapshotIndex) -> tuple[Engine, Callable[[str], Answer]]:
+    from ragdesk.core.engine import Engine
+    from ragdesk.core.models import load_generator
+
+    generator = load_generator(pack.generator, precision=opts.precision)
+    engine = Engine(encoder, generator)
+
+    def answer(question: str) -> Answer:
+        return engine.ask(question, opts, snapshot=snapshot)
+
+    return engine, answer
+
+
+def _config(args: argparse.Namespace, opts: AnswerOptions, snapshot: SnapshotIndex,
+            pack_name: str, engine: Engine | None) -> dict[str, Any]:
+    answering = engine is not None
+    return {"questions": str(args.questions), "snapshot": snapshot.name,
+            "passages": int(snapshot.size), "pack": pack_name, "retriever": opts.retriever,
+            "retrieval_only": bool(args.retrieval_only), "n_docs": opts.n_docs,
+            "mode": opts.mode if answering else None,
+            "decoding": opts.decoding if answering and opts.mode == "sequence" else None,
+            "style": opts.style if answering else None,
+            "max_new_tokens": opts.max_new_tokens if answering else None,
+            "grounded": (resolve_grounded(opts.grounded, engine.generator.kind)
+                         if engine is not None else None),
+            "precision": (str(getattr(engine.generator, "precision", "float32"))
+                          if engine is not None else None),
+            "temperature": (opts.temperature if opts.temperature is not None
+                            else snapshot.temperature),
+            "skip": args.skip, "answerable_only": bool(args.answerable_only)}
 
 
 def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     passive_openmp_waits()
-    from ragdesk.core.evaluation.questions import read_questions
     from ragdesk.core.evaluation.runner import evaluate
     from ragdesk.core.progress import terminal_printer
-    from ragdesk.core.sparse.hybrid import retrieve_batch
-    from ragdesk.core.sparse.store import ensure_sparse
+    from ragdesk.core.retrieval import retrieve_batch
+    from ragdesk.core.sparse import ensure_sparse
 
-    retriever = str(_setting(args.retriever, ctx, "retriever") or "dense")
-    mode = str(_setting(args.mode, ctx, "mode") or "token")
-    decoding = str(_setting(args.decoding, ctx, "decoding") or "fast")
-    n_docs = int(_setting(args.docs, ctx, "n_docs") or 5)
-    style = str(_setting(args.style, ctx, "style") or DEFAULT_STYLE)
-    grounded = grounded_setting(args.grounded, ctx)
-    max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens") or 32)
-    if max_new < 1:
-        raise BadInputError(f"--max-new-tokens must be at least 1, not {max_new}.")
-    from ragdesk.core.engine.causal_decoder import check_precision, default_precision
-
-    precision = str(_setting(args.precision, ctx, PRECISION_KEY) or default_precision())
-    if args.skip < 0:
-        raise BadInputError(f"--skip must be 0 or more, not {args.skip}.")
-    if retriever not in RETRIEVERS:
-        raise BadInputError(f"Unknown retriever {retriever!r} in the settings.",
-                            hint="Use --retriever dense, sparse or hybrid.")
-    if n_docs < 1:
-        raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
-    check_precision(precision)
-    if args.batch_size < 1:
-        raise BadInputError(f"--batch-size must be at least 1, not {args.batch_size}.")
-    out_path = Path(args.out) if args.out else None
-    if out_path is not None and not out_path.parent.exists():
-        raise BadInputError(f"The folder of --out {out_path} does not exist.")
-
-    from_stdin = args.questions == "-"
-    questions = read_questions("<stdin>" if from_stdin else args.questions,
-                               stream=sys.stdin.buffer if from_stdin else None)[args.skip:]
-    if args.limit is not None:
-        if args.limit < 1:
-            raise BadInputError(f"--limit must be at least 1, not {args.limit}.")
-        questions = questions[:args.limit]
+    opts = answer_options(args, ctx)
+    out_path = _check_args(args)
+    questions = _questions(args)
     progress = terminal_printer()
     snapshot, pack_name, pack, encoder = snapshot_pack_encoder(ctx, args.snapshot, args.pack)
-    if retriever != "dense":
+    if opts.retriever != "dense":
         ensure_sparse(snapshot, progress=progress)
-
-    answer = None
-    engine: Any = None
-    generator: Any = None
-    if not args.retrieval_only:
-        from ragdesk.core.engine import Engine
-        from ragdesk.core.models import load_generator
-
-        generator = load_generator(pack.generator, precision=precision)
-        engine = Engine(encoder, generator)
-
-        def answer(question: str) -> Any:
-            return engine.answer(question, mode=mode, decoding=decoding, n_docs=n_docs,
-                                 retriever=retriever, snapshot=snapshot, style=style,
-                                 grounded=grounded, temperature=args.temperature,
-                                 max_new_tokens=max_new)
-
-    config = {"questions": str(args.questions), "snapshot": snapshot.name,
-              "passages": int(snapshot.size), "pack": pack_name, "retriever": retriever,
-              "retrieval_only": bool(args.retrieval_only), "n_docs": n_docs,
-              "mode": None if args.retrieval_only else mode,
-              "decoding": None if args.retrieval_only or mode != "sequence" else decoding,
-              "style": None if args.retrieval_only else style,
-              "max_new_tokens": None if args.retrieval_only else max_new,
-              "grounded": None if engine is None else resolve_grounded(
-                  grounded, engine.generator.kind),
-              "precision": (None if args.retrieval_only
-                            else getattr(generator, "precision", "float32")),
-              "temperature": (args.temperature if args.temperature is not None
-                              else snapshot.temperature),
-              "skip": args.skip, "answerable_only": bool(args.answerable_only)}
+    engine, answer = (None, None) if args.retrieval_only else _answerer(opts, pack, encoder,
+                                                                        snapshot)
     report = evaluate(
         questions, encoder=encoder,
-        retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, retriever),
-        passages=snapshot, answer=answer, cite=n_docs, batch_size=args.batch_size,
-        config=config, progress=progress, ks=sorted(set(DEFAULT_KS) | {n_docs}),
-        answerable_only=bool(args.answerable_only))
+        retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, opts.retriever),
+        passages=snapshot, answer=answer, cite=opts.n_docs, batch_size=args.batch_size,
+        config=_config(args, opts, snapshot, pack_name, engine), progress=progress,
+        ks=sorted(set(DEFAULT_KS) | {opts.n_docs}), answerable_only=bool(args.answerable_only))
     summary = report.to_json()
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:

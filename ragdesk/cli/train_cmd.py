@@ -92,7 +92,7 @@ def _cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
     """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
     token = CancelToken()
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, _frame: Any) -> None:
         if token.cancelled:
             raise KeyboardInterrupt
         token.cancel()

@@ -1,20 +1,169 @@
-"""Answer-option names shared by the engine, the CLI and the GUI (no heavy imports, so the
-CLI can build its argument choices without loading the engine)."""
+"""The answer options: their names, their allowed values and their one set of defaults.
+
+The engine (``Engine.answer``), the CLI (argument choices) and the GUI (controls, settings)
+all take them from here. Nothing heavy is imported, so the CLI can build its argument
+parser without loading the engine.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, cast, get_args
+
+from ragdesk.core.errors import BadInputError
+
+Mode = Literal["token", "sequence"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+# RAG-Sequence only: "thorough" scores every hypothesis under every passage (the paper's),
+# "fast" gives p(y|x,z) ≈ 0 where a passage's beam did not produce the hypothesis.
+Decoding = Literal["thorough", "fast"]
+DECODINGS: tuple[Decoding, ...] = get_args(Decoding)
+
+# "dense": the question encoder over the snapshot index; "sparse": BM25; "hybrid": both,
+# re-ranked (see ragdesk.core.retrieval).
+RetrieverName = Literal["dense", "sparse", "hybrid"]
+RETRIEVERS: tuple[RetrieverName, ...] = get_args(RetrieverName)
+
 # "short": the answer alone (a name, date, number or phrase), what factoid questions want;
 # "sentence": a full sentence.
-STYLES = ("short", "sentence")
-DEFAULT_STYLE = "short"
+Style = Literal["short", "sentence"]
+STYLES: tuple[Style, ...] = get_args(Style)
+DEFAULT_STYLE: Style = "short"
+
+# Generator arithmetic for causal generators: "float32" (exact), "bfloat16" (the fast path
+# on CPUs that multiply it natively) or "int8".
+Precision = Literal["float32", "bfloat16", "int8"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 
 # Grounded decoding (answers are spans of the passages): None means "automatic", on for
 # causal generators — measured on the starter pack, where it raised exact match (see
 # docs/benchmarks.md) — and off for seq2seq RAG checkpoints, which the paper ran free.
 GROUNDED_AUTO = None
 
+# The settings keys of the options that are remembered between runs.
+PRECISION_KEY = "generator_precision"
+
 
 def resolve_grounded(grounded: bool | None, generator_kind: str) -> bool:
     if grounded is None:
         return generator_kind == "causal"
     return bool(grounded)
+
+
+def _one_of(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise BadInputError(f"Unknown {name} {value!r}.",
+                            hint="Choose one of: " + ", ".join(allowed) + ".")
+
+
+def check_mode(mode: str, decoding: str | None = None) -> None:
+    _one_of("mode", mode, MODES)
+    if decoding is not None:
+        _one_of("decoding", decoding, DECODINGS)
+
+
+def check_retriever_name(name: str) -> None:
+    _one_of("retriever", name, RETRIEVERS)
+
+
+def check_precision(precision: str) -> str:
+    _one_of("generator precision", precision, PRECISIONS)
+    return precision
+
+
+def check_lengths(num_beams: object, max_new_tokens: object, min_new_tokens: object) -> None:
+    """Beams and answer lengths, with messages a user can act on."""
+    if not isinstance(num_beams, int) or num_beams < 1:
+        raise BadInputError(f"The number of beams must be at least 1, not {num_beams!r}.")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise BadInputError(f"max_new_tokens must be at least 1, not {max_new_tokens!r}.")
+    if not isinstance(min_new_tokens, int) or not 0 <= min_new_tokens <= max_new_tokens:
+        raise BadInputError(
+            f"min_new_tokens must be between 0 and max_new_tokens ({max_new_tokens}), "
+            f"not {min_new_tokens!r}.")
+
+
+def check_n_docs_value(n_docs: object) -> None:
+    if not isinstance(n_docs, int) or isinstance(n_docs, bool) or n_docs < 1:
+        raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.")
+
+
+def _optional_bool(value: Any) -> bool | None:
+    return None if value is None else bool(value)
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """How to answer a question; the defaults here are the only ones.
+
+    ``decoding`` defaults to "fast": what the GUI and the CLI have always used (through the
+    settings), and for greedy decoding as exact as "thorough" on the passages' own beams.
+    ``precision`` None: bfloat16 where the CPU has it natively, else float32 (decided where
+    the generator loads). ``temperature`` None: the snapshot's τ of p(z|x).
+    """
+
+    mode: Mode = "token"
+    decoding: Decoding = "fast"
+    n_docs: int = 5
+    num_beams: int = 1
+    max_new_tokens: int = 32
+    min_new_tokens: int = 0
+    retriever: RetrieverName = "dense"
+    style: Style = DEFAULT_STYLE
+    grounded: bool | None = GROUNDED_AUTO
+    precision: Precision | None = None
+    temperature: float | None = None
+
+    def check(self) -> AnswerOptions:
+        """Raise ``BadInputError`` for a value no answer can use; returns self."""
+        check_mode(self.mode, self.decoding)
+        check_retriever_name(self.retriever)
+        _one_of("answer style", self.style, STYLES)
+        check_n_docs_value(self.n_docs)
+        check_lengths(self.num_beams, self.max_new_tokens, self.min_new_tokens)
+        if self.precision is not None:
+            check_precision(self.precision)
+        return self
+
+    def replace(self, **changes: Any) -> AnswerOptions:
+        """A copy with ``changes``; None values keep what this one has (unset CLI flags)."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        return dataclasses.replace(self, **given)
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, Any]) -> AnswerOptions:
+        """The options remembered in the settings (missing or null keys: the defaults).
+        Values are not checked here: :meth:`check` names a bad one when it is used."""
+        d = cls()
+        got = {field: values.get(key) for field, key in _SETTINGS_KEYS.items()}
+        return cls(
+            mode=cast(Mode, str(got["mode"] or d.mode)),
+            decoding=cast(Decoding, str(got["decoding"] or d.decoding)),
+            n_docs=int(got["n_docs"] or d.n_docs),
+            num_beams=int(got["num_beams"] or d.num_beams),
+            max_new_tokens=int(got["max_new_tokens"] or d.max_new_tokens),
+            min_new_tokens=int(got["min_new_tokens"] or d.min_new_tokens),
+            retriever=cast(RetrieverName, str(got["retriever"] or d.retriever)),
+            style=cast(Style, str(got["style"] or d.style)),
+            grounded=_optional_bool(got["grounded"]),
+            precision=cast("Precision | None",
+                           None if got["precision"] is None else str(got["precision"])),
+        )
+
+    def to_settings(self) -> dict[str, Any]:
+        """What :meth:`from_settings` reads back (the temperature is per question only)."""
+        return {key: getattr(self, field) for field, key in _SETTINGS_KEYS.items()}
+
+
+# option field -> settings key (the same name, except the precision's older key)
+_SETTINGS_KEYS: dict[str, str] = {
+    "mode": "mode", "decoding": "decoding", "n_docs": "n_docs", "num_beams": "num_beams",
+    "max_new_tokens": "max_new_tokens", "min_new_tokens": "min_new_tokens",
+    "retriever": "retriever", "style": "style", "grounded": "grounded",
+    "precision": PRECISION_KEY,
+}
+
+DEFAULT_OPTIONS = AnswerOptions()

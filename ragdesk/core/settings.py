@@ -22,18 +22,15 @@ from typing import Any
 from filelock import FileLock
 
 from ragdesk.core.atomic import write_json_atomic
+from ragdesk.core.options import DEFAULT_OPTIONS
 
 log = logging.getLogger(__name__)
 
+# What a key reads as when the file does not hold it: the answer options' one set of
+# defaults. The model pack has none here on purpose: a pack the user chose must be told apart
+# from no choice (a snapshot's own pack comes before the starter, never before a choice).
 DEFAULTS: dict[str, Any] = {
-    "model_pack": "starter",
-    "mode": "token",
-    "decoding": "fast",
-    "n_docs": 5,
-    "num_beams": 1,
-    "max_new_tokens": 32,
-    "retriever": "dense",
-}
+    k: v for k, v in DEFAULT_OPTIONS.to_settings().items() if v is not None}
 
 CORRUPT_SUFFIX = ".corrupt-"
 
@@ -45,7 +42,8 @@ class Settings:
         self.problem: str | None = None
         self._lock = threading.RLock()
         self._file_lock = FileLock(str(path.with_name(f".{path.name}.lock")))
-        self._values: dict[str, Any] = {**DEFAULTS, **self._read(first=True)}
+        # Only what was read or set: the file never freezes a default into a choice.
+        self._values: dict[str, Any] = self._read(first=True)
 
     def _read(self, *, first: bool = False) -> dict[str, Any]:
         try:
@@ -88,11 +86,20 @@ class Settings:
 
     def get(self, key: str, default: Any = None) -> Any:
         with self._lock:
-            return self._values.get(key, default)
+            if key in self._values:
+                return self._values[key]
+        return DEFAULTS.get(key, default)
+
+    def chosen(self, key: str) -> Any:
+        """The value the file holds or this process set; None for a default or nothing."""
+        with self._lock:
+            return self._values.get(key)
 
     def __getitem__(self, key: str) -> Any:
         with self._lock:
-            return self._values[key]
+            if key in self._values:
+                return self._values[key]
+        return DEFAULTS[key]
 
     def set(self, key: str, value: Any) -> None:
         self.update({key: value})
@@ -100,12 +107,12 @@ class Settings:
     def update(self, values: dict[str, Any]) -> None:
         with self._lock, self._locked_file():
             # Another process (or Settings object) may have written since we read the file.
-            self._values = {**DEFAULTS, **self._read(), **values}
+            self._values = {**self._read(), **values}
             self._write()
 
     def as_dict(self) -> dict[str, Any]:
         with self._lock:
-            return dict(self._values)
+            return {**DEFAULTS, **self._values}
 
     def save(self) -> None:
         with self._lock, self._locked_file():

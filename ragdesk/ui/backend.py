@@ -194,8 +194,8 @@ class Backend:
         self._engine: Any = None
         self._engine_pack: str | None = None
         self._engine_lock = threading.Lock()
-        self._library: Any = None
-        self._library_lock = threading.Lock()
+        self._session: Any = None
+        self._session_lock = threading.Lock()
         self.setup = SetupGate()
 
     # ---- reads (any thread) -------------------------------------------------------------
@@ -277,32 +277,29 @@ class Backend:
 
     # ---- engine (the engine worker thread) ----------------------------------------------
 
+    @property
+    def session(self) -> Any:
+        """The core's composition root (``ragdesk.core.session.Session``): the one snapshot
+        library, pack resolution and the engine cache; made on first use, off the GUI
+        thread, because importing it takes half a second."""
+        with self._session_lock:
+            if self._session is None:
+                from ragdesk.core.session import Session
+
+                self._session = Session(self.ctx)
+            return self._session
+
     def library(self) -> Any:
         """The one SnapshotLibrary of this window: the engine reads it, switch writes it."""
-        with self._library_lock:  # not the engine lock: loading models must not block this
-            if self._library is None:
-                from ragdesk.core.snapshots import SnapshotLibrary
-
-                self._library = SnapshotLibrary(self.data, self.catalog)
-            return self._library
+        return self.session.library
 
     def engine(self, pack: str) -> Any:
         """Load the engine for ``pack`` once; later calls return the same object."""
         # During the starter setup its generator is being converted: loading it here too
         # would convert it twice. Waiting costs nothing, a question needs the setup anyway.
         self.setup.wait()
-        library = self.library()
         with self._engine_lock:
-            if self._engine is not None and self._engine_pack == pack:
-                return self._engine
-            from ragdesk.core.engine import engine_from_context
-
-            log.info("loading engine for pack %s", pack)
-            old, self._engine, self._engine_pack = self._engine, None, None
-            if old is not None:
-                old.library = None  # the shared library stays open
-            engine = engine_from_context(self.ctx, pack=pack)
-            engine.library = library
+            engine = self.session.engine(pack)  # over the session's library, loaded once
             self._engine, self._engine_pack = engine, pack
             return engine
 
@@ -390,10 +387,9 @@ class Backend:
 
     def close(self) -> None:
         """Release open snapshots; call after every worker has stopped."""
-        with self._library_lock:
-            if self._library is not None:
-                self._library.close()
-                self._library = None
+        with self._session_lock:
+            if self._session is not None:
+                self._session.close()
         with self._engine_lock:
             self._engine = None
 

@@ -82,8 +82,8 @@ def test_empty_data_dir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 
 def test_unknown_retriever_hint_lists_every_retriever() -> None:
-    # A fresh process: there the sparse retrievers have not registered themselves yet.
-    code = ("from ragdesk.core.engine.retrieval import get_retriever\n"
+    # A fresh process: every built-in retriever is listed without any being used first.
+    code = ("from ragdesk.core.retrieval import get_retriever\n"
             "from ragdesk.core.errors import BadInputError\n"
             "try:\n    get_retriever('bm42')\n"
             "except BadInputError as e:\n    print(e.message, '|', e.hint)\n")

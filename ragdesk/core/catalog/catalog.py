@@ -566,14 +566,6 @@ class Catalog:
             conn.execute(text(f"UPDATE import_jobs SET {sets} WHERE id = :_id"),
                          {**fields, "_id": job_id})
 
-    def get_job(self, job_id: int) -> ImportJobRecord:
-        with self.transaction() as conn:
-            r = conn.execute(text("SELECT * FROM import_jobs WHERE id = :i"), {"i": job_id}).first()
-        if r is None:
-            raise NotFoundError(f"There is no import job {job_id}.")
-        return ImportJobRecord(r.id, r.snapshot_id, r.kind, r.state, r.done, r.total, r.message,
-                               r.started_at, r.updated_at, r.pid)
-
     def list_jobs(self, state: str | None = None) -> list[ImportJobRecord]:
         q = "SELECT * FROM import_jobs" + (" WHERE state = :st" if state else "") + " ORDER BY id"
         with self.transaction() as conn:

@@ -1,70 +1,91 @@
-"""The public engine: a question encoder and a generator over a snapshot library.
+"""The engine: a question encoder and a generator over a snapshot library.
 
->>> engine = load_engine(snapshot="wiki-2018")                # doctest: +SKIP
+>>> engine = ragdesk.load_engine(snapshot="wiki-2018")       # doctest: +SKIP
 >>> ans = engine.answer("who wrote hamlet", mode="token")    # doctest: +SKIP
 
-Models load once per :class:`Engine`. Every answer takes the snapshot once, at its start, and
-finishes on it even if another snapshot becomes active meanwhile.
+Models load once per :class:`Engine` (:mod:`ragdesk.core.session` loads them). Every answer
+takes the snapshot once, at its start, and finishes on it even if another snapshot becomes
+active meanwhile.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from ragdesk.core.engine.attribution import TokenCallback
-from ragdesk.core.engine.generators import Generator, check_question, check_style
-from ragdesk.core.engine.options import DecodeOptions, check_mode
+from ragdesk.core.engine.generators import Generator, check_question
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
-from ragdesk.core.engine.retrieval import (
+from ragdesk.core.errors import NotFoundError
+from ragdesk.core.options import (
+    DEFAULT_OPTIONS,
+    AnswerOptions,
+    Decoding,
+    Mode,
+    Style,
+    check_mode,
+    resolve_grounded,
+)
+from ragdesk.core.posterior import temperature_of
+from ragdesk.core.progress import CancelToken
+from ragdesk.core.retrieval import (
     RetrievalRequest,
+    SearchableSnapshot,
     doc_log_probs,
     get_retriever,
     retrieved_docs,
 )
-from ragdesk.core.errors import NotFoundError
-from ragdesk.core.options import DEFAULT_STYLE, resolve_grounded
-from ragdesk.core.posterior import temperature_of
-from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
 
 if TYPE_CHECKING:
-    from ragdesk.core.app import AppContext
     from ragdesk.core.encoders import TextEncoder
 
 log = logging.getLogger(__name__)
+
+
+class SnapshotSource(Protocol):
+    """Where an engine finds snapshots by name (``ragdesk.core.snapshots.SnapshotLibrary``)."""
+
+    def current(self) -> SearchableSnapshot: ...
+
+    def get(self, name: str) -> SearchableSnapshot: ...
+
+    def close(self) -> None: ...
 
 
 class Engine:
     """Answers questions with RAG-Token or RAG-Sequence over a snapshot.
 
     ``snapshot`` pins the engine to one snapshot name; without it every answer uses the
-    snapshot that is active when the answer starts. ``library`` is a
-    ``ragdesk.core.snapshots.SnapshotLibrary`` (or anything with ``current()`` and
-    ``get(name)``); an engine without one answers only from docs given to
-    :meth:`answer_from_docs` or from a ``SnapshotIndex`` passed as ``snapshot=``.
+    snapshot that is active when the answer starts. ``library`` finds snapshots by name (the
+    session's one ``SnapshotLibrary``); an engine without one answers only from docs given to
+    :meth:`answer_from_docs` or from a snapshot passed as ``snapshot=``. ``on_close`` runs once
+    in :meth:`close` (what the session opened for this engine alone); ``owns_library=True``
+    is the same as ``on_close=library.close``.
     """
 
     def __init__(self, question_encoder: TextEncoder, generator: Generator, *,
-                 library: Any = None, snapshot: str | None = None,
-                 context: AppContext | None = None, owns_library: bool = False) -> None:
+                 library: SnapshotSource | None = None, snapshot: str | None = None,
+                 on_close: Callable[[], None] | None = None,
+                 owns_library: bool = False) -> None:
         self.question_encoder = question_encoder
         self.generator = generator
         self.library = library
         self.snapshot_name = snapshot
-        self._context = context
-        self._owns_library = owns_library
+        if owns_library and library is not None and on_close is None:
+            on_close = library.close
+        self._on_close = on_close
         self._lock = threading.Lock()
 
     # -- snapshots ------------------------------------------------------------------
 
-    def snapshot_index(self, snapshot: Any = None) -> Any:
-        """The SnapshotIndex to use now: ``snapshot`` (an index or a name), the pinned one,
+    def snapshot_index(self, snapshot: SearchableSnapshot | str | None = None
+                       ) -> SearchableSnapshot:
+        """The snapshot to use now: ``snapshot`` (an opened one or a name), the pinned one,
         or the active one."""
         if snapshot is not None and not isinstance(snapshot, str):
             return snapshot
@@ -76,42 +97,57 @@ class Engine:
 
     # -- retrieval ------------------------------------------------------------------
 
-    def retrieve(self, question: str, n_docs: int = 5, snapshot: Any = None,
-                 retriever: str = "dense") -> list[RetrievedDoc]:
+    def retrieve(self, question: str, n_docs: int = DEFAULT_OPTIONS.n_docs,
+                 snapshot: SearchableSnapshot | str | None = None,
+                 retriever: str = DEFAULT_OPTIONS.retriever) -> list[RetrievedDoc]:
         """The top ``n_docs`` passages in rank order with their scores and p(z|x)."""
         check_question(question)
         index = self.snapshot_index(snapshot)
         hits = self._search(question, n_docs, index, retriever)
-        return retrieved_docs(hits, doc_log_probs(hits, temperature_of(index)),
-                              getattr(index, "name", None))
+        return retrieved_docs(hits, doc_log_probs(hits, temperature_of(index)), index.name)
 
-    def _search(self, question: str, n_docs: int, index: Any, retriever: str) -> list[Hit]:
+    def _search(self, question: str, n_docs: int, index: SearchableSnapshot,
+                retriever: str) -> list[Hit]:
         fn = get_retriever(retriever)
         return fn(RetrievalRequest(question=question, n_docs=n_docs, snapshot=index,
                                    question_encoder=self.question_encoder))
 
     # -- answering ------------------------------------------------------------------
 
+    def ask(self, question: str, options: AnswerOptions = DEFAULT_OPTIONS, *,
+            snapshot: SearchableSnapshot | str | None = None,
+            on_token: TokenCallback | None = None,
+            cancel: CancelToken | None = None) -> Answer:
+        """:meth:`answer` with the options as one object (what the CLI and GUI hold)."""
+        o = options
+        return self.answer(
+            question, mode=o.mode, decoding=o.decoding, n_docs=o.n_docs,
+            num_beams=o.num_beams, max_new_tokens=o.max_new_tokens,
+            min_new_tokens=o.min_new_tokens, retriever=o.retriever, snapshot=snapshot,
+            on_token=on_token, cancel=cancel, style=o.style, grounded=o.grounded,
+            temperature=o.temperature)
+
     def answer(
         self,
         question: str,
         *,
-        mode: str = "token",
-        decoding: str = "thorough",
-        n_docs: int = 5,
-        num_beams: int = 1,
-        max_new_tokens: int = 32,
-        min_new_tokens: int = 0,
-        retriever: str = "dense",
-        snapshot: Any = None,
+        mode: Mode = DEFAULT_OPTIONS.mode,
+        decoding: Decoding = DEFAULT_OPTIONS.decoding,
+        n_docs: int = DEFAULT_OPTIONS.n_docs,
+        num_beams: int = DEFAULT_OPTIONS.num_beams,
+        max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
+        min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
+        retriever: str = DEFAULT_OPTIONS.retriever,
+        snapshot: SearchableSnapshot | str | None = None,
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
-        style: str = DEFAULT_STYLE,
-        grounded: bool | None = None,
-        temperature: float | None = None,
+        style: Style = DEFAULT_OPTIONS.style,
+        grounded: bool | None = DEFAULT_OPTIONS.grounded,
+        temperature: float | None = DEFAULT_OPTIONS.temperature,
     ) -> Answer:
         """Retrieve ``n_docs`` passages and generate the answer, marginalizing over them.
 
+        The options and their defaults are :class:`ragdesk.core.options.AnswerOptions`'s.
         ``on_token`` receives each :class:`AnswerToken` once it is decided (RAG-Token: as it
         is generated; beam search: when no beam can change it any more; RAG-Sequence fast:
         when every hypothesis that can still win shares it; thorough: when the answer is
@@ -124,10 +160,12 @@ class Engine:
         of p(z|x); by default the snapshot's (fitted, measured for its encoder, or 1 for DPR).
         """
         check_question(question)
-        check_mode(mode, decoding)
-        check_style(style)
-        get_retriever(retriever)  # an unknown name fails before any work
-        DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
+        # Every option is checked before any work; a retriever registered under another
+        # name than the built-in ones is looked up (and refused if unknown) below.
+        AnswerOptions(mode=mode, decoding=decoding, num_beams=num_beams,
+                      max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                      style=style).check()
+        get_retriever(retriever)
         index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
         t0 = time.perf_counter()
         hits = self._search(question, n_docs, index, retriever)
@@ -135,8 +173,7 @@ class Engine:
         ans = self.answer_from_docs(
             question, hits, mode=mode, decoding=decoding, num_beams=num_beams,
             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
-            cancel=cancel, snapshot_name=getattr(index, "name", None), style=style,
-            grounded=grounded,
+            cancel=cancel, snapshot_name=index.name, style=style, grounded=grounded,
             temperature=temperature_of(index) if temperature is None else temperature)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
@@ -147,17 +184,17 @@ class Engine:
         question: str,
         docs: Sequence[Hit],
         *,
-        mode: str = "token",
-        decoding: str = "thorough",
-        num_beams: int = 1,
-        max_new_tokens: int = 32,
-        min_new_tokens: int = 0,
+        mode: Mode = DEFAULT_OPTIONS.mode,
+        decoding: Decoding = DEFAULT_OPTIONS.decoding,
+        num_beams: int = DEFAULT_OPTIONS.num_beams,
+        max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
+        min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
         snapshot_name: str | None = None,
-        style: str = DEFAULT_STYLE,
-        grounded: bool | None = None,
-        temperature: float | None = None,
+        style: Style = DEFAULT_OPTIONS.style,
+        grounded: bool | None = DEFAULT_OPTIONS.grounded,
+        temperature: float | None = DEFAULT_OPTIONS.temperature,
     ) -> Answer:
         """Generate from passages retrieved elsewhere (rank order, exact scores).
 
@@ -165,22 +202,22 @@ class Engine:
         """
         check_question(question)
         check_mode(mode, decoding)
-        check_style(style)
+        AnswerOptions(style=style).check()
         if temperature is None:
             temperature = self._temperature_of(snapshot_name)
-        grounded = resolve_grounded(grounded, self.generator.kind)
+        on = resolve_grounded(grounded, self.generator.kind)
         with self._lock:
             if mode == "token":
                 return rag_token_generate(
                     self.generator, question, docs, num_beams=num_beams,
                     max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                     on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                    grounded=grounded, temperature=temperature)
+                    grounded=on, temperature=temperature)
             return rag_sequence_generate(
                 self.generator, question, docs, decoding=decoding, num_beams=num_beams,
                 max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                 on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                grounded=grounded, temperature=temperature)
+                grounded=on, temperature=temperature)
 
     def _temperature_of(self, snapshot_name: str | None) -> float:
         if snapshot_name is None or self.library is None:
@@ -192,92 +229,11 @@ class Engine:
             return 1.0
 
     def close(self) -> None:
-        """Close what the engine opened (the snapshot library and data directory of
-        :func:`load_engine`); the models stay usable."""
-        if self._owns_library and self.library is not None:
-            self.library.close()
-            self._owns_library = False
-        if self._context is not None:
-            self._context.close()
-            self._context = None
+        """Close what was opened for this engine alone (by :func:`ragdesk.load_engine`: its
+        snapshot library and data directory); the models stay usable."""
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
 
 
-# ---------------------------------------------------------------------- loading --------
-
-
-def _load_question_encoder(ref: str) -> TextEncoder:
-    from ragdesk.core.models import load_question_encoder
-
-    return load_question_encoder(ref)
-
-
-def _load_generator(ref: str, precision: str | None = None) -> Generator:
-    from ragdesk.core.models import load_generator
-
-    gen: Generator = load_generator(ref, precision=precision)
-    return gen
-
-
-def _pack_for(app: AppContext, snapshot: str | None, pack: str | None) -> Any:
-    from ragdesk.core.models import chosen_pack, get_pack
-
-    name = pack
-    if name is None:
-        snap = snapshot or app.catalog.active_snapshot()
-        if snap is not None:
-            name = app.catalog.get_snapshot(snap).default_pack
-    if name is None:
-        name = chosen_pack(app.settings)
-    return get_pack(app.catalog, name, app.data)
-
-
-def engine_from_context(app: AppContext, *, snapshot: str | None = None,
-                        question_encoder: str | os.PathLike[str] | None = None,
-                        generator: str | os.PathLike[str] | None = None,
-                        pack: str | None = None) -> Engine:
-    """An engine over the snapshots of ``app``'s data directory (the CLI and GUI use this)."""
-    from ragdesk.core.snapshots import SnapshotLibrary
-
-    if snapshot is not None:
-        app.catalog.get_snapshot(snapshot)  # NotFoundError names the snapshot
-    if question_encoder is None or generator is None:
-        spec = _pack_for(app, snapshot, pack)
-        question_encoder = question_encoder or spec.question_encoder
-        generator = generator or spec.generator
-    qenc = _load_question_encoder(str(question_encoder))
-    # "float32" (exact), "bfloat16" (the fast path of the starter pack's Gemma 3) or "int8",
-    # for the GUI and the API as for `ragdesk ask --precision`
-    gen = _load_generator(str(generator), app.settings.get("generator_precision"))
-    library = SnapshotLibrary(app.data, app.catalog)
-    log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name, gen.kind)
-    return Engine(qenc, gen, library=library, snapshot=snapshot, owns_library=True)
-
-
-def load_engine(snapshot: str | None = None,
-                question_encoder: str | os.PathLike[str] | None = None,
-                generator: str | os.PathLike[str] | None = None,
-                data_dir: str | os.PathLike[str] | None = None,
-                pack: str | None = None) -> Engine:
-    """Load a RAG engine.
-
-    ``snapshot``: a snapshot name (default: whichever is active when each answer starts).
-    ``question_encoder`` / ``generator``: hub ids in the HF cache, local folders, a RAG
-    checkpoint folder or a ``.gguf`` file; without them the models come from ``pack``, else
-    from the snapshot's default pack, else from the pack chosen in the settings.
-    ``data_dir``: the ragdesk data directory (default: ``$RAGDESK_DATA_DIR`` or the
-    platform's).
-    """
-    from ragdesk.core.app import AppContext
-
-    app = AppContext(data_dir)
-    try:
-        engine = engine_from_context(app, snapshot=snapshot, question_encoder=question_encoder,
-                                     generator=generator, pack=pack)
-    except BaseException:
-        app.close()
-        raise
-    engine._context = app
-    return engine
-
-
-__all__ = ["Engine", "engine_from_context", "load_engine"]
+__all__ = ["Engine", "SnapshotSource"]

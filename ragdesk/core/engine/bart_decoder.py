@@ -77,10 +77,6 @@ class _Layer:
         self.ln_cross = layer.encoder_attn_layer_norm
         self.ln_ffn = layer.final_layer_norm
 
-    def linears(self) -> list[_Linear]:
-        return [self.self_q, self.self_k, self.self_v, self.self_o, self.cross_q,
-                self.cross_o, self.fc1, self.fc2]
-
 
 class BartDecoder:
     """The weights of one ``BartForConditionalGeneration`` decoder, read in place."""

@@ -1,4 +1,8 @@
-"""Decoding options, checked once with messages a user can act on."""
+"""The decoding options the decoders take, checked once with messages a user can act on.
+
+The names, allowed values and defaults of every answer option live in
+:mod:`ragdesk.core.options`; this is the subset a decoder loop needs.
+"""
 
 from __future__ import annotations
 
@@ -7,37 +11,19 @@ from dataclasses import dataclass
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.options import DEFAULT_OPTIONS, check_lengths
 from ragdesk.core.types import Hit
-
-MODES = ("token", "sequence")
-DECODINGS = ("thorough", "fast")
 
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    num_beams: int = 1
-    max_new_tokens: int = 32
-    min_new_tokens: int = 0
+    num_beams: int = DEFAULT_OPTIONS.num_beams
+    max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
 
     def check(self) -> DecodeOptions:
-        if not isinstance(self.num_beams, int) or self.num_beams < 1:
-            raise BadInputError(f"The number of beams must be at least 1, not {self.num_beams!r}.")
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise BadInputError(
-                f"max_new_tokens must be at least 1, not {self.max_new_tokens!r}.")
-        if not isinstance(self.min_new_tokens, int) or not (
-                0 <= self.min_new_tokens <= self.max_new_tokens):
-            raise BadInputError(
-                f"min_new_tokens must be between 0 and max_new_tokens ({self.max_new_tokens}), "
-                f"not {self.min_new_tokens!r}.")
+        check_lengths(self.num_beams, self.max_new_tokens, self.min_new_tokens)
         return self
-
-
-def check_mode(mode: str, decoding: str | None) -> None:
-    if mode not in MODES:
-        raise BadInputError(f"Unknown mode {mode!r}.", hint="Use 'token' or 'sequence'.")
-    if decoding is not None and decoding not in DECODINGS:
-        raise BadInputError(f"Unknown decoding {decoding!r}.", hint="Use 'thorough' or 'fast'.")
 
 
 def passages_of(docs: Sequence[Hit]) -> list[PassageText]:

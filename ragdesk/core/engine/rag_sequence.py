@@ -31,11 +31,11 @@ from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator, PassageContext
 from ragdesk.core.engine.grounding import SpanConstraint, span_processors
-from ragdesk.core.engine.options import DecodeOptions, check_mode, passages_of
+from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.engine.prefix_tree import PrefixTree
-from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
-from ragdesk.core.options import DEFAULT_STYLE
+from ragdesk.core.options import DEFAULT_OPTIONS, Decoding, Style, check_mode
 from ragdesk.core.progress import CancelToken
+from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
 
 if TYPE_CHECKING:
@@ -213,14 +213,14 @@ def rag_sequence_generate(
     question: str,
     docs: Sequence[Hit],
     *,
-    decoding: str = "thorough",
-    num_beams: int = 1,
-    max_new_tokens: int = 32,
-    min_new_tokens: int = 0,
+    decoding: Decoding = DEFAULT_OPTIONS.decoding,
+    num_beams: int = DEFAULT_OPTIONS.num_beams,
+    max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
-    style: str = DEFAULT_STYLE,
+    style: Style = DEFAULT_OPTIONS.style,
     grounded: bool = False,
     temperature: float = 1.0,
 ) -> Answer:
@@ -234,7 +234,7 @@ def rag_sequence_generate(
     t0 = time.perf_counter()
     doc_lp = doc_log_probs(docs, temperature)
     ctx = generator.prepare(question, passages, style)
-    constraint = span_processors(generator, passages, grounded)
+    constraint = span_processors(generator, passages, grounded, question)
     t_enc = time.perf_counter()
     emitter = TokenEmitter(generator, on_token)
     pad = generator.settings.pad_token_id

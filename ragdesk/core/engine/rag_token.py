@@ -21,9 +21,9 @@ from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, c
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.grounding import span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
-from ragdesk.core.engine.retrieval import doc_log_probs, retrieved_docs
-from ragdesk.core.options import DEFAULT_STYLE
+from ragdesk.core.options import DEFAULT_OPTIONS, Style
 from ragdesk.core.progress import CancelToken
+from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
 
 if TYPE_CHECKING:
@@ -58,13 +58,13 @@ def rag_token_generate(
     question: str,
     docs: Sequence[Hit],
     *,
-    num_beams: int = 1,
-    max_new_tokens: int = 32,
-    min_new_tokens: int = 0,
+    num_beams: int = DEFAULT_OPTIONS.num_beams,
+    max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
-    style: str = DEFAULT_STYLE,
+    style: Style = DEFAULT_OPTIONS.style,
     grounded: bool = False,
     temperature: float = 1.0,
 ) -> Answer:
@@ -80,7 +80,7 @@ def rag_token_generate(
     doc_lp = doc_log_probs(docs, temperature)
     k = len(passages)
     ctx = generator.prepare(question, passages, style)
-    constraint = span_processors(generator, passages, grounded)
+    constraint = span_processors(generator, passages, grounded, question)
     t_enc = time.perf_counter()
     marg = _Marginal(doc_lp)
     emitter = TokenEmitter(generator, on_token)

@@ -47,7 +47,6 @@ KIND_CUSTOM = "custom"
 ROLE_QUESTION = "question_encoder"
 ROLE_PASSAGE = "passage_encoder"
 ROLE_GENERATOR = "generator"
-ROLES = (ROLE_QUESTION, ROLE_PASSAGE, ROLE_GENERATOR)
 
 SETTINGS_KEY = "model_pack"
 STARTER = "starter"
@@ -72,10 +71,6 @@ class PackSpec:
     default_mode: str | None = None  # "sequence" / "token" for the paper's checkpoints
     approx_bytes: int | None = None  # download size, for packs not installed yet
     details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def builtin(self) -> bool:
-        return self.kind != KIND_CUSTOM
 
     def parts(self) -> list[tuple[str, str]]:
         out = [(ROLE_QUESTION, self.question_encoder)]

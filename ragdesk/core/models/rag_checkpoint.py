@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.models.refs import read_config, safetensors_files
+from ragdesk.core.models.refs import safetensors_files
 
 if TYPE_CHECKING:
     import torch
@@ -27,13 +27,6 @@ _PREFIXES = {
     GENERATOR: ("rag.generator.", "generator."),
 }
 TOKENIZER_DIRS = {QUESTION_ENCODER: "question_encoder_tokenizer", GENERATOR: "generator_tokenizer"}
-
-
-def is_rag_checkpoint(folder: Path) -> bool:
-    try:
-        return folder.is_dir() and read_config(folder).get("model_type") == "rag"
-    except MissingModelError:
-        return False
 
 
 def read_part_state_dict(folder: Path, part: str) -> dict[str, torch.Tensor]:

@@ -30,9 +30,6 @@ KIND_SEQ2SEQ = "seq2seq"
 KIND_CAUSAL = "causal"
 KIND_GGUF = "gguf"
 
-QUESTION_KINDS = (KIND_RAG, KIND_DPR_QUESTION, KIND_ST)
-PASSAGE_KINDS = (KIND_DPR_CONTEXT, KIND_ST)
-GENERATOR_KINDS = (KIND_RAG, KIND_SEQ2SEQ, KIND_CAUSAL, KIND_GGUF)
 
 ST_MODEL_TYPES = ("bert", "roberta", "mpnet", "xlm-roberta", "distilbert")
 WEIGHT_PICKLES = ("pytorch_model.bin", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")

@@ -72,14 +72,6 @@ def rank_candidates(ids: np.ndarray, fused: np.ndarray, k: int) -> np.ndarray:
     return order[:k]
 
 
-def union_ids(*id_lists: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Sorted unique ids of several candidate lists."""
-    parts = [np.asarray(x, dtype=np.int64).ravel() for x in id_lists]
-    if not parts:
-        return np.zeros(0, dtype=np.int64)
-    return np.unique(np.concatenate(parts))
-
-
 def rrf(rankings: Sequence[Sequence[int]], k: int = 60,
         weights: Sequence[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Reciprocal-rank fusion (Cormack et al. 2009): sum_r w_r / (k + rank_r(z)), rank 1-based.

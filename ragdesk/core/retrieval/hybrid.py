@@ -15,29 +15,34 @@
 Sparse and hybrid hits are :class:`ScoredHit`, a :class:`Hit` that also carries
 ``dense_score`` (the exact d(z)·q(x), when a question vector was given) and ``sparse_score``
 (BM25). The engine's p(z|x) must stay ``softmax(d(z)·q(x))`` — the distribution the
-generator was trained with — so the retrievers registered with the engine
-(:func:`register_engine_retrievers`) hand it hits whose ``score`` is ``dense_score``: the
-hybrid decides *which* K passages the generator reads, not how much it trusts each one.
+generator was trained with — so the engine's retrievers (:func:`sparse_retrieve`,
+:func:`hybrid_retrieve`) hand it hits whose ``score`` is ``dense_score``: the hybrid decides
+*which* K passages the generator reads, not how much it trusts each one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragdesk.core.encoders import passage_input
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.options import RetrieverName, check_retriever_name
 from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.retrieval.fusion import rank_candidates
+from ragdesk.core.retrieval.protocol import SearchableSnapshot
+from ragdesk.core.retrieval.request import RetrievalRequest, encode_question
+from ragdesk.core.retrieval.rerank import DEFAULT_RERANKER, Reranker
 from ragdesk.core.sparse.bm25 import top_k
 from ragdesk.core.sparse.features import candidate_features
-from ragdesk.core.sparse.fusion import rank_candidates
-from ragdesk.core.sparse.rerank import DEFAULT_RERANKER, Reranker
 from ragdesk.core.sparse.store import SparseIndex, ensure_sparse
 from ragdesk.core.types import Hit
 
-MODES = ("dense", "sparse", "hybrid")
+if TYPE_CHECKING:
+    from ragdesk.core.encoders import EncoderInfo, TextEncoder
 
 
 @dataclass(frozen=True)
@@ -56,13 +61,6 @@ class Ranked:
     scores: np.ndarray  # what the ranking used
     dense: np.ndarray | None  # exact inner products, aligned with ids
     sparse: np.ndarray | None  # BM25 scores, aligned with ids
-
-
-def check_mode(mode: str) -> str:
-    if mode not in MODES:
-        raise BadInputError(f"Unknown retriever {mode!r}.",
-                            hint="Choose one of: " + ", ".join(MODES) + ".")
-    return mode
 
 
 def exact_inner_products(embeddings: np.ndarray, ids: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -111,11 +109,11 @@ def hybrid_rank(question: str, dense_ids: np.ndarray, q: np.ndarray, embeddings:
 
 
 def rank_batch(
-    snapshot: Any,
+    snapshot: SearchableSnapshot,
     questions: Sequence[str],
     q_vecs: np.ndarray | None,
     k: int,
-    mode: str = "dense",
+    mode: RetrieverName = "dense",
     *,
     reranker: Reranker = DEFAULT_RERANKER,
     index: SparseIndex | None = None,
@@ -123,7 +121,7 @@ def rank_batch(
     cancel: CancelToken | None = None,
 ) -> list[Ranked]:
     """Rank passages for a batch of questions without fetching their texts."""
-    check_mode(mode)
+    check_retriever_name(mode)
     if k < 1:
         raise BadInputError(f"The number of passages must be at least 1, not {k}.")
     if mode != "sparse" and q_vecs is None:
@@ -138,13 +136,12 @@ def rank_batch(
             sc = np.asarray([h.score for h in hits], dtype=np.float32)
             out.append(Ranked(ids=ids, scores=sc, dense=sc, sparse=None))
         return out
-    if mode == "hybrid" and not getattr(snapshot, "has_dense", True):
+    if mode == "hybrid" and not snapshot.has_dense:
         snapshot.embeddings()  # raises DensePendingError: hybrid needs the vectors
     if index is None:
         index = ensure_sparse(snapshot, progress=progress, cancel=cancel)
     # A staged snapshot has no vectors yet: BM25 alone (dense scores come from elsewhere).
-    emb = snapshot.embeddings() if q is not None and getattr(snapshot, "has_dense", True) \
-        else None
+    emb = snapshot.embeddings() if q is not None and snapshot.has_dense else None
     if mode == "sparse":
         out = []
         for i, question in enumerate(questions):
@@ -163,22 +160,18 @@ def rank_batch(
     return out
 
 
-def _dense_ids(snapshot: Any, q: np.ndarray, k: int) -> list[np.ndarray]:
-    """Top-``k`` dense ids per query; ``search_ids`` when the snapshot has it (no texts)."""
-    k = min(k, int(snapshot.size))
-    search_ids = getattr(snapshot, "search_ids", None)
-    if search_ids is not None:
-        _, ids = search_ids(q, k)
-        return [row[row >= 0].astype(np.int64) for row in np.asarray(ids)]
-    return [np.asarray([h.id for h in hits], dtype=np.int64) for hits in snapshot.search(q, k)]
+def _dense_ids(snapshot: SearchableSnapshot, q: np.ndarray, k: int) -> list[np.ndarray]:
+    """Top-``k`` dense ids per query (no texts fetched)."""
+    _, ids = snapshot.search_ids(q, min(k, int(snapshot.size)))
+    return [row[row >= 0].astype(np.int64) for row in np.asarray(ids)]
 
 
 def retrieve_batch(
-    snapshot: Any,
+    snapshot: SearchableSnapshot,
     questions: Sequence[str],
     q_vecs: np.ndarray | None,
     k: int,
-    mode: str = "dense",
+    mode: RetrieverName = "dense",
     *,
     reranker: Reranker = DEFAULT_RERANKER,
     index: SparseIndex | None = None,
@@ -188,7 +181,6 @@ def retrieve_batch(
     """Top-``k`` hits per question, best first (see the module docstring for the scores)."""
     if mode == "dense":
         assert q_vecs is not None
-        check_mode(mode)
         hits: list[list[Hit]] = snapshot.search(
             np.asarray(q_vecs, dtype=np.float32).reshape(len(questions), -1), k)
         return hits
@@ -209,8 +201,8 @@ def retrieve_batch(
     return out
 
 
-def retrieve(snapshot: Any, question: str, q_vec: np.ndarray | None, k: int,
-             mode: str = "dense", *, reranker: Reranker = DEFAULT_RERANKER) -> list[Hit]:
+def retrieve(snapshot: SearchableSnapshot, question: str, q_vec: np.ndarray | None, k: int,
+             mode: RetrieverName = "dense", *, reranker: Reranker = DEFAULT_RERANKER) -> list[Hit]:
     """One question; ``q_vec`` is its question-encoder vector (None only for ``sparse``)."""
     vecs = None if q_vec is None else np.asarray(q_vec, dtype=np.float32).reshape(1, -1)
     return retrieve_batch(snapshot, [question], vecs, k, mode, reranker=reranker)[0]
@@ -220,14 +212,14 @@ def dense_scored(hits: Sequence[Hit]) -> list[Hit]:
     """The same passages and order with ``score`` = the exact inner product, for p(z|x)."""
     out: list[Hit] = []
     for h in hits:
-        d = getattr(h, "dense_score", None)
+        d = h.dense_score if isinstance(h, ScoredHit) else None
         out.append(Hit(id=h.id, title=h.title, text=h.text,
                        score=float(h.score if d is None else d)))
     return out
 
 
-def with_dense_scores(hits: Sequence[Hit], encoder: Any, q: np.ndarray,
-                      passage_encoder: Any) -> list[Hit]:
+def with_dense_scores(hits: Sequence[Hit], encoder: TextEncoder, q: np.ndarray,
+                      passage_encoder: EncoderInfo) -> list[Hit]:
     """BM25 hits of a snapshot whose vectors are pending, given their exact d(z)·q(x).
 
     p(z|x) is defined on inner products (and τ was fitted on them), so while the passage
@@ -236,41 +228,33 @@ def with_dense_scores(hits: Sequence[Hit], encoder: Any, q: np.ndarray,
     sentence-transformers snapshot queried with its own encoder, as the starter pack is).
     Otherwise the hits keep their BM25 scores.
     """
-    same = (passage_encoder is not None and encoder.info.family == "sentence-transformers"
+    same = (encoder.info.family == "sentence-transformers"
             and encoder.info.id == passage_encoder.id and encoder.info.dim == passage_encoder.dim)
     if not hits or not same:
         return list(hits)
-    from ragdesk.core.encoders import passage_input
-
-    vecs = encoder.encode([passage_input(encoder, h.title, h.text) for h in hits])
+    # one string per passage: sentence-transformers (checked above) takes no (title, text) pair
+    texts = [str(passage_input(encoder, h.title, h.text)) for h in hits]
+    vecs = encoder.encode(texts)
     dense = vecs @ np.asarray(q, dtype=np.float32).reshape(-1)
     return [ScoredHit(id=h.id, title=h.title, text=h.text, score=h.score,
-                      dense_score=float(d), sparse_score=getattr(h, "sparse_score", None))
+                      dense_score=float(d),
+                      sparse_score=h.sparse_score if isinstance(h, ScoredHit) else None)
             for h, d in zip(hits, dense.tolist(), strict=True)]
 
 
-def register_engine_retrievers() -> None:
-    """Make ``Engine.answer(retriever="sparse" | "hybrid")`` work (idempotent)."""
-    from ragdesk.core.engine.retrieval import (
-        RetrievalRequest,
-        check_n_docs,
-        register_retriever,
-    )
+def _engine_hits(req: RetrievalRequest, mode: RetrieverName) -> list[Hit]:
+    q = encode_question(req)
+    hits = retrieve(req.snapshot, req.question, q[0], req.n_docs, mode)
+    if not req.snapshot.has_dense:
+        hits = with_dense_scores(hits, req.question_encoder, q[0], req.snapshot.encoder)
+    return dense_scored(hits)
 
-    def make(mode: str) -> Any:
-        def run(req: RetrievalRequest) -> list[Hit]:
-            check_n_docs(req.n_docs, req.snapshot)
-            check = getattr(req.snapshot, "check_query_encoder", None)
-            if check is not None:
-                check(req.question_encoder.info)
-            q = req.question_encoder.encode([req.question])
-            hits = retrieve(req.snapshot, req.question, q[0], req.n_docs, mode)
-            if not getattr(req.snapshot, "has_dense", True):
-                hits = with_dense_scores(hits, req.question_encoder, q[0],
-                                         getattr(req.snapshot, "encoder", None))
-            return dense_scored(hits)
 
-        return run
+def sparse_retrieve(req: RetrievalRequest) -> list[Hit]:
+    """BM25's top ``n_docs``, scored by their exact inner products for p(z|x)."""
+    return _engine_hits(req, "sparse")
 
-    register_retriever("sparse", make("sparse"))
-    register_retriever("hybrid", make("hybrid"))
+
+def hybrid_retrieve(req: RetrievalRequest) -> list[Hit]:
+    """The re-ranked dense ∪ BM25 candidates, scored by their exact inner products."""
+    return _engine_hits(req, "hybrid")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ragdesk.core.atomic import write_json_atomic
 from ragdesk.core.encoders import EncoderInfo
-from ragdesk.core.posterior import check_temperature, default_temperature
+from ragdesk.core.posterior import KNOWN_TEMPERATURES, check_temperature, default_temperature
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,6 @@ def snapshot_temperature(folder: Path, encoder: EncoderInfo) -> tuple[float, str
     if cal is not None:
         return cal.temperature, f"fitted on {cal.questions} questions ({cal.source})"
     t = default_temperature(encoder.id, encoder.normalize)
-    from ragdesk.core.posterior import KNOWN_TEMPERATURES
-
     if encoder.id in KNOWN_TEMPERATURES:
         return t, f"measured for {encoder.id}"
     return t, "normalized encoder default (1/20)" if encoder.normalize else "DPR (τ = 1)"

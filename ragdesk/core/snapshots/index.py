@@ -61,6 +61,7 @@ class SnapshotIndex:
         self.manifest = manifest
         self.encoder: EncoderInfo = manifest.encoder
         self.size = manifest.passages
+        self.created: str | None = manifest.created
         self.variant = variant or manifest.default_variant
         entry = manifest.variants.get(self.variant)
         if entry is None:

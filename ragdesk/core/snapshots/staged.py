@@ -51,6 +51,7 @@ class StagedSnapshot:
     has_dense = False
     manifest = None
     variant = None
+    created: str | None = None  # no manifest yet: it is written when the import completes
 
     def __init__(self, name: str, folder: Path) -> None:
         self.name = name

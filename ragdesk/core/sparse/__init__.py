@@ -1,34 +1,14 @@
-"""Sparse (BM25) retrieval per snapshot and hybrid dense + sparse retrieval."""
+"""The sparse (BM25) index of a snapshot: tokens, the index files and the per-passage
+features the hybrid re-ranker reads. The retrievers that use it are ragdesk.core.retrieval."""
 
 from ragdesk.core.sparse.bm25 import BM25Index
-from ragdesk.core.sparse.fusion import DEFAULT_HYBRID, HybridParams, fuse_scores, rrf
-from ragdesk.core.sparse.hybrid import (
-    MODES,
-    ScoredHit,
-    dense_scored,
-    register_engine_retrievers,
-    retrieve,
-    retrieve_batch,
-)
-from ragdesk.core.sparse.rerank import DEFAULT_RERANKER, Reranker, fit_reranker
+from ragdesk.core.sparse.source import PassageSource
 from ragdesk.core.sparse.store import SparseIndex, build_sparse, ensure_sparse
 
 __all__ = [
-    "DEFAULT_HYBRID",
-    "DEFAULT_RERANKER",
-    "MODES",
     "BM25Index",
-    "HybridParams",
-    "Reranker",
-    "ScoredHit",
+    "PassageSource",
     "SparseIndex",
     "build_sparse",
-    "dense_scored",
     "ensure_sparse",
-    "fit_reranker",
-    "fuse_scores",
-    "register_engine_retrievers",
-    "retrieve",
-    "retrieve_batch",
-    "rrf",
 ]

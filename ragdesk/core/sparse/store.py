@@ -28,6 +28,7 @@ from ragdesk.core.errors import CorruptSnapshotError, DiskFullError, is_disk_ful
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.sparse.bm25 import DEFAULT_B, DEFAULT_K1, META_NAME, BM25Index
 from ragdesk.core.sparse.features import PASSAGE_COLUMNS, Postings, passage_row
+from ragdesk.core.sparse.source import PassageSource
 from ragdesk.core.sparse.tokenize import TOKENIZER_VERSION, bm25_tokens
 
 log = logging.getLogger(__name__)
@@ -85,40 +86,24 @@ class SparseIndex:
         return cls(bm25, Postings(indptr, indices), feats)
 
 
-def snapshot_folder(snapshot: Any) -> Path:
-    """The folder of an open snapshot."""
-    for attr in ("folder", "path"):
-        value = getattr(snapshot, attr, None)
-        if isinstance(value, (str, os.PathLike)):
-            return Path(value)
-    raise TypeError(f"{type(snapshot).__name__} does not say where its folder is")
+def bm25_folder(snapshot: PassageSource) -> Path:
+    return Path(snapshot.folder) / BM25_DIRNAME
 
 
-def bm25_folder(snapshot: Any) -> Path:
-    return snapshot_folder(snapshot) / BM25_DIRNAME
+def _source(snapshot: PassageSource) -> dict[str, Any]:
+    return {"snapshot": snapshot.name, "size": int(snapshot.size),
+            "created": snapshot.created, "format": SPARSE_FORMAT}
 
 
-def _source(snapshot: Any) -> dict[str, Any]:
-    manifest = getattr(snapshot, "manifest", None)
-    created = manifest.get("created") if isinstance(manifest, dict) else \
-        getattr(manifest, "created", None)
-    return {"snapshot": getattr(snapshot, "name", None), "size": int(snapshot.size),
-            "created": None if created is None else str(created), "format": SPARSE_FORMAT}
-
-
-def _passages(snapshot: Any, chunk: int = READ_CHUNK) -> Iterator[tuple[str, str]]:
+def _passages(snapshot: PassageSource, chunk: int = READ_CHUNK) -> Iterator[tuple[str, str]]:
     size = int(snapshot.size)
     for start in range(0, size, chunk):
         for p in snapshot.get_passages(list(range(start, min(size, start + chunk)))):
             yield p.title, p.text
 
 
-def _has_dense(snapshot: Any) -> bool:
-    return bool(getattr(snapshot, "has_dense", True))
-
-
-def _embedding_norms(snapshot: Any, chunk: int = 65536) -> np.ndarray:
-    if not _has_dense(snapshot):
+def _embedding_norms(snapshot: PassageSource, chunk: int = 65536) -> np.ndarray:
+    if not snapshot.has_dense:
         # A staged snapshot (dense vectors pending): BM25 needs no norms; only the hybrid
         # re-ranker does, and it cannot run before the vectors exist. refresh_norms fills
         # them in when they do.
@@ -132,7 +117,7 @@ def _embedding_norms(snapshot: Any, chunk: int = 65536) -> np.ndarray:
 
 
 def build_index(
-    snapshot: Any,
+    snapshot: PassageSource,
     *,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
@@ -153,7 +138,7 @@ def build_index(
             prev = title
             yield f"{title} {text}" if title else text
 
-    source = {**_source(snapshot), "norms": _has_dense(snapshot)}
+    source = {**_source(snapshot), "norms": snapshot.has_dense}
     bm25 = BM25Index.build(texts(), total=int(snapshot.size), k1=k1, b=b,
                            source=source, progress=progress, cancel=cancel)
     vocab = bm25.vocab
@@ -165,7 +150,7 @@ def build_index(
 
 
 def build_sparse(
-    snapshot: Any,
+    snapshot: PassageSource,
     *,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
@@ -206,10 +191,10 @@ def build_sparse(
     return loaded
 
 
-def _usable(index: SparseIndex, snapshot: Any) -> bool:
+def _usable(index: SparseIndex, snapshot: PassageSource) -> bool:
     meta = index.bm25.meta
     # Built while the dense vectors were pending (no norms): stale once they exist.
-    norms_ok = meta.source.get("norms", True) or not _has_dense(snapshot)
+    norms_ok = meta.source.get("norms", True) or not snapshot.has_dense
     return (meta.tokenizer == TOKENIZER_VERSION and meta.num_docs == int(snapshot.size)
             and meta.source.get("format") == SPARSE_FORMAT and bool(norms_ok))
 
@@ -242,7 +227,7 @@ def refresh_norms(folder: Path, embeddings: np.ndarray) -> None:
 
 
 def ensure_sparse(
-    snapshot: Any,
+    snapshot: PassageSource,
     *,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,

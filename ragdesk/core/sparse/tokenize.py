@@ -12,6 +12,7 @@ stored indexes with another version are rebuilt on next use.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -20,13 +21,13 @@ TOKENIZER_VERSION = "words-nostop-s-1"
 _WORD = re.compile(r"\w+")
 
 
-def _stopwords() -> frozenset[str]:
+@functools.cache
+def stopwords() -> frozenset[str]:
+    # bm25s (and the scipy it loads, a quarter of a second) only once BM25 is used: importing
+    # the retrievers for a dense question must not pay for it.
     from bm25s.stopwords import STOPWORDS_EN
 
     return frozenset(STOPWORDS_EN)
-
-
-STOPWORDS = _stopwords()
 
 
 def s_stem(word: str) -> str:
@@ -48,4 +49,5 @@ def _fold(text: str) -> str:
 
 
 def bm25_tokens(text: str) -> list[str]:
-    return [s_stem(w) for w in _WORD.findall(_fold(text)) if w not in STOPWORDS]
+    stop = stopwords()
+    return [s_stem(w) for w in _WORD.findall(_fold(text)) if w not in stop]

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragdesk.core.engine.rag_sequence import rag_sequence_generate
+from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.evaluation.metrics import (
     AnswerMatcher,
     exact_match,
@@ -24,6 +26,7 @@ from ragdesk.core.evaluation.metrics import (
     top_k_accuracy,
 )
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.training.forward import question_vectors
 from ragdesk.core.training.guard import RetrievalStats, retrieval_stats
 
 if TYPE_CHECKING:
@@ -65,8 +68,6 @@ def encode_questions(encoder: TextEncoder, questions: Sequence[str],
                      batch_size: int = 64) -> np.ndarray:
     """q(x) with the encoder's current weights, dropout off."""
     import torch
-
-    from ragdesk.core.training.forward import question_vectors
 
     was_training = encoder.model.training
     encoder.model.eval()
@@ -112,9 +113,6 @@ def evaluate(encoder: TextEncoder, generator: Generator | None, index: Any,
 def _exact_match(generator: Any, examples: Sequence[Example], hits: Sequence[list[Hit]], *,
                  n_docs: int, mode: str, max_new_tokens: int,
                  progress: ProgressCallback | None, cancel: CancelToken | None) -> float:
-    from ragdesk.core.engine.rag_sequence import rag_sequence_generate
-    from ragdesk.core.engine.rag_token import rag_token_generate
-
     was_training = generator.model.training
     generator.model.eval()
     prog = Progress(len(examples), "evaluating: answering", progress)
@@ -125,7 +123,8 @@ def _exact_match(generator: Any, examples: Sequence[Example], hits: Sequence[lis
                 cancel.raise_if_cancelled()
             docs = hs[:n_docs]
             if mode == "sequence":
-                ans = rag_sequence_generate(generator, ex.question, docs,
+                # exact RAG-Sequence: a training run is judged by the paper's decoding
+                ans = rag_sequence_generate(generator, ex.question, docs, decoding="thorough",
                                             max_new_tokens=max_new_tokens)
             else:
                 ans = rag_token_generate(generator, ex.question, docs,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ragdesk.core.posterior import log_probs
+
 if TYPE_CHECKING:
     import torch
 
@@ -18,8 +20,6 @@ MODES = ("token", "sequence")
 
 def doc_log_probs(doc_scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """log p(z|x) over the K retrieved passages; ``doc_scores`` is [B, K]."""
-    from ragdesk.core.posterior import log_probs
-
     return log_probs(doc_scores, temperature)
 
 

@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.errors import AlreadyExistsError, BadInputError
+from ragdesk.core.models import PackSpec, get_pack, load_generator, load_question_encoder
+from ragdesk.core.models.packs import check_pack_name, register_pack
 from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.snapshots import open_snapshot
 from ragdesk.core.training import checkpoint as ck
 from ragdesk.core.training.data import Example, read_examples
 from ragdesk.core.training.trainer import RagTrainer, Reporter, TrainConfig, TrainState
@@ -81,10 +84,6 @@ def train_pack(
     report: Reporter | None = None,
 ) -> TrainResult:
     """Fine-tune ``pack`` on ``train_path`` against ``snapshot`` (None: the active one)."""
-    from ragdesk.core.models import get_pack, load_generator, load_question_encoder
-    from ragdesk.core.models.packs import check_pack_name
-    from ragdesk.core.snapshots import open_snapshot
-
     config = (config or TrainConfig()).check()
     out_dir = Path(out).expanduser().resolve()
     examples = read_examples(train_path, limit=train_limit)
@@ -145,8 +144,6 @@ def train_pack(
         final = _write_final(out_dir, trainer, ident, config)
         registered = None
         if register:
-            from ragdesk.core.models.packs import PackSpec, register_pack
-
             registered = register_pack(catalog, PackSpec(
                 name=pack_name, kind="custom",
                 question_encoder=str(final / ck.QUESTION_ENCODER_DIR),

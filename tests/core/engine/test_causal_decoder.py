@@ -262,10 +262,10 @@ def test_other_causal_lms_keep_the_transformers_path(causal_gen: Any) -> None:
 
 
 def test_the_precision_setting_reaches_the_engine(tiny_models: Any, tmp_path: Any) -> None:
-    """The GUI and the API load through engine_from_context: the setting picks the path."""
+    """The GUI and the API load through the session: the setting picks the path."""
     from ragdesk.core.app import AppContext
     from ragdesk.core.engine import causal_decoder
-    from ragdesk.core.engine.api import engine_from_context
+    from ragdesk.core.session import Session
 
     if tiny_models.gemma3 is None or not causal_decoder.int8_available():
         pytest.skip("no Gemma 3 or no int8 kernels here")
@@ -273,8 +273,8 @@ def test_the_precision_setting_reaches_the_engine(tiny_models: Any, tmp_path: An
     try:
         app.data.ensure()
         app.settings.set("generator_precision", "int8")
-        eng = engine_from_context(app, question_encoder=str(tiny_models.question_encoder),
-                                  generator=str(tiny_models.gemma3))
+        eng = Session(app).load_engine(question_encoder=str(tiny_models.question_encoder),
+                                       generator=str(tiny_models.gemma3))
         assert eng.generator.precision == "int8"  # type: ignore[attr-defined]
         eng.close()
     finally:

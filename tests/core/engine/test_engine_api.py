@@ -106,9 +106,8 @@ def test_more_docs_than_the_snapshot_holds(engine: Any) -> None:
 
 
 def test_retriever_hook(engine: Any) -> None:
-    from ragdesk.core.engine.retrieval import _RETRIEVERS, register_retriever
+    from ragdesk.core.retrieval.registry import register_retriever, unregister_retriever
 
-    # (not "sparse": ragdesk.core.sparse registers that one once it is imported)
     with pytest.raises(BadInputError, match="Unknown retriever 'no-such-retriever'"):
         engine.answer("who?", retriever="no-such-retriever")
     seen: list[Any] = []
@@ -121,7 +120,7 @@ def test_retriever_hook(engine: Any) -> None:
     try:
         ans = engine.answer("who?", retriever="test-fake", n_docs=2, max_new_tokens=3)
     finally:
-        _RETRIEVERS.pop("test-fake")
+        unregister_retriever("test-fake")
     assert [d.id for d in ans.docs] == [1, 2]
     assert seen[0].n_docs == 2 and seen[0].snapshot.name == SNAP_A
 

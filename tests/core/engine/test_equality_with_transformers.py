@@ -155,7 +155,7 @@ def test_rag_sequence_log_likelihood_of_any_answer(bart_gen: Any, rag_sequence_r
     import torch
 
     from ragdesk.core.engine.rag_sequence import Candidate, _rescore, _thorough_scores
-    from ragdesk.core.engine.retrieval import doc_log_probs
+    from ragdesk.core.retrieval import doc_log_probs
 
     case = make_cases(5)
     ctx = bart_gen.prepare(case.question, [PassageText(h.title, h.text) for h in case.hits])
@@ -203,7 +203,7 @@ def test_transformers_forward_path_matches_the_reference(
                                     doc_scores=case.doc_scores, n_docs=N_DOCS,
                                     num_beams=num_beams, max_new_tokens=NEW)
     ans = rag_sequence_generate(bart_gen_plain, case.question, case.hits, num_beams=num_beams,
-                                max_new_tokens=NEW)
+                                max_new_tokens=NEW, decoding="thorough")
     assert ans.token_ids == strip_special(bart_gen_plain, ref[0])
     ref_ll = _reference_nll(rag_sequence_ref, ids, mask, case.doc_scores, ref[:1],
                             exclude_bos_score=True)

@@ -145,7 +145,7 @@ def test_generator_without_tokenizer(bart_gen: Any) -> None:
 def test_loading_folders_that_are_not_generators(tmp_path: Any, tiny_models: Any) -> None:
     import shutil
 
-    from ragdesk.core.engine.api import _load_generator
+    from ragdesk.core.models import load_generator
 
     no_tok = tmp_path / "no-tokenizer"
     no_tok.mkdir()
@@ -156,4 +156,4 @@ def test_loading_folders_that_are_not_generators(tmp_path: Any, tiny_models: Any
     (junk / "notes.txt").write_text("not a model")
     for folder in (no_tok, junk, tmp_path / "missing"):
         with pytest.raises(RagdeskError):
-            _load_generator(str(folder))
+            load_generator(str(folder))

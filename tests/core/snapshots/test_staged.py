@@ -29,7 +29,7 @@ from ragdesk.core.snapshots import (
 )
 from ragdesk.core.snapshots.index import SnapshotIndex
 from ragdesk.core.snapshots.staged import StagedSnapshot
-from ragdesk.core.sparse import retrieve
+from ragdesk.core.retrieval import retrieve
 from ragdesk.core.sparse.store import bm25_folder, ensure_sparse, forget_loaded
 from tests.core.snapshots.util import naive_passages, open_data, write_jsonl
 
@@ -45,7 +45,7 @@ def env(tmp_path: Path) -> Any:
 
 def _engine_sparse(snapshot: Any, question: str, encoder: Any, k: int) -> list[Any]:
     """What Engine.answer(retriever="sparse") retrieves."""
-    from ragdesk.core.engine.retrieval import RetrievalRequest, get_retriever
+    from ragdesk.core.retrieval import RetrievalRequest, get_retriever
 
     return get_retriever("sparse")(RetrievalRequest(question=question, n_docs=k,
                                                     snapshot=snapshot, question_encoder=encoder))

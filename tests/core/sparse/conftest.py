@@ -21,11 +21,17 @@ TOPICS = {
 
 
 class FakeSnapshot:
+    """A ``SearchableSnapshot`` (ragdesk.core.retrieval.protocol) with every vector ready."""
+
+    has_dense = True
+    temperature = 1.0
+    encoder = None  # any question encoder is accepted
+
     def __init__(self, folder: Path, n: int = 120, dim: int = 16, seed: int = 0) -> None:
         rng = random.Random(seed)
-        self.path = folder
+        self.path = self.folder = folder
         self.name = "fake"
-        self.manifest = {"created": "2024-01-01T00:00:00"}
+        self.created = "2024-01-01T00:00:00"
         names = list(TOPICS)
         self.passages: list[Passage] = []
         for i in range(n):
@@ -49,6 +55,14 @@ class FakeSnapshot:
 
     def get_passages(self, ids: Sequence[int]) -> list[Passage]:
         return [self.passages[int(i)] for i in ids]
+
+    def check_query_encoder(self, info: object) -> None:
+        pass
+
+    def search_ids(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        hits = self.search(q, k)
+        return (np.asarray([[h.score for h in row] for row in hits], dtype=np.float32),
+                np.asarray([[h.id for h in row] for row in hits], dtype=np.int64))
 
     def search(self, q: np.ndarray, k: int) -> list[list[Hit]]:
         out = []

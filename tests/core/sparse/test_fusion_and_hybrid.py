@@ -9,8 +9,8 @@ import pytest
 
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.sparse.bm25 import BM25Index
-from ragdesk.core.sparse.fusion import fuse_scores, rank_candidates, rrf
-from ragdesk.core.sparse.hybrid import ScoredHit, dense_scored, retrieve, retrieve_batch
+from ragdesk.core.retrieval.fusion import fuse_scores, rank_candidates, rrf
+from ragdesk.core.retrieval.hybrid import ScoredHit, dense_scored, retrieve, retrieve_batch
 from ragdesk.core.sparse.store import forget_loaded
 from ragdesk.core.types import Hit
 
@@ -126,7 +126,7 @@ def _naive_features(snap: FakeSnapshot, question: str, q: np.ndarray, depth: int
 def test_hybrid_features_and_ranking_match_a_naive_recomputation(
         fake_snapshot: FakeSnapshot, depth: int) -> None:
     from ragdesk.core.sparse.features import FEATURE_NAMES
-    from ragdesk.core.sparse.rerank import Reranker
+    from ragdesk.core.retrieval.rerank import Reranker
 
     forget_loaded()
     rng = np.random.default_rng(depth)
@@ -196,9 +196,7 @@ def test_modes_single_question_and_dense_scored(fake_snapshot: FakeSnapshot) -> 
 
 def test_engine_retrievers_give_the_engine_exact_inner_products(
         fake_snapshot: FakeSnapshot) -> None:
-    pytest.importorskip("ragdesk.core.engine.retrieval")
-    from ragdesk.core.engine.retrieval import RetrievalRequest, get_retriever
-    from ragdesk.core.sparse.hybrid import register_engine_retrievers
+    from ragdesk.core.retrieval import RetrievalRequest, get_retriever
 
     class Encoder:
         info = None
@@ -206,7 +204,6 @@ def test_engine_retrievers_give_the_engine_exact_inner_products(
         def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
             return np.ones((len(texts), 16), dtype=np.float32) / 4.0
 
-    register_engine_retrievers()
     req = RetrievalRequest(question="apollo moon landing", n_docs=4, snapshot=fake_snapshot,
                            question_encoder=Encoder())  # type: ignore[arg-type]
     ip = fake_snapshot.embeddings() @ (np.ones(16, np.float32) / 4.0)

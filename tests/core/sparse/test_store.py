@@ -127,4 +127,4 @@ def test_a_new_snapshot_size_means_a_new_index(tmp_path: Path) -> None:
     assert ensure_sparse(small).num_docs == 40
     bigger = FakeSnapshot(folder, n=60)  # the same folder holding other passages
     assert ensure_sparse(bigger).num_docs == 60
-    assert store.snapshot_folder(bigger) == folder
+    assert store.bm25_folder(bigger) == folder / store.BM25_DIRNAME

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragdesk.core.sparse.hybrid import ScoredHit, retrieve_batch
+from ragdesk.core.retrieval.hybrid import ScoredHit, retrieve_batch
 from ragdesk.core.sparse.store import bm25_folder, forget_loaded
 from ragdesk.core.types import Hit, Passage
 
@@ -18,9 +18,14 @@ pytest.importorskip("ragdesk.core.snapshots")
 
 
 class InMemory:
+    """A ``SearchableSnapshot`` over a real snapshot's passages and vectors."""
+
+    has_dense = True
+    temperature = 1.0
+
     def __init__(self, passages: list[Passage], emb: np.ndarray, folder: Path) -> None:
         self.passages, self._emb, self.folder = passages, emb, folder
-        self.name, self.manifest = "copy", {"created": "now"}
+        self.name, self.created = "copy", "now"
 
     @property
     def size(self) -> int:
@@ -31,6 +36,11 @@ class InMemory:
 
     def get_passages(self, ids: list[int]) -> list[Passage]:
         return [self.passages[i] for i in ids]
+
+    def search_ids(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        hits = self.search(q, k)
+        return (np.asarray([[h.score for h in row] for row in hits], dtype=np.float32),
+                np.asarray([[h.id for h in row] for row in hits], dtype=np.int64))
 
     def search(self, q: np.ndarray, k: int) -> list[list[Hit]]:
         out = []

@@ -1,0 +1,182 @@
+"""The composition root: what the CLI, the GUI and ``ragdesk.load_engine`` build an engine from.
+
+A :class:`Session` holds, for one data directory, the one ``SnapshotLibrary`` of the process
+(the engine reads it, a switch writes it), resolves which model pack to use, checks that a
+pack's questions land in a snapshot's vector space, and loads engines (once per pack for the
+GUI). Everything below it (engine, retrieval, snapshots, models) is wired here and nowhere
+else, so none of them imports another to build itself.
+
+Which pack answers, when no models are given: the pack asked for, else the one the user
+chose (``ragdesk models use``, the GUI's pack menu), else the snapshot's own
+(``default_pack``, e.g. the starter snapshot's), else the starter pack.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from ragdesk.core.app import AppContext
+from ragdesk.core.encoders import EncoderInfo, TextEncoder, check_query_space
+from ragdesk.core.engine import Engine
+from ragdesk.core.models import (
+    PackSpec,
+    check_pack_matches_snapshot,
+    get_pack,
+    load_generator,
+    load_question_encoder,
+)
+from ragdesk.core.models.packs import SETTINGS_KEY, STARTER
+from ragdesk.core.options import PRECISION_KEY
+from ragdesk.core.snapshots import SnapshotLibrary
+
+log = logging.getLogger(__name__)
+
+
+def resolve_pack_name(app: AppContext, pack: str | None = None,
+                      snapshot: str | None = None) -> str:
+    """The pack to use for ``snapshot`` (None: the active one); see the module docstring.
+
+    A choice remembered in the settings comes before the snapshot's own pack: the settings
+    keep no default for the pack, so "chosen" means the user chose it.
+    """
+    if pack:
+        return pack
+    chosen = app.settings.chosen(SETTINGS_KEY)
+    if chosen:
+        return str(chosen)
+    name = snapshot or app.catalog.active_snapshot()
+    if name is not None:
+        own = app.catalog.get_snapshot(name).default_pack
+        if own:
+            return own
+    return STARTER
+
+
+class Session:
+    """One data directory's snapshot library, pack resolution and engines (thread-safe).
+
+    ``owns_app``: :meth:`close` closes ``app`` too (what :func:`load_engine` wants).
+    """
+
+    def __init__(self, app: AppContext, *, owns_app: bool = False) -> None:
+        self.app = app
+        self._owns_app = owns_app
+        self._library: SnapshotLibrary | None = None
+        self._library_lock = threading.Lock()
+        self._engine: Engine | None = None
+        self._engine_pack: str | None = None
+        # Not the library lock: loading models must not block a snapshot switch.
+        self._engine_lock = threading.Lock()
+
+    # ---- snapshots ----------------------------------------------------------------------
+
+    @property
+    def library(self) -> SnapshotLibrary:
+        """The one SnapshotLibrary of this session: engines read it, switches write it."""
+        with self._library_lock:
+            if self._library is None:
+                self._library = SnapshotLibrary(self.app.data, self.app.catalog)
+            return self._library
+
+    # ---- packs --------------------------------------------------------------------------
+
+    def pack_name(self, pack: str | None = None, snapshot: str | None = None) -> str:
+        return resolve_pack_name(self.app, pack, snapshot)
+
+    def pack(self, pack: str | None = None, snapshot: str | None = None) -> PackSpec:
+        """The resolved pack's parts; NotFoundError names the packs there are."""
+        return get_pack(self.app.catalog, self.pack_name(pack, snapshot), self.app.data)
+
+    @staticmethod
+    def check_fits(pack: PackSpec, snapshot_encoder: EncoderInfo, snapshot: str) -> None:
+        """Refuse a pack whose questions land in another space than the snapshot's passages
+        (EncoderMismatchError names both), before any model loads."""
+        check_pack_matches_snapshot(pack, snapshot_encoder, snapshot)
+
+    def question_encoder_for(self, pack: PackSpec, snapshot_encoder: EncoderInfo,
+                             snapshot: str) -> TextEncoder:
+        """The pack's question encoder, checked against the snapshot before and after
+        loading (the pack's declared space, then the loaded model's)."""
+        self.check_fits(pack, snapshot_encoder, snapshot)
+        encoder = load_question_encoder(pack.question_encoder)
+        check_query_space(snapshot, snapshot_encoder, encoder.info)
+        return encoder
+
+    # ---- engines ------------------------------------------------------------------------
+
+    def load_engine(self, *, snapshot: str | None = None,
+                    question_encoder: str | os.PathLike[str] | None = None,
+                    generator: str | os.PathLike[str] | None = None,
+                    pack: str | None = None,
+                    on_close: Callable[[], None] | None = None) -> Engine:
+        """A new engine over this session's library (models given, else the pack's).
+
+        ``snapshot`` pins it to one snapshot (default: whichever is active when each answer
+        starts). The generator's precision is the setting's (None: the CPU's default).
+        ``on_close`` runs when the engine is closed.
+        """
+        if snapshot is not None:
+            self.app.catalog.get_snapshot(snapshot)  # NotFoundError names the snapshot
+        if question_encoder is None or generator is None:
+            spec = self.pack(pack, snapshot)
+            question_encoder = question_encoder or spec.question_encoder
+            generator = generator or spec.generator
+        qenc = load_question_encoder(str(question_encoder))
+        gen = load_generator(str(generator), precision=self.app.settings.get(PRECISION_KEY))
+        log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name,
+                 gen.kind)
+        return Engine(qenc, gen, library=self.library, snapshot=snapshot, on_close=on_close)
+
+    def engine(self, pack: str) -> Engine:
+        """The engine of ``pack``, loaded once; asking for another pack replaces it."""
+        with self._engine_lock:
+            if self._engine is not None and self._engine_pack == pack:
+                return self._engine
+            log.info("loading engine for pack %s", pack)
+            self._engine, self._engine_pack = None, None
+            engine = self.load_engine(pack=pack)
+            self._engine, self._engine_pack = engine, pack
+            return engine
+
+    def engine_loaded(self, pack: str) -> bool:
+        return self._engine is not None and self._engine_pack == pack
+
+    def close(self) -> None:
+        """Close the library (and the app when owned); call once no answer is running."""
+        with self._engine_lock:
+            self._engine, self._engine_pack = None, None
+        with self._library_lock:
+            if self._library is not None:
+                self._library.close()
+                self._library = None
+        if self._owns_app:
+            self.app.close()
+
+
+def load_engine(snapshot: str | None = None,
+                question_encoder: str | os.PathLike[str] | None = None,
+                generator: str | os.PathLike[str] | None = None,
+                data_dir: str | os.PathLike[str] | None = None,
+                pack: str | None = None) -> Engine:
+    """Load a RAG engine.
+
+    ``snapshot``: a snapshot name (default: whichever is active when each answer starts).
+    ``question_encoder`` / ``generator``: hub ids in the HF cache, local folders, a RAG
+    checkpoint folder or a ``.gguf`` file; without them the models come from ``pack``, else
+    from the pack chosen in the settings, else from the snapshot's own pack, else the starter
+    pack. ``data_dir``: the ragdesk data directory (default: ``$RAGDESK_DATA_DIR`` or the
+    platform's). ``engine.close()`` closes the snapshots and the data directory it opened.
+    """
+    session = Session(AppContext(data_dir), owns_app=True)
+    try:
+        return session.load_engine(snapshot=snapshot, question_encoder=question_encoder,
+                                   generator=generator, pack=pack, on_close=session.close)
+    except BaseException:
+        session.close()
+        raise
+
+
+__all__ = ["Session", "load_engine", "resolve_pack_name"]
