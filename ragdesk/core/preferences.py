@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.atomic import write_bytes_atomic
+from ragdesk.core.options import DECODINGS, MODES, RETRIEVERS
 from ragdesk.core.paths import ENV_VAR, location_file
 from ragdesk.core.settings import DEFAULTS, Settings
 
@@ -30,11 +31,9 @@ HF_CACHE_KEY = "hf_cache"
 THEME_KEY = "theme"
 # The answer options remembered in settings.json (the controls panel writes the same keys).
 ANSWER_KEYS = ("mode", "decoding", "n_docs", "num_beams", "max_new_tokens", "retriever")
-# The engine's allowed values (ragdesk.core.options is becoming their one home: take them
-# from there once it exports all three).
-ANSWER_CHOICES: dict[str, tuple[str, ...]] = {"mode": ("token", "sequence"),
-                                              "decoding": ("thorough", "fast"),
-                                              "retriever": ("dense", "sparse", "hybrid")}
+# The engine's allowed values, from their one home.
+ANSWER_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "decoding": DECODINGS,
+                                              "retriever": RETRIEVERS}
 # Bounds the dialog's number boxes allow; the engine accepts more, nobody waits for it.
 ANSWER_RANGES: dict[str, tuple[int, int]] = {"n_docs": (1, 50), "num_beams": (1, 16),
                                              "max_new_tokens": (1, 512)}
