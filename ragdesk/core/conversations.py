@@ -17,10 +17,12 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, text
 
+from ragdesk.core.atomic import write_bytes_atomic
 from ragdesk.core.catalog import Catalog
 from ragdesk.core.catalog.catalog import utcnow
 from ragdesk.core.errors import BadInputError, NotFoundError
@@ -325,6 +327,16 @@ class ConversationStore:
         conv = self.get(conversation_id)
         return conversation_markdown([a.answer for a in self.answers(conversation_id)],
                                      title=conv.title)
+
+    def export_to(self, conversation_id: int, path: Path) -> Path:
+        """Write the conversation to ``path``: JSON for a ``.json`` name, else Markdown;
+        atomically, so an export interrupted by a full disk leaves no half file."""
+        if path.suffix.lower() == ".json":
+            body = json.dumps(self.export_json(conversation_id), ensure_ascii=False, indent=1)
+        else:
+            body = self.export_markdown(conversation_id)
+        write_bytes_atomic(path, body.encode("utf-8"))
+        return path
 
     def import_json(self, data: Mapping[str, Any]) -> ConversationRecord:
         """A new conversation from :meth:`export_json`'s output."""

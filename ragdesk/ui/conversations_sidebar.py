@@ -53,12 +53,15 @@ class ConversationsSidebar(QWidget):
     """Signals: ``conversation_selected(id)`` when the user opens a conversation (or one was
     created), ``answer_selected(conversation_id, answer_id)`` when a search hit is opened,
     ``conversation_deleted(id)`` / ``conversation_restored(id)`` after the store did so,
-    ``error(message)`` when a store call failed."""
+    ``export_requested(id, "markdown" | "json")`` from the context menu (the window asks
+    for a file name and calls ``store.export_to`` in the background), ``error(message)``
+    when a store call failed."""
 
     conversation_selected = Signal(int)
     answer_selected = Signal(int, int)
     conversation_deleted = Signal(int)
     conversation_restored = Signal(int)
+    export_requested = Signal(int, str)  # conversation id, "markdown" or "json"
     error = Signal(str)
     refreshed = Signal()  # the list shows the store as it was just read (tests wait on it)
     search_done = Signal()
@@ -133,6 +136,10 @@ class ConversationsSidebar(QWidget):
         self.act_delete.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
         self.act_delete.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.act_delete.triggered.connect(self._delete_selected)
+        self.act_export_md = QAction("Export as &Markdown…", self)
+        self.act_export_md.triggered.connect(lambda: self._export_selected("markdown"))
+        self.act_export_json = QAction("Export as &JSON…", self)
+        self.act_export_json.triggered.connect(lambda: self._export_selected("json"))
         self.list.addAction(self.act_rename)
         self.list.addAction(self.act_delete)
 
@@ -315,6 +322,11 @@ class ConversationsSidebar(QWidget):
 
     # ---- delete and undo -------------------------------------------------------------
 
+    def _export_selected(self, fmt: str) -> None:
+        cid = self._selected_conversation()
+        if cid is not None:
+            self.export_requested.emit(cid, fmt)
+
     def _delete_selected(self) -> None:
         cid = self._selected_conversation()
         if cid is not None:
@@ -370,4 +382,7 @@ class ConversationsSidebar(QWidget):
         menu = QMenu(self)
         menu.addAction(self.act_rename)
         menu.addAction(self.act_delete)
+        menu.addSeparator()
+        menu.addAction(self.act_export_md)
+        menu.addAction(self.act_export_json)
         menu.popup(self.list.viewport().mapToGlobal(pos))

@@ -181,7 +181,8 @@ def test_delete_hides_and_undo_restores_until_purged(catalog: Catalog) -> None:
                            "'shakespeare'").fetchone()[0] == 0
 
 
-def test_export_json_round_trips_and_markdown_names_sources(catalog: Catalog) -> None:
+def test_export_json_round_trips_and_markdown_names_sources(catalog: Catalog,
+                                                            tmp_path: Path) -> None:
     store = ConversationStore(catalog)
     conv = store.create("Science")
     a = make_answer("Who discovered radium?", "Marie Curie")
@@ -196,6 +197,10 @@ def test_export_json_round_trips_and_markdown_names_sources(catalog: Catalog) ->
     [again] = store.answers(copy.id)
     assert again.answer == a and again.pack == "starter" and again.options == {"n_docs": 3}
 
+    as_file = store.export_to(conv.id, tmp_path / "science.json")
+    assert json.loads(as_file.read_text(encoding="utf-8")) == back
+    md_file = store.export_to(conv.id, tmp_path / "science.md")
+    assert md_file.read_text(encoding="utf-8") == store.export_markdown(conv.id)
     md = store.export_markdown(conv.id)
     assert md.startswith("# Science\n")
     # Every token's posterior peaks on the second passage: one citation, [2].

@@ -170,6 +170,16 @@ def test_rename_in_place_and_new_conversation_keeps_the_others(
     assert len(store.list_conversations()) == 3
 
 
+def test_export_is_requested_for_the_selected_conversation(
+        qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
+    _, art_id, _ = seed(store)
+    bar = make_sidebar(qtbot, store, runner)
+    bar.list.setCurrentRow(0)  # "Art"
+    with qtbot.waitSignal(bar.export_requested, timeout=TIMEOUT_MS) as sig:
+        bar.act_export_json.trigger()
+    assert sig.args == [art_id, "json"]
+
+
 def test_store_errors_are_reported_not_raised(qtbot: Any, store: ThreadCheckedStore,
                                               runner: OpRunner) -> None:
     bar = make_sidebar(qtbot, store, runner)
