@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,10 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
         print(f"ragdesk: serving {url}/v1 (loading models; /health says when ready). "
               "Ctrl-C stops.", file=sys.stderr, flush=True)
 
-    serve(config, loader, on_ready=ready)
+    # uvicorn shuts down on Ctrl-C, then raises it again; here it is the normal way to stop.
+    with contextlib.suppress(KeyboardInterrupt):
+        serve(config, loader, on_ready=ready)
+    print("ragdesk: server stopped.", file=sys.stderr)
     return 0
 
 

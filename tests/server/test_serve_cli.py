@@ -1,0 +1,66 @@
+"""`ragdesk serve` as a user starts it: its own process, ready on /health, one question
+through the openai client, Ctrl-C ends it cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.documents.conftest import QUESTION
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        try:
+            req = urllib.request.Request(url + "/health",
+                                         headers={"Authorization": "Bearer from-env"})
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                if json.loads(resp.read())["status"] == "ready":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("ragdesk serve did not get ready")
+
+
+def test_serve_command(served_data: Path, tiny_models: Any) -> None:
+    from openai import OpenAI
+
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAGDESK_API_KEY": "from-env"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragdesk", "--data-dir", str(served_data), "serve", "--port",
+         str(port), "--question-encoder", str(tiny_models.question_encoder), "--generator",
+         str(tiny_models.bart)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc)
+        client = OpenAI(base_url=url + "/v1", api_key="from-env", max_retries=0, timeout=60)
+        done = client.chat.completions.create(
+            model="ragdesk", max_tokens=3, messages=[{"role": "user", "content": QUESTION}],
+            extra_body={"ragdesk": {"retriever": "sparse", "n_docs": 1}})
+        cite = done.model_extra["ragdesk"]["citations"][0]
+        assert (cite["path"], cite["page"]) == ("report.pdf", 2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"serving http://127.0.0.1:{port}/v1" in err and "engine ready" in err
+    assert "server stopped" in err
