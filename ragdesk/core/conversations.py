@@ -90,6 +90,13 @@ def fts_query(user_text: str) -> str | None:
     return " ".join(quoted)
 
 
+def _like_pattern(word: str) -> str:
+    """``%word%`` for LIKE ... ESCAPE '\\', with the word's own ``%``, ``_`` and ``\\``
+    taken literally."""
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 def _tokens_json(tokens: list[AnswerToken]) -> str:
     return json.dumps([[t.id, t.text, t.posterior] for t in tokens], ensure_ascii=False)
 
@@ -315,6 +322,22 @@ class ConversationStore:
         return [SearchHit(int(r.id), int(r.conversation_id),
                           r.title or " ".join(str(r.first_question).split())[:TITLE_CHARS],
                           r.question, r.snip, r.created_at) for r in rows]
+
+    def search_titles(self, query: str, *, limit: int = 20) -> list[ConversationRecord]:
+        """Conversations whose given name holds every word of ``query`` (case-insensitive),
+        newest first: a renamed conversation is found by its name."""
+        words = query.split()
+        if not words:
+            return []
+        # LIKE's own wildcards in what the user typed are literal (escaped with '\').
+        clauses = " AND ".join(f"c.title LIKE :w{i} ESCAPE '\\'" for i in range(len(words)))
+        params: dict[str, Any] = {f"w{i}": _like_pattern(w) for i, w in enumerate(words)}
+        params["limit"] = int(limit)
+        with self.catalog.transaction() as conn:
+            rows = conn.execute(text(
+                self._SELECT + f" WHERE c.deleted_at IS NULL AND c.title != '' AND {clauses}"
+                " ORDER BY c.updated_at DESC, c.id DESC LIMIT :limit"), params).fetchall()
+        return [self._record(r) for r in rows]
 
     # ---- export ----------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class ConversationsSidebar(QWidget):
         self._background = background
         self._conversations: list[ConversationRecord] = []
         self._hits: list[SearchHit] = []
+        self._named: list[ConversationRecord] = []  # conversations whose name matched
         self._current: int | None = None
         self._deleted: ConversationRecord | None = None
         self._search_gen = 0
@@ -166,7 +167,12 @@ class ConversationsSidebar(QWidget):
         return list(self._conversations)
 
     def hits(self) -> list[SearchHit]:
+        """The answers the last search found."""
         return list(self._hits)
+
+    def named_hits(self) -> list[ConversationRecord]:
+        """The conversations whose name the last search matched."""
+        return list(self._named)
 
     def _run(self, fn: Callable[[], Any], on_done: Callable[[Any], None], *,
              write: bool = False) -> None:
@@ -207,6 +213,14 @@ class ConversationsSidebar(QWidget):
     def _fill_hits(self, query: str) -> None:
         self._filling = True
         self.list.clear()
+        for conv in self._named:
+            item = QListWidgetItem(conv.title)
+            item.setData(_ID, conv.id)
+            item.setToolTip(f"The conversation “{conv.title}” ({conv.answers} answer(s))")
+            font = item.font()
+            font.setBold(True)
+            item.setFont(font)
+            self.list.addItem(item)
         for hit in self._hits:
             item = QListWidgetItem()
             item.setData(_ID, hit.conversation_id)
@@ -224,7 +238,7 @@ class ConversationsSidebar(QWidget):
             self.list.setItemWidget(item, label)
         self._filling = False
         self.empty_label.setText(f"Nothing found for “{html.escape(query)}”.")
-        self.empty_label.setVisible(not self._hits)
+        self.empty_label.setVisible(not self._hits and not self._named)
 
     # ---- search ----------------------------------------------------------------------
 
@@ -240,6 +254,7 @@ class ConversationsSidebar(QWidget):
             self._search_timer.stop()
             self._search_gen += 1  # a search still running must not refill the list
             self._hits = []
+            self._named = []
             self._fill_conversations()
 
     def _run_search(self) -> None:
@@ -250,14 +265,14 @@ class ConversationsSidebar(QWidget):
         self._search_gen += 1
         gen = self._search_gen
 
-        def show(hits: list[SearchHit]) -> None:
+        def show(found: tuple[list[ConversationRecord], list[SearchHit]]) -> None:
             if gen != self._search_gen:
                 return
-            self._hits = hits
+            self._named, self._hits = found
             self._fill_hits(query)
             self.search_done.emit()
 
-        self._run(lambda: self.store.search(query), show)
+        self._run(lambda: (self.store.search_titles(query), self.store.search(query)), show)
 
     # ---- opening ---------------------------------------------------------------------
 

@@ -94,6 +94,13 @@ def test_titles_order_and_rename(catalog: Catalog) -> None:
     assert store.new_conversation().id == empty.id and empty.id not in (first.id, second.id)
     store.add_answer(empty.id, make_answer("Symbol of iron?", "Fe"))
     assert store.new_conversation().id not in (first.id, second.id, empty.id)
+    # Names are searched too, word by word, with LIKE's wildcards taken literally.
+    store.rename(first.id, "Geography 100% quiz")
+    assert [c.id for c in store.search_titles("QUIZ geo")] == [first.id]
+    assert [c.id for c in store.search_titles("100%")] == [first.id]
+    assert store.search_titles("10_%") == []
+    assert [c.id for c in store.search_titles("chem")] == [second.id]
+    assert store.search_titles("capital") == []  # an unnamed title is its question: FTS's job
     positions = [a.position for a in store.answers(second.id)]
     store.add_answer(second.id, make_answer("Symbol of silver?", "Ag"))
     assert [a.position for a in store.answers(second.id)] == [*positions, 1]

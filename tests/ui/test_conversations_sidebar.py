@@ -115,6 +115,14 @@ def test_search_finds_an_old_answer_and_opens_it(
     assert sig.args == [old_id, radium_id]
 
     with qtbot.waitSignal(bar.search_done, timeout=TIMEOUT_MS):
+        bar.search("art")  # the name of a conversation: listed first, opens it
+    assert [c.title for c in bar.named_hits()] == ["Art"]
+    assert bar.list.item(0).text() == "Art" and bar.list.item(0).font().bold()
+    with qtbot.waitSignal(bar.conversation_selected, timeout=TIMEOUT_MS):
+        rect = bar.list.visualItemRect(bar.list.item(0))
+        qtbot.mouseClick(bar.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+
+    with qtbot.waitSignal(bar.search_done, timeout=TIMEOUT_MS):
         bar.search("nowhere to be found")
     assert bar.list.count() == 0 and bar.empty_label.isVisible()
     bar.search_box.clear()  # back to the conversations, without a store call
