@@ -104,6 +104,7 @@ class ConversationsSidebar(QWidget):
 
         self.empty_label = QLabel()
         self.empty_label.setWordWrap(True)
+        self.empty_label.setTextFormat(Qt.TextFormat.PlainText)  # it quotes what was typed
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.hide()
         lay.addWidget(self.empty_label)
@@ -114,6 +115,7 @@ class ConversationsSidebar(QWidget):
         ub.setContentsMargins(8, 4, 4, 4)
         self.undo_label = QLabel()
         self.undo_label.setWordWrap(True)
+        self.undo_label.setTextFormat(Qt.TextFormat.PlainText)  # it quotes a user's title
         self.undo_button = QPushButton("Undo")
         ub.addWidget(self.undo_label, 1)
         ub.addWidget(self.undo_button)
@@ -237,7 +239,7 @@ class ConversationsSidebar(QWidget):
             self.list.addItem(item)
             self.list.setItemWidget(item, label)
         self._filling = False
-        self.empty_label.setText(f"Nothing found for “{html.escape(query)}”.")
+        self.empty_label.setText(f"Nothing found for “{query}”.")
         self.empty_label.setVisible(not self._hits and not self._named)
 
     # ---- search ----------------------------------------------------------------------
@@ -351,7 +353,7 @@ class ConversationsSidebar(QWidget):
         """Delete a conversation; the bar below the list offers to undo it."""
         def deleted(conv: ConversationRecord) -> None:
             self._deleted = conv
-            self.undo_label.setText(f"Deleted “{html.escape(conv.title)}”.")
+            self.undo_label.setText(f"Deleted “{conv.title}”.")
             self.undo_bar.show()
             self._undo_timer.start()
             if self._current == conversation_id:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractButton,
     QComboBox,
@@ -133,6 +133,7 @@ class SettingsDialog(QDialog):
         self.setMinimumWidth(560)  # room for a full folder path
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.hide()
         outer.addWidget(self.status)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
@@ -175,10 +176,12 @@ class SettingsDialog(QDialog):
         if note_text:
             note = QLabel(note_text)
             note.setWordWrap(True)
+            note.setTextFormat(Qt.TextFormat.PlainText)
             note.setObjectName(f"note_{field}")
             form.addRow("", note)
         error = QLabel()
         error.setWordWrap(True)
+        error.setTextFormat(Qt.TextFormat.PlainText)
         error.setObjectName(f"error_{field}")
         error.setStyleSheet("color: #c62828")
         error.hide()

@@ -236,3 +236,18 @@ def test_a_found_answer_whose_snapshot_is_gone_opens_with_heat_map_and_passages(
     assert [heat.value(0, k) for k in range(2)] == expected.tokens[0].posterior
     assert heat.k == 2 and len(heat.docs) == 2
     assert "passage text" in inspector.shown_text()
+
+
+def test_hostile_titles_and_queries_are_shown_as_text(
+        qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
+    conv = store.create("<b>bold</b> & <i>more</i>")
+    store.add_answer(conv.id, answer("What is <script>?", "a <tag> & more"))
+    bar = make_sidebar(qtbot, store, runner)
+    assert titles(bar) == ["<b>bold</b> & <i>more</i>"]
+    with qtbot.waitSignal(bar.refreshed, timeout=TIMEOUT_MS):
+        bar.delete(conv.id)
+    assert bar.undo_label.text() == "Deleted “<b>bold</b> & <i>more</i>”."
+    assert bar.undo_label.textFormat() == Qt.TextFormat.PlainText
+    with qtbot.waitSignal(bar.search_done, timeout=TIMEOUT_MS):
+        bar.search('<b> "x')
+    assert bar.empty_label.text() == 'Nothing found for “<b> "x”.'
