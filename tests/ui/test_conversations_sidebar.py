@@ -200,10 +200,11 @@ def test_snippet_html_escapes_before_highlighting() -> None:
     assert snippet_html("a <b> \x02x&y\x03") == "a &lt;b&gt; <b>x&amp;y</b>"
 
 
-def test_a_found_answer_whose_snapshot_is_gone_opens_with_heat_map_and_passages(
+def test_a_found_answer_whose_snapshot_is_gone_opens_in_heat_map_inspector_and_steps(
         qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
     """What the window does with ``answer_selected``: load the stored answer and hand it to
-    the heat map and the inspector, with no snapshot in the catalog at all."""
+    the heat map, the inspector and the step-through, with no snapshot in the catalog."""
+    from ragdesk.ui.explore.step_through import AnswerSteps
     from ragdesk.ui.heatmap import PosteriorHeatMap
     from ragdesk.ui.inspector import PassageInspector
 
@@ -236,6 +237,10 @@ def test_a_found_answer_whose_snapshot_is_gone_opens_with_heat_map_and_passages(
     assert [heat.value(0, k) for k in range(2)] == expected.tokens[0].posterior
     assert heat.k == 2 and len(heat.docs) == 2
     assert "passage text" in inspector.shown_text()
+    steps = AnswerSteps(opened[0])  # the step-through's panel for one answer
+    qtbot.addWidget(steps)
+    assert steps.step_count == 1 and steps.expected_values(0) == [0.6, 0.4]
+    assert steps.expected_values(1) == [0.7, 0.3]
 
 
 def test_hostile_titles_and_queries_are_shown_as_text(
