@@ -82,6 +82,14 @@ def test_html_skips_scripts_and_keeps_anchors(tmp_path: Path) -> None:
         ("two", "First bold", "a1"), ("item", "First bold", "a1")]
 
 
+def test_html_without_a_head_end_tag(tmp_path: Path) -> None:
+    page = tmp_path / "h.htm"
+    page.write_text("<html><head><title>T</title><meta charset=utf-8><body><p>Body text",
+                    encoding="utf-8")
+    doc = parse_file(page)
+    assert doc.title == "T" and [b.text for b in doc.blocks] == ["Body text"]
+
+
 def test_text_encodings(tmp_path: Path) -> None:
     (tmp_path / "u.txt").write_bytes("\ufeffcafé\r\n\r\nsecond para".encode())
     (tmp_path / "w.txt").write_bytes("na\xefve caf\xe9".encode("cp1252"))

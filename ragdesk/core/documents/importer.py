@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ from ragdesk.core.snapshots.manifest import Manifest, read_manifest
 from ragdesk.core.snapshots.starter import starter_encoder_path
 
 STARTER_PACK = "starter"
+JOB_UPDATE_INTERVAL_S = 1.0
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +161,7 @@ class _FolderImport:
         self.result_fields: dict[str, Any] = {"added": [], "changed": [], "unchanged": [],
                                               "removed": [], "warnings": []}
         self.encoded = self.reused = 0
+        self._job_t = 0.0
 
     # ---- the run --------------------------------------------------------------------
 
@@ -256,8 +259,11 @@ class _FolderImport:
             if unit is not None:
                 units.append(unit)
             prog.set(i + 1, f"reading documents: {rel}")
-            self.catalog.update_job(job, done=i + 1, total=len(rels),
-                                    message=f"reading {rel}")
+            now = time.monotonic()
+            if now - self._job_t >= JOB_UPDATE_INTERVAL_S or i + 1 == len(rels):
+                self._job_t = now  # one catalog write a second, not one per file
+                self.catalog.update_job(job, done=i + 1, total=len(rels),
+                                        message=f"reading {rel}")
         if not units:
             listed = "; ".join(self.result_fields["warnings"][:3])
             raise BadInputError(

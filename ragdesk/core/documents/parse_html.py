@@ -10,7 +10,9 @@ from ragdesk.core.documents.model import Block, ParsedDocument
 from ragdesk.core.documents.parse_text import decode_text
 
 _HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
-_SKIP = {"script", "style", "noscript", "template", "svg", "head"}
+# Not "head": its end tag is optional in HTML, and a page that leaves it out would lose its
+# body; what a head holds besides <title> (meta, link, script, style) has no text to keep.
+_SKIP = {"script", "style", "noscript", "template", "svg"}
 _BLOCKS = _HEADINGS | {
     "p", "div", "li", "ul", "ol", "br", "tr", "td", "th", "table", "pre", "blockquote",
     "section", "article", "header", "footer", "nav", "aside", "main", "dd", "dt", "dl",
