@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.backend import AskParams
+from ragdesk.ui.card_state import CardState
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
 from ragdesk.ui.markdown import MODE_NAMES
@@ -397,7 +398,7 @@ class AnswerCard(QFrame):
         self.params = params
         self.snapshot = snapshot
         self.answer: Answer | None = None
-        self.state = "waiting"
+        self.state = CardState.WAITING
         self.selected = False
         self.setObjectName("AnswerCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -468,7 +469,7 @@ class AnswerCard(QFrame):
     # ---- streaming ------------------------------------------------------------------------
 
     def set_running(self) -> None:
-        self.state = "running"
+        self.state = CardState.RUNNING
         self._set_status("Retrieving passages and generating…")
 
     def set_queued(self, text: str) -> None:
@@ -476,7 +477,7 @@ class AnswerCard(QFrame):
         self._set_status(text)
 
     def append_token(self, tok: AnswerToken) -> None:
-        if self.state != "running":
+        if self.state is not CardState.RUNNING:
             self.set_running()
         if not self.text.tokens:
             self.status_label.setVisible(False)
@@ -490,7 +491,7 @@ class AnswerCard(QFrame):
 
     def finish(self, answer: Answer) -> None:
         self.answer = answer
-        self.state = "cancelled" if answer.cancelled else "done"
+        self.state = CardState.CANCELLED if answer.cancelled else CardState.DONE
         self.text.mode = answer.mode
         # The final answer is authoritative: RAG-Sequence's thorough decoding re-scores
         # hypotheses at the end, so streamed tokens may differ from the chosen ones.
@@ -515,7 +516,7 @@ class AnswerCard(QFrame):
         self._update_meta()
 
     def fail(self, message: str, cancelled: bool = False) -> None:
-        self.state = "cancelled" if cancelled else "failed"
+        self.state = CardState.CANCELLED if cancelled else CardState.FAILED
         text = "Stopped before the answer was finished." if cancelled else message
         self._set_status(text, error=not cancelled)
         self.copy_button.setEnabled(False)

@@ -6,10 +6,10 @@ to "who is the president of ..." without touching the model's parameters).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -25,18 +25,19 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import SnapshotInfo
+from ragdesk.ui.backend import AskParams, SnapshotInfo
 from ragdesk.ui.chat import AnswerCard
+from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.resources import icon
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.state import AppState
 
 
 class CompareDialog(QDialog):
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window_ = window
+    def __init__(self, parent: QWidget, state: AppState, conversation: Conversation,
+                 params: Callable[[], AskParams]) -> None:
+        super().__init__(parent)
+        self.conversation = conversation
+        self.params = params
         self.setObjectName("CompareDialog")
         self.setWindowTitle("Compare snapshots")
         self.setModal(False)
@@ -97,8 +98,8 @@ class CompareDialog(QDialog):
         self.note.setObjectName("CompareNote")
         self.note.setWordWrap(True)
         lay.addWidget(self.note)
-        window.snapshotsLoaded.connect(self.set_snapshots)
-        self.set_snapshots(window.snapshots)
+        state.snapshotsChanged.connect(self.set_snapshots)
+        self.set_snapshots(state.snapshots)
         self.resize(1100, 620)
 
     def set_snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
@@ -134,19 +135,18 @@ class CompareDialog(QDialog):
             old = self.cards[col]
             if old is not None:
                 self.columns[col].removeWidget(old)
-                self.window_.forget_card(old)
+                self.conversation.forget(old)
                 old.deleteLater()
-            card = self.window_.ask_for(q, snapshot=str(name), tag="compare")
-            card.setParent(None)
+            card = self.conversation.ask(q, self.params(), snapshot=str(name), in_chat=False)
             self.columns[col].insertWidget(0, card, 0, Qt.AlignmentFlag.AlignTop)
             self.cards[col] = card
         self.note.setText(f"Same question, same model; left: {names[0]}, right: {names[1]}.")
 
     def running(self) -> bool:
-        return any(c is not None and c.state in ("waiting", "running") for c in self.cards)
+        return any(c is not None and c.state.active for c in self.cards)
 
-    def closeEvent(self, event: object) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         for card in self.cards:
-            if card is not None and card.state in ("waiting", "running"):
-                self.window_.engine.cancel(card.request_id)
-        super().closeEvent(event)  # type: ignore[arg-type]
+            if card is not None and card.state.active:
+                self.conversation.cancel(card)
+        super().closeEvent(event)

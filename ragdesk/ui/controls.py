@@ -87,14 +87,14 @@ class ControlsPanel(QWidget):
         self.beams.setToolTip("Beam width; 1 is greedy decoding")
         form.addRow(self._label("&Beams", self.beams), self.beams)
 
-        self.style = QComboBox()
+        self.answer_style = QComboBox()
         for key in STYLES:
-            self.style.addItem(STYLE_NAMES.get(key, key), key)
-        self.style.setToolTip(
+            self.answer_style.addItem(STYLE_NAMES.get(key, key), key)
+        self.answer_style.setToolTip(
             "<b>Short answer</b>: the answer alone (a name, a date, a number), what factoid "
             "questions want.<br/><b>Full sentence</b>: the answer in a sentence. Only "
             "generators that take instructions (the starter pack's) read this.")
-        form.addRow(self._label("Answer &style", self.style), self.style)
+        form.addRow(self._label("Answer &style", self.answer_style), self.answer_style)
 
         self.grounded = QComboBox()
         for key, name in GROUNDING:
@@ -124,7 +124,7 @@ class ControlsPanel(QWidget):
 
         self._min_new_tokens = params.min_new_tokens
         self.set_params(params)
-        for w in (self.retriever, self.mode, self.decoding, self.style, self.grounded):
+        for w in (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded):
             w.currentIndexChanged.connect(self._changed)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
@@ -142,7 +142,7 @@ class ControlsPanel(QWidget):
         self.retriever.setCurrentIndex(max(0, self.retriever.findData(params.retriever)))
         self.mode.setCurrentIndex(max(0, self.mode.findData(params.mode)))
         self.decoding.setCurrentIndex(max(0, self.decoding.findData(params.decoding)))
-        self.style.setCurrentIndex(max(0, self.style.findData(params.style)))
+        self.answer_style.setCurrentIndex(max(0, self.answer_style.findData(params.style)))
         self.grounded.setCurrentIndex(max(0, self.grounded.findData(
             GROUNDING_KEYS[params.grounded])))
         self.n_docs.setValue(params.n_docs)
@@ -153,7 +153,7 @@ class ControlsPanel(QWidget):
         self._update_enabled()
 
     def _inputs(self) -> tuple[QWidget, ...]:
-        return (self.retriever, self.mode, self.decoding, self.style, self.grounded,
+        return (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded,
                 self.n_docs, self.beams, self.max_len)
 
     def params(self) -> AskParams:
@@ -163,7 +163,7 @@ class ControlsPanel(QWidget):
                          max_new_tokens=self.max_len.value(),
                          min_new_tokens=self._min_new_tokens,
                          retriever=str(self.retriever.currentData()),
-                         style=str(self.style.currentData()),
+                         style=str(self.answer_style.currentData()),
                          grounded=GROUNDING_VALUES[str(self.grounded.currentData())])
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -25,9 +26,19 @@ from ragdesk.core.units import fmt_seconds, human_bytes, human_rate
 from ragdesk.ui.backend import ErrorReport
 from ragdesk.ui.elided import ElidedLabel
 from ragdesk.ui.resources import icon
-from ragdesk.ui.workers import Job
 
 log = logging.getLogger(__name__)
+
+
+class Work(Protocol):
+    """What a progress panel shows of a piece of work (an :class:`~ragdesk.ui.ops.Op`)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def title(self) -> str: ...
+    @property
+    def cancellable(self) -> bool: ...
 
 
 def show_error(parent: QWidget | None, report: ErrorReport,
@@ -100,12 +111,12 @@ def describe_progress(u: ProgressUpdate, compact: bool = False) -> str:
 class JobPanel(QWidget):
     """Title, progress bar with rate and ETA, and a Cancel button for the running job."""
 
-    cancelRequested = Signal(int)  # job id
+    cancelRequested = Signal(int)  # the op's id
 
     def __init__(self, parent: QWidget | None = None, compact: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("JobPanel")
-        self.job: Job | None = None
+        self.job: Work | None = None
         self.last_update: ProgressUpdate | None = None
         lay = QVBoxLayout(self) if not compact else QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -138,11 +149,11 @@ class JobPanel(QWidget):
             lay.addWidget(self.title)
             row.addWidget(self.bar, 1)
             row.addWidget(self.cancel_button)
-            lay.addLayout(row)  # type: ignore[attr-defined]
+            lay.addLayout(row)
             lay.addWidget(self.detail)
         self.setVisible(False)
 
-    def start(self, job: Job) -> None:
+    def start(self, job: Work) -> None:
         self.job = job
         self.last_update = None
         self.title.setText(job.title)
@@ -152,7 +163,7 @@ class JobPanel(QWidget):
         self.cancel_button.setEnabled(job.cancellable)
         self.setVisible(True)
 
-    def update_progress(self, job: Job, u: ProgressUpdate) -> None:
+    def update_progress(self, job: Work, u: ProgressUpdate) -> None:
         if self.job is None or job.id != self.job.id:
             self.start(job)
         self.last_update = u
@@ -169,7 +180,7 @@ class JobPanel(QWidget):
                 self.title.setToolTip(f"{full}\n{describe_progress(u)}")
         self.detail.setText(describe_progress(u, compact=self.compact))
 
-    def finish(self, job: Job, text: str = "") -> None:
+    def finish(self, job: Work, text: str = "") -> None:
         if self.job is not None and job.id == self.job.id:
             self.job = None
             self.setVisible(False)

@@ -30,7 +30,7 @@ class ElidedLabel(QLabel):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.setText(text)
 
-    def setText(self, text: str) -> None:  # type: ignore[override]
+    def setText(self, text: str) -> None:
         self._full = text
         self._apply()
         self.updateGeometry()
@@ -38,7 +38,7 @@ class ElidedLabel(QLabel):
     def fullText(self) -> str:
         return self._full
 
-    def setToolTip(self, tip: str) -> None:  # type: ignore[override]
+    def setToolTip(self, tip: str) -> None:
         # A tooltip of one's own wins over the elided text's.
         self._tip = tip
         self._apply()
@@ -146,7 +146,7 @@ class ElidedButton(QPushButton):
         if not self.property("own_tooltip"):
             QPushButton.setToolTip(self, full if shown != full else "")
 
-    def setToolTip(self, tip: str) -> None:  # type: ignore[override]
+    def setToolTip(self, tip: str) -> None:
         self.setProperty("own_tooltip", bool(tip))
         QPushButton.setToolTip(self, tip)
         if not tip:

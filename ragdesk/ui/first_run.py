@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QShowEvent
@@ -17,27 +16,34 @@ from PySide6.QtWidgets import (
     QPushButton,
     QRadioButton,
     QVBoxLayout,
+    QWidget,
 )
 
+from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import human_bytes
-from ragdesk.ui.backend import PackInfo
+from ragdesk.ui.backend import Backend, PackInfo
 from ragdesk.ui.dialogs import JobPanel
+from ragdesk.ui.library import Library
+from ragdesk.ui.ops import Op
+from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import app_icon
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.state import AppState
 
 PAPER_PACKS = ("rag-sequence-nq", "rag-token-nq", "dpr-bart")
 
 
 class FirstRunDialog(QDialog):
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window_ = window
+    def __init__(self, parent: QWidget, state: AppState, library: Library, backend: Backend,
+                 open_import: Callable[[], object]) -> None:
+        super().__init__(parent)
+        self.library = library
+        self.backend = backend
+        self.open_import = open_import
         self.setObjectName("FirstRunDialog")
         self.setWindowTitle("Welcome to ragdesk")
-        self.job: Any = None
+        self.job: Op[None] | None = None
         self._answerable = False  # the starter setup can answer (its first stage is done)
+        self._starter_job = False  # the job started here builds the starter pack
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(22, 20, 22, 16)
@@ -89,7 +95,7 @@ class FirstRunDialog(QDialog):
         line.setObjectName("Rule")
         lay.addWidget(line)
         self.job_panel = JobPanel()
-        self.job_panel.cancelRequested.connect(window.jobs.cancel)
+        self.job_panel.cancelRequested.connect(lambda _id: self.job.cancel() if self.job else None)
         lay.addWidget(self.job_panel)
         self.message = QLabel()
         self.message.setWordWrap(True)
@@ -107,12 +113,8 @@ class FirstRunDialog(QDialog):
         buttons.addWidget(self.start_button)
         lay.addLayout(buttons)
 
-        jobs = window.jobs
-        jobs.jobStarted.connect(self._job_started)
-        jobs.jobProgress.connect(self._job_progress)
-        jobs.jobFinished.connect(self._job_finished)
-        jobs.jobFailed.connect(self._job_failed)
-        self.set_packs(window.packs)
+        state.packsChanged.connect(self.set_packs)
+        self.set_packs(state.packs)
         self.setMinimumWidth(600)
 
     def event(self, e: QEvent) -> bool:
@@ -167,51 +169,49 @@ class FirstRunDialog(QDialog):
                 self.paper_pack.addItem(name, name)
 
     def start(self) -> None:
-        w = self.window_
         self.message.setText("")
         if self.local.isChecked():
             self.accept()
-            w.open_index_manager().open_import()
+            self.open_import()
             return
-        if self.starter.isChecked():
-            self.job = w.start_starter_pack()
+        self._starter_job = self.starter.isChecked()
+        if self._starter_job:
+            op = self.library.start_starter_pack(on_failure=self._job_failed)
         else:
-            self.job = w.start_download(str(self.paper_pack.currentData()))
+            op = self.library.start_download(str(self.paper_pack.currentData()),
+                                             on_failure=self._job_failed)
+        self.job = op.started(lambda: self.job_panel.start(op)).progress(
+            lambda u: self._job_progress(op, u)).success(lambda _r: self._job_finished(op))
         self.start_button.setEnabled(False)
         self.later.setText("Continue in the &background")
 
-    def _mine(self, job: Any) -> bool:
-        return self.job is not None and job is self.job
+    def _job_progress(self, op: Op[None], update: ProgressUpdate) -> None:
+        self.job_panel.update_progress(op, update)
+        if (self._starter_job and not self._answerable
+                and not self.backend.setup.pending):
+            self._answerable = True
+            self.message.setText(
+                "<b>Ready for questions.</b> Answers use BM25 keyword search until the "
+                "dense index above is done; then dense retrieval switches on by itself.")
+            self.later.setText("Start &asking")
 
-    def _job_started(self, job: Any) -> None:
-        if self._mine(job):
-            self.job_panel.start(job)
+    def _job_finished(self, op: Op[None]) -> None:
+        self.job_panel.finish(op)
+        self.job = None
+        self.accept()
 
-    def _job_progress(self, job: Any, update: Any) -> None:
-        if self._mine(job):
-            self.job_panel.update_progress(job, update)
-            if (getattr(job, "kind", None) == "starter" and not self._answerable
-                    and not self.window_.backend.setup.pending):
-                self._answerable = True
-                self.message.setText(
-                    "<b>Ready for questions.</b> Answers use BM25 keyword search until the "
-                    "dense index above is done; then dense retrieval switches on by itself.")
-                self.later.setText("Start &asking")
-
-    def _job_finished(self, job: Any, _result: object) -> None:
-        if self._mine(job):
-            self.job_panel.finish(job)
-            self.job = None
-            self.accept()
-
-    def _job_failed(self, job: Any, report: Any) -> None:
-        if self._mine(job):
-            self.job_panel.finish(job)
-            self.job = None
-            self.start_button.setEnabled(True)
-            self.later.setText("&Not now")
-            if report.cancelled:
-                self.message.setText("Cancelled. Nothing half-built was kept.")
-            else:
-                hint = f"<br/>{report.hint}" if report.hint else ""
-                self.message.setText(f"<b>{report.message}</b>{hint}")
+    def _job_failed(self, report: ErrorReport) -> None:
+        """Shown here while the dialog is open, else in a dialog of its own: once."""
+        if self.job is not None:
+            self.job_panel.finish(self.job)
+        title = self.job.title if self.job is not None else "ragdesk"
+        self.job = None
+        self.start_button.setEnabled(True)
+        self.later.setText("&Not now")
+        if report.cancelled:
+            self.message.setText("Cancelled. Nothing half-built was kept.")
+        elif not self.isVisible():
+            self.library.report(report, title)
+        else:
+            hint = f"<br/>{report.hint}" if report.hint else ""
+            self.message.setText(f"<b>{report.message}</b>{hint}")

@@ -7,7 +7,7 @@ import bisect
 import html
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QMargins, QPointF, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QColor,
     QFont,
@@ -406,8 +406,8 @@ class ColourBar(QWidget):
         top = hm.grid_rect().y() if hm.tokens else PAD
         fm = QFontMetricsF(hm._small_font())
         top = max(top, fm.ascent())
-        height = max(CELL_H * max(hm.k, 1), 60)
-        height = min(height, self.height() - top - fm.height())
+        height = min(float(max(CELL_H * max(hm.k, 1), 60)),
+                     self.height() - top - fm.height())
         return QRectF(8, top, COLORBAR_W, max(20.0, height))
 
     def paintEvent(self, event: QPaintEvent) -> None:
@@ -470,7 +470,8 @@ class HeatMapPanel(QWidget):
         # The map's view may be as wide as the panel less the scale (and a vertical scroll
         # bar, which may appear after the labels are sized): row labels use what the grid
         # leaves of that.
-        m = self.layout().contentsMargins()
+        lay = self.layout()
+        m = lay.contentsMargins() if lay is not None else QMargins()
         bar = self.scroller.verticalScrollBar().sizeHint().width()
         self.map.set_available_width(max(0, self.width() - m.left() - m.right()
                                          - self.colour_bar.sizeHint().width()

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -36,10 +36,11 @@ from PySide6.QtWidgets import (
 from ragdesk.core.units import human_bytes, plural
 from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, SnapshotInfo
 from ragdesk.ui.dialogs import JobPanel, confirm
+from ragdesk.ui.library import Library
+from ragdesk.ui.ops import FailureHandler, Lane, OpRunner
+from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import icon
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.state import AppState
 
 
 def short_model(ref: str | None) -> str:
@@ -270,9 +271,12 @@ class IndexManagerDialog(QDialog):
 
     snapshotsChanged = Signal()
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
-        self.window_ = window
+    def __init__(self, parent: QWidget, state: AppState, ops: OpRunner, library: Library,
+                 report: FailureHandler) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.library = library
+        self.report = report
         self.setObjectName("IndexManager")
         self.setWindowTitle("Manage indexes")
         self.setModal(False)
@@ -334,7 +338,7 @@ class IndexManagerDialog(QDialog):
         lay.addLayout(top, 1)
 
         self.job_panel = JobPanel()
-        self.job_panel.cancelRequested.connect(window.jobs.cancel)
+        self.job_panel.cancelRequested.connect(lambda op_id: ops.cancel(Lane.JOBS, op_id))
         lay.addWidget(self.job_panel)
         self.message = QLabel()
         self.message.setObjectName("ManagerMessage")
@@ -348,24 +352,29 @@ class IndexManagerDialog(QDialog):
         bottom.addWidget(close)
         lay.addLayout(bottom)
 
-        jobs = window.jobs
-        jobs.jobStarted.connect(self.job_panel.start)
-        jobs.jobProgress.connect(self.job_panel.update_progress)
-        jobs.jobFinished.connect(self._job_done)
-        jobs.jobFailed.connect(self._job_failed)
-        window.snapshotsLoaded.connect(self.set_snapshots)
-        if jobs.current is not None:
-            self.job_panel.start(jobs.current)
+        self._follow_jobs(ops)
+        state.snapshotsChanged.connect(self.set_snapshots)
         # Wide enough for the encoder's hub id beside the sizes where the screen allows.
-        screen = window.screen().availableGeometry() if window.screen() else None
+        screen = parent.screen().availableGeometry() if parent.screen() else None
         self.resize(min(1160, screen.width() - 80) if screen else 980, 440)
-        self.set_snapshots(window.snapshots)
+        self.set_snapshots(state.snapshots)
         self._update_buttons()
+
+    def _follow_jobs(self, ops: OpRunner) -> None:
+        """The panel shows whatever job runs, wherever it was started."""
+        jobs = ops.events(Lane.JOBS)
+        jobs.started.connect(self.job_panel.start)
+        jobs.progressed.connect(self.job_panel.update_progress)
+        jobs.finished.connect(lambda op, _r: self.job_panel.finish(op))
+        jobs.failed.connect(lambda op, _r: self.job_panel.finish(op))
+        current = ops.current(Lane.JOBS)
+        if current is not None:
+            self.job_panel.start(current)
 
     # ---- table -----------------------------------------------------------------------------
 
     def refresh(self) -> None:
-        self.window_.reload_snapshots()
+        self.library.reload_snapshots()
 
     def set_snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
         selected = self.selected()
@@ -427,9 +436,8 @@ class IndexManagerDialog(QDialog):
     # ---- actions ---------------------------------------------------------------------------
 
     def open_import(self) -> ImportDialog:
-        w = self.window_
-        pack = next((p for p in w.packs if p.name == w.pack), None)
-        encoders = [p.passage_encoder for p in w.packs if p.passage_encoder]
+        pack = self.state.pack_info()
+        encoders = [p.passage_encoder for p in self.state.packs if p.passage_encoder]
         self.import_dialog = ImportDialog(
             self, taken=[s.name for s in self.snapshots], encoders=list(dict.fromkeys(encoders)),
             default_encoder=pack.passage_encoder if pack else None)
@@ -440,29 +448,35 @@ class IndexManagerDialog(QDialog):
 
     def start_import(self, spec: ImportSpec) -> None:
         self.message.setText("")
-        self.window_.start_import(spec.source, name=spec.name, encoder=spec.encoder,
-                                  fmt=spec.fmt, limit=spec.limit)
+
+        def imported(name: str) -> None:
+            self.message.setText(f"Imported “{name}”.")
+            self.select(name)
+
+        self.library.start_import(spec.source, name=spec.name, encoder=spec.encoder,
+                                  fmt=spec.fmt, limit=spec.limit, on_done=imported,
+                                  on_failure=self._failed(f"Importing {spec.name}"))
 
     def open_quantize(self) -> QuantizeDialog | None:
         s = self.selected()
         if s is None:
             return None
         self.quantize_dialog = QuantizeDialog(self, s)
-        self.quantize_dialog.accepted.connect(
-            lambda: self.window_.start_quantize(s.name, self.quantize_dialog.chosen())
-            if self.quantize_dialog else None)
+        self.quantize_dialog.accepted.connect(lambda: self._quantize(s.name))
         self.quantize_dialog.open()
         return self.quantize_dialog
 
     def switch_selected(self) -> None:
         s = self.selected()
         if s is not None and s.ready and not s.unusable_reason:
-            self.window_.switch_snapshot(s.name)
+            self.library.switch_snapshot(s.name)
 
     def verify_selected(self) -> None:
         s = self.selected()
         if s is not None:
-            self.window_.start_verify(s.name)
+            self.library.start_verify(
+                s.name, on_done=lambda report: self.message.setText(report.text),
+                on_failure=self._failed(f"Verifying {s.name}"))
 
     def remove_selected(self) -> None:
         s = self.selected()
@@ -474,20 +488,24 @@ class IndexManagerDialog(QDialog):
             self, "Remove snapshot", f"Remove the snapshot “{s.name}”?",
             f"This deletes its {plural(s.passages, 'passage')}, vectors and indexes from "
             f"disk. It cannot be undone.{extra}",
-            lambda: self.window_.remove_snapshot(s.name))
+            lambda: self.library.remove_snapshot(s.name))
 
-    def _job_done(self, job: Any, result: object) -> None:
-        self.job_panel.finish(job)
-        if job.kind == "verify":
-            self.message.setText(getattr(result, "text", f"{job.target}: verified."))
-        elif job.kind == "import":
-            self.message.setText(f"Imported “{job.target}”.")
-            if job.target:
-                self.select(job.target)
-        elif job.kind == "quantize":
-            self.message.setText(f"Built a new index variant of “{job.target}”.")
+    def _quantize(self, name: str) -> None:
+        if self.quantize_dialog is None:
+            return
+        self.library.start_quantize(
+            name, self.quantize_dialog.chosen(),
+            on_done=lambda _r: self.message.setText(f"Built a new index variant of “{name}”."),
+            on_failure=self._failed(f"Building an index variant of {name}"))
 
-    def _job_failed(self, job: Any, report: Any) -> None:
-        self.job_panel.finish(job)
-        self.message.setText(f"{job.title}: cancelled." if report.cancelled
-                             else f"{job.title} failed: {report.message}")
+    def _failed(self, title: str) -> Callable[[ErrorReport], None]:
+        """A job started here reports here while the dialog is open, else in a dialog of its
+        own: either way once."""
+        def failed(report: ErrorReport) -> None:
+            if report.cancelled:
+                self.message.setText(f"{title}: cancelled.")
+            elif self.isVisible():
+                self.message.setText(f"{title} failed: {report.message}")
+            else:
+                self.report(report, title)
+        return failed

@@ -97,11 +97,13 @@ class Op(Generic[T]):
         self.cancellable = cancellable
         self.token = CancelToken()
         self.state = OpState.QUEUED
-        self._on_success: Callable[[T], None] | None = None
-        self._on_failure: Callable[[ErrorReport], None] | None = None
-        self._on_progress: Callable[[ProgressUpdate], None] | None = None
-        self._on_stream: Callable[[Any], None] | None = None
-        self._on_started: Callable[[], None] | None = None
+        # Each kind of callback may be given more than once (the caller's, then a dialog's);
+        # they run in the order given.
+        self._on_success: list[Callable[[T], None]] = []
+        self._on_failure: list[Callable[[ErrorReport], None]] = []
+        self._on_progress: list[Callable[[ProgressUpdate], None]] = []
+        self._on_stream: list[Callable[[Any], None]] = []
+        self._on_started: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"Op({self.id}, {self.title!r}, {self.lane.value}, {self.state.value})"
@@ -109,25 +111,25 @@ class Op(Generic[T]):
     # ---- building (before run) -----------------------------------------------------------
 
     def success(self, cb: Callable[[T], None]) -> Op[T]:
-        self._on_success = cb
+        self._on_success.append(cb)
         return self
 
     def failure(self, cb: Callable[[ErrorReport], None]) -> Op[T]:
         """Handle failures here (cancellations too, with ``report.cancelled``) instead of
         the runner's error dialog."""
-        self._on_failure = cb
+        self._on_failure.append(cb)
         return self
 
     def progress(self, cb: Callable[[ProgressUpdate], None]) -> Op[T]:
-        self._on_progress = cb
+        self._on_progress.append(cb)
         return self
 
     def stream(self, cb: Callable[[Any], None]) -> Op[T]:
-        self._on_stream = cb
+        self._on_stream.append(cb)
         return self
 
     def started(self, cb: Callable[[], None]) -> Op[T]:
-        self._on_started = cb
+        self._on_started.append(cb)
         return self
 
     def run(self, runner: OpRunner) -> Op[T]:
@@ -155,28 +157,33 @@ class Op(Generic[T]):
 
     def _deliver_started(self) -> None:
         self.state = OpState.RUNNING
-        if self._on_started is not None and self._alive():
-            self._on_started()
+        if self._alive():
+            for cb in self._on_started:
+                cb()
 
     def _deliver_progress(self, update: ProgressUpdate) -> None:
-        if self._on_progress is not None and self._alive():
-            self._on_progress(update)
+        if self._alive():
+            for cb in self._on_progress:
+                cb(update)
 
     def _deliver_stream(self, item: object) -> None:
-        if self._on_stream is not None and self._alive():
-            self._on_stream(item)
+        if self._alive():
+            for cb in self._on_stream:
+                cb(item)
 
     def _deliver_success(self, result: T) -> None:
         self.state = OpState.DONE
-        if self._on_success is not None and self._alive():
-            self._on_success(result)
+        if self._alive():
+            for cb in self._on_success:
+                cb(result)
 
     def _deliver_failure(self, report: ErrorReport, fallback: FailureHandler | None) -> None:
         self.state = OpState.CANCELLED if report.cancelled else OpState.FAILED
         if not self._alive():
             return
-        if self._on_failure is not None:
-            self._on_failure(report)
+        if self._on_failure:
+            for cb in self._on_failure:
+                cb(report)
         elif not report.cancelled and fallback is not None:
             fallback(report, self.title or "ragdesk")
 
@@ -316,15 +323,20 @@ class OpRunner(QObject):
 
     # ---- delivery (GUI thread) ------------------------------------------------------------
 
+    # Observers hear of a change before the op's own callbacks run, so that what the op's
+    # owner says (e.g. a verification's result) is the last word in a shared status line.
+
     def _on_started(self, op: Op[Any]) -> None:
-        op._deliver_started()
+        if op.state.finished:
+            return
         self._events[op.lane].started.emit(op)
+        op._deliver_started()
 
     def _on_progress(self, op: Op[Any], update: ProgressUpdate) -> None:
         if op.state.finished:
             return  # a late update queued before the op ended
-        op._deliver_progress(update)
         self._events[op.lane].progressed.emit(op, update)
+        op._deliver_progress(update)
 
     def _on_stream(self, op: Op[Any], item: object) -> None:
         op._deliver_stream(item)
@@ -336,14 +348,16 @@ class OpRunner(QObject):
 
     def _on_finished(self, op: Op[Any], result: object) -> None:
         self._retire(op)
-        op._deliver_success(result)
+        op.state = OpState.DONE
         self._events[op.lane].finished.emit(op, result)
+        op._deliver_success(result)
 
     def _on_failed(self, op: Op[Any], report: ErrorReport) -> None:
         self._retire(op)
+        op.state = OpState.CANCELLED if report.cancelled else OpState.FAILED
+        self._events[op.lane].failed.emit(op, report)
         # After shutdown nobody is there to read a dialog; the op's own handler still runs.
         op._deliver_failure(report, None if self._closed else self.on_failure)
-        self._events[op.lane].failed.emit(op, report)
 
     # ---- closing ---------------------------------------------------------------------------
 

@@ -150,3 +150,26 @@ def palette_for(theme: str, system: QPalette) -> QPalette:
         return dark_palette()
     # "system": follow the platform's light/dark choice with our tuned palettes.
     return dark_palette() if is_dark(system) else light_palette()
+
+
+def install_theme(theme: str) -> str:
+    """Give the application ``theme``'s palette and the stylesheet; returns the theme used
+    (an unknown name follows the system)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+
+    from ragdesk.ui.resources import stylesheet
+
+    if theme not in THEMES:
+        theme = "system"
+    app = QApplication.instance()
+    if isinstance(app, QApplication):
+        system = app.style().standardPalette()
+        if theme == "system" and QGuiApplication.styleHints().colorScheme() == \
+                Qt.ColorScheme.Dark:
+            pal = dark_palette()
+        else:
+            pal = palette_for(theme, system)
+        app.setPalette(pal)
+        app.setStyleSheet(stylesheet())
+    return theme

@@ -137,13 +137,12 @@ def open_window(qtbot: Any, data: Path, backend_cls: type[Backend]) -> Any:
 
     ctx = AppContext(data)
     backend = backend_cls(ctx)
-    window = MainWindow(backend)
-    window.setProperty("offer_first_run", False)
+    window = MainWindow(backend, offer_first_run=False)
     qtbot.addWidget(window)
     window.resize(1200, 800)
     window.show()
     qtbot.waitExposed(window)
-    with qtbot.waitSignal(window.snapshotsLoaded, timeout=30_000):
+    with qtbot.waitSignal(window.state.snapshotsChanged, timeout=30_000):
         window.start()
     return window
 

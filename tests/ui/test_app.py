@@ -16,6 +16,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.types import Answer
+from ragdesk.ui.ops import Lane
 from ragdesk.ui.theme import passage_tint
 from tests.ui.conftest import (
     A_ARTICLES,
@@ -36,7 +37,7 @@ def type_question(qtbot: Any, window: Any, text: str) -> None:
 
 def ask(qtbot: Any, window: Any, text: str) -> Answer:
     type_question(qtbot, window, text)
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         qtbot.keyClick(window.question, Qt.Key.Key_Return)
     answer = sig.args[1]
     assert isinstance(answer, Answer)
@@ -64,8 +65,8 @@ def test_enter_sends_and_the_answer_streams_in_token_by_token(qtbot, fresh_windo
         # The card shows each token before the answer exists on the GUI side.
         seen_while_running.append(card is not None and card.answer is None)
 
-    w.engine.tokenStreamed.connect(on_token)
-    with qtbot.waitSignal(w.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    w.conversation.tokenStreamed.connect(on_token)
+    with qtbot.waitSignal(w.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
     answer: Answer = sig.args[1]
     card = w.chat.cards[-1]
@@ -136,10 +137,10 @@ def test_clicking_a_chip_opens_that_passage(qtbot, window, tiny_models) -> None:
 def test_switching_snapshot_while_an_answer_streams(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
     w = window
     w.backend.gate = threading.Event()
-    menu_action = w.snapshot_actions["wiki-b"]
+    menu_action = w.index_menu.actions["wiki-b"]
     assert menu_action.isEnabled() and not menu_action.isChecked()
     type_question(qtbot, w, "who was the first emperor of rome?")
-    with qtbot.waitSignal(w.engine.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
+    with qtbot.waitSignal(w.conversation.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
     first = w.chat.cards[-1]
     assert first.state == "running"
@@ -149,7 +150,7 @@ def test_switching_snapshot_while_an_answer_streams(qtbot, window, tiny_models) 
     qtbot.waitUntil(lambda: w.backend.catalog.active_snapshot() == "wiki-b", timeout=30_000)
     assert first.state == "running"
 
-    with qtbot.waitSignal(w.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(w.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         w.backend.gate.set()
     old: Answer = sig.args[1]
     assert old.snapshot == "wiki-a"
@@ -161,14 +162,14 @@ def test_switching_snapshot_while_an_answer_streams(qtbot, window, tiny_models) 
     assert new.snapshot == "wiki-b"
     assert {d.title for d in new.docs} <= titles(tiny_models, B_ARTICLES)
     assert w.backend.answers_started == ["wiki-a", "wiki-b"]
-    assert "wiki-b" in w.status_snapshot.text()
+    assert "wiki-b" in w.status.snapshot.text()
 
 
 def test_a_snapshot_of_another_vector_space_is_disabled_with_the_reason(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    act = window.snapshot_actions["other-space"]
+    act = window.index_menu.actions["other-space"]
     assert not act.isEnabled()
     assert "sentence-transformers 24-d" in act.text() and "dpr 32-d" in act.text()
-    assert window.snapshot_actions["wiki-a"].isEnabled()
+    assert window.index_menu.actions["wiki-a"].isEnabled()
     window.switch_snapshot("other-space")  # e.g. a stale menu: refused with a dialog
     assert window.active_snapshot == "wiki-a"
     assert window.last_error is not None and "other-space" in window.last_error.message
@@ -184,14 +185,14 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     rows = article_rows(tiny_models, slice(100, 112))
     src = write_jsonl(tmp_path / "fresh.jsonl", rows)
     updates: list[Any] = []
-    w.jobs.jobProgress.connect(lambda job, u: updates.append(u))
+    w.ops.events(Lane.JOBS).progressed.connect(lambda job, u: updates.append(u))
 
     dlg = m.open_import()
     dlg.source.setText(str(src))
     assert dlg.format.currentData() == "jsonl"
     assert dlg.name.text() == "fresh"
     assert dlg.encoder_ref() == str(tiny_models.ctx_encoder)  # the pack's passage encoder
-    with qtbot.waitSignal(w.jobs.jobFinished, timeout=JOB_TIMEOUT_MS):
+    with qtbot.waitSignal(w.ops.events(Lane.JOBS).finished, timeout=JOB_TIMEOUT_MS):
         qtbot.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                          Qt.MouseButton.LeftButton)
     want = expected_passages(rows)
@@ -204,7 +205,7 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     assert fresh.ready and fresh.passages == want
     row = next(r for r in range(m.table.rowCount()) if m.table.item(r, 1).text() == "fresh")
     assert m.table.item(row, 2).text() == f"{want:,}"
-    assert "fresh" in w.snapshot_actions  # the Index menu lists it too
+    assert "fresh" in w.index_menu.actions  # the Index menu lists it too
 
     # A bigger import, cancelled from the job panel once encoding has started.
     big = write_jsonl(tmp_path / "big.jsonl", article_rows(tiny_models, slice(120, 420)))
@@ -212,17 +213,19 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     dlg.source.setText(str(big))
     dlg.name.setText("big")
     started = threading.Event()
-    w.jobs.jobProgress.connect(
-        lambda job, u: started.set() if job.target == "big" and u.done and
+    w.ops.events(Lane.JOBS).progressed.connect(
+        lambda job, u: started.set() if job.title == "Importing big" and u.done and
         "encod" in u.message else None)
     qtbot.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
     qtbot.waitUntil(started.is_set, timeout=JOB_TIMEOUT_MS)
     # The import keeps going while the user chats.
     chat = ask(qtbot, w, "what did they import?")
-    assert chat.tokens and w.jobs.busy and w.jobs.current.target == "big"
+    assert chat.tokens and w.ops.busy(Lane.JOBS)
+    current = w.ops.current(Lane.JOBS)
+    assert current is not None and current.title == "Importing big"
     assert m.job_panel.isVisible() and m.job_panel.cancel_button.isEnabled()
-    with qtbot.waitSignal(w.jobs.jobFailed, timeout=JOB_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(w.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
         qtbot.mouseClick(m.job_panel.cancel_button, Qt.MouseButton.LeftButton)
     assert sig.args[1].cancelled
     assert w.last_error is None  # a cancel is not an error dialog
@@ -237,7 +240,7 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
     bad.write_text(json.dumps({"title": "A", "text": "fine"}) + "\n{not json\n",
                    encoding="utf-8")
     window.open_index_manager()
-    with qtbot.waitSignal(window.jobs.jobFailed, timeout=JOB_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
         window.start_import(str(bad), name="bad", encoder=str(tiny_models.ctx_encoder),
                             fmt="jsonl")
     report = sig.args[1]
@@ -258,7 +261,7 @@ def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) ->
     d.set_pair("wiki-a", "wiki-b")
     d.question.setText("where is the eiffel tower?")
     finished: list[Any] = []
-    window.engine.answerFinished.connect(lambda rid, a: finished.append(a))
+    window.conversation.answerFinished.connect(lambda rid, a: finished.append(a))
     qtbot.mouseClick(d.go, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(finished) == 2, timeout=ANSWER_TIMEOUT_MS)
     left, right = (c.answer for c in d.cards)
@@ -302,13 +305,16 @@ class StallMeter:
 def test_event_loop_keeps_ticking_during_an_answer_and_an_import(  # type: ignore[no-untyped-def]
         qtbot, window, tiny_models, tmp_path, capsys) -> None:
     w = window
-    w.controls.max_len.setValue(24)
+    # 64 tokens whatever the tiny model says: a shorter answer was over in 40-60 ms, before
+    # the meter had ticked 10 times (a flaky failure that measured nothing).
+    w.controls.max_len.setValue(64)
+    w.controls._min_new_tokens = 64
     type_question(qtbot, w, "what is the tallest mountain on earth?")
-    with StallMeter() as answer_meter, qtbot.waitSignal(w.engine.answerFinished,
+    with StallMeter() as answer_meter, qtbot.waitSignal(w.conversation.answerFinished,
                                                         timeout=ANSWER_TIMEOUT_MS):
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
     src = write_jsonl(tmp_path / "stall.jsonl", article_rows(tiny_models, slice(200, 260)))
-    with StallMeter() as import_meter, qtbot.waitSignal(w.jobs.jobFinished,
+    with StallMeter() as import_meter, qtbot.waitSignal(w.ops.events(Lane.JOBS).finished,
                                                         timeout=JOB_TIMEOUT_MS):
         w.start_import(str(src), name="stall", encoder=str(tiny_models.ctx_encoder),
                        fmt="jsonl")
@@ -329,22 +335,21 @@ def test_closing_during_work_cancels_it_and_joins_the_workers(  # type: ignore[n
     w.controls.max_len.setValue(400)
     w.controls._min_new_tokens = 400  # long enough to be mid-answer when the window closes
     type_question(qtbot, w, "tell me everything about the moon")
-    with qtbot.waitSignal(w.engine.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
+    with qtbot.waitSignal(w.conversation.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
     src = write_jsonl(tmp_path / "late.jsonl", article_rows(tiny_models, slice(100, 400)))
     job = w.start_import(str(src), name="late", encoder=str(tiny_models.ctx_encoder),
                          fmt="jsonl")
-    qtbot.waitSignal(w.jobs.jobProgress, timeout=JOB_TIMEOUT_MS).wait()
+    qtbot.waitSignal(w.ops.events(Lane.JOBS).progressed, timeout=JOB_TIMEOUT_MS).wait()
     card = w.chat.cards[-1]
-    assert card.state == "running" and w.jobs.busy
-    request = w.engine.pending()[0]
+    assert card.state == "running" and w.ops.busy(Lane.JOBS)
+    request = w.conversation.pending()[0]
 
     w.close()
 
     assert w.stopped_cleanly
-    for thread in (w.engine._thread, w.jobs._thread, w.writes._thread):
-        assert thread.isFinished()
-    assert job.cancel.cancelled and request.cancel.cancelled
+    assert w.ops.idle()  # every lane's worker has stopped
+    assert job.cancelled and request.cancelled
     rec = w.backend.catalog.find_snapshot("late")
     assert rec is None or rec.state != "ready"
     assert not Path(w.backend.data.snapshots_dir / "late").exists()
@@ -368,9 +373,9 @@ def test_keyboard_reaches_the_main_actions(qtbot, window) -> None:  # type: igno
     w.controls.max_len.setValue(400)
     w.controls._min_new_tokens = 400
     type_question(qtbot, w, "and who sculpted david?")
-    with qtbot.waitSignal(w.engine.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
+    with qtbot.waitSignal(w.conversation.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
-    with qtbot.waitSignal(w.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(w.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         qtbot.keyClick(w.question, Qt.Key.Key_Escape)
     stopped: Answer = sig.args[1]
     assert stopped.cancelled and len(stopped.tokens) < 400
@@ -420,7 +425,7 @@ def test_index_manager_switch_quantize_verify_and_remove(qtbot, window) -> None:
     m.select("wiki-a")
     dlg = m.open_quantize()
     dlg.variant.setCurrentIndex(dlg.variant.findData("hnsw-sq8"))
-    with qtbot.waitSignal(w.jobs.jobFinished, timeout=JOB_TIMEOUT_MS):
+    with qtbot.waitSignal(w.ops.events(Lane.JOBS).finished, timeout=JOB_TIMEOUT_MS):
         dlg.accept()
     qtbot.waitUntil(lambda: any(v.variant == "hnsw-sq8" for s in m.snapshots
                                 if s.name == "wiki-a" for v in s.variants), timeout=30_000)
@@ -428,7 +433,7 @@ def test_index_manager_switch_quantize_verify_and_remove(qtbot, window) -> None:
     assert "hnsw-sq8" in variants and variants["hnsw-sq8"].recall_at_20 is not None
 
     m.select("wiki-a")
-    with qtbot.waitSignal(w.jobs.jobFinished, timeout=JOB_TIMEOUT_MS):
+    with qtbot.waitSignal(w.ops.events(Lane.JOBS).finished, timeout=JOB_TIMEOUT_MS):
         qtbot.mouseClick(m.verify_button, Qt.MouseButton.LeftButton)
     assert "checks passed" in m.message.text()
 
@@ -437,11 +442,11 @@ def test_index_manager_switch_quantize_verify_and_remove(qtbot, window) -> None:
     box = m.confirm_box
     assert box is not None and "wiki-a" in box.text()
     remove = next(b for b in box.buttons() if b.text() == "Remove")
-    with qtbot.waitSignal(w.writes.jobFinished, timeout=30_000):
+    with qtbot.waitSignal(w.ops.events(Lane.WRITES).finished, timeout=30_000):
         qtbot.mouseClick(remove, Qt.MouseButton.LeftButton)
     assert w.backend.catalog.find_snapshot("wiki-a") is None
     assert not (w.backend.data.snapshots_dir / "wiki-a").exists()
-    qtbot.waitUntil(lambda: "wiki-a" not in w.snapshot_actions, timeout=30_000)
+    qtbot.waitUntil(lambda: "wiki-a" not in w.index_menu.actions, timeout=30_000)
 
 
 def test_dark_theme_recolours_the_answer(qtbot, window) -> None:  # type: ignore[no-untyped-def]
@@ -456,7 +461,8 @@ def test_dark_theme_recolours_the_answer(qtbot, window) -> None:  # type: ignore
     try:
         window.theme_actions["dark"].trigger()
         assert is_dark(QApplication.palette())
-        assert window.settings.get("theme") == "dark"
+        # Written on the writes lane, not by the GUI thread.
+        qtbot.waitUntil(lambda: window.settings.get("theme") == "dark", timeout=5_000)
         dark = card.text.token_color(i)
         assert dark == passage_tint(answer.tokens[i].source) and dark != light
         assert dark.lightness() < light.lightness()
@@ -472,7 +478,7 @@ def test_explore_views_dock_lazily_and_follow_the_selected_answer(qtbot, window)
 
     def factory(win: Any) -> QLabel:
         label = QLabel("explore")
-        win.answerSelected.connect(seen.append)
+        win.state.answerSelected.connect(seen.append)
         built.append(label)
         return label
 
@@ -525,7 +531,7 @@ def test_controls_are_remembered_between_runs(qtbot, window) -> None:  # type: i
     c.decoding.setCurrentIndex(c.decoding.findData("thorough"))
     c.n_docs.setValue(4)
     c.beams.setValue(3)
-    c.style.setCurrentIndex(c.style.findData("sentence"))
+    c.answer_style.setCurrentIndex(c.answer_style.findData("sentence"))
     c.grounded.setCurrentIndex(c.grounded.findData("on"))
     c.max_len.setValue(17)
     assert c.decoding.isEnabled()
@@ -565,7 +571,7 @@ def test_answering_from_given_passages(qtbot, window) -> None:  # type: ignore[n
         snap.close()
     scores = [2.5, 1.0, -0.5]
     hits = [Hit(p.id, p.title, p.text, s) for p, s in zip(passages, scores, strict=True)]
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         card = window.ask_from_docs("who is this about?", hits, snapshot="wiki-b")
     answer: Answer = sig.args[1]
     assert card is window.chat.cards[-1] and card.answer is answer
@@ -577,8 +583,8 @@ def test_answering_from_given_passages(qtbot, window) -> None:  # type: ignore[n
 
 def test_the_retriever_choice_reaches_the_engine(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
     """BM25 and hybrid chosen in the panel retrieve what the core's retrieve_batch gives."""
+    from ragdesk.core.retrieval.hybrid import retrieve_batch
     from ragdesk.core.snapshots import open_snapshot
-    from ragdesk.core.sparse.hybrid import retrieve_batch
 
     question = f"what is known about {tiny_models.corpus[A_ARTICLES][3][0]}?"
     c = window.controls
@@ -604,7 +610,7 @@ def test_style_and_grounding_choices_reach_the_engine(qtbot, window, tiny_models
 
     question = f"what is known about {tiny_models.corpus[A_ARTICLES][2][0]}?"
     c = window.controls
-    c.style.setCurrentIndex(c.style.findData("sentence"))
+    c.answer_style.setCurrentIndex(c.answer_style.findData("sentence"))
     assert window.params().grounded is None  # automatic until chosen
     c.grounded.setCurrentIndex(c.grounded.findData("on"))
     assert (window.params().style, window.params().grounded) == ("sentence", True)

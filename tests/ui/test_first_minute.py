@@ -13,6 +13,7 @@ import pytest
 
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
+from ragdesk.ui.ops import Lane
 from tests.ui.conftest import open_window
 
 ANSWER_TIMEOUT_MS = 180_000
@@ -106,7 +107,7 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert card.state in ("waiting", "running") and not card.tokens
     assert window.last_error is None
 
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         release["generator"].set()
     answer = sig.args[1]
     assert isinstance(answer, Answer) and not answer.cancelled
@@ -121,13 +122,13 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     qtbot.waitUntil(lambda: "Ready for questions" in dialog.message.text(), timeout=30_000)
 
     # The vectors finish: the same snapshot is ready and dense retrieval is back.
-    with qtbot.waitSignal(window.jobs.jobFinished, timeout=120_000):
+    with qtbot.waitSignal(window.ops.events(Lane.JOBS).finished, timeout=120_000) as done:
         release["vectors"].set()
-    assert job.kind == "starter"
+    assert done.args[0] is job  # the starter pack's setup job
     assert cat.get_snapshot("vital-articles").state == "ready"
-    qtbot.waitUntil(lambda: not window.engine.busy, timeout=10_000)
+    qtbot.waitUntil(lambda: not window.conversation.busy, timeout=10_000)
     window.question.setPlainText("Which city is the capital of France?")
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         window.send()
     again = sig.args[1]
     assert again.retriever == "dense" and again.snapshot == "vital-articles"

@@ -96,8 +96,7 @@ def test_one_token_is_singular_on_the_card_and_in_the_status_bar(qtbot: Any,
     assert "1 token " in meta + " " and "1 tokens" not in meta
     streaming = AnswerCard(8, one.question, AskParams(), "demo")
     qtbot.addWidget(streaming)
-    window._cards[8] = streaming
-    window._on_token(8, one.tokens[0])
+    window.conversation.on_token(streaming, one.tokens[0])
     assert window.status_text.fullText().endswith(" 1 token")
 
 
@@ -317,7 +316,7 @@ def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
 
     from ragdesk.ui.first_run import FirstRunDialog
 
-    d = FirstRunDialog(window)
+    d = FirstRunDialog(window, window.state, window.library, window.backend, lambda: None)
     qtbot.addWidget(d)
     d.show()
     qtbot.waitExposed(d)

@@ -1,8 +1,9 @@
 """The retrieval map: passages around a question in the snapshot's PCA plane, with the
 question as a handle the user drags to see retrieval change.
 
-All numerical work (encoding the question, fitting the projection, searching) runs on a
-private one-thread pool; the GUI thread only paints. Every request carries a sequence number
+All numerical work (encoding the question, fitting the projection, searching) runs as ops on
+the reads lane (the window's runner, or a one-thread runner of the map's own when it stands
+alone); the GUI thread only paints. Every request carries a sequence number
 and results older than the newest applied one are dropped. While the user drags, at most one
 search is in flight and only the newest pending position waits behind it, so the map follows
 the mouse without queueing a search per mouse event, and the last position is always searched.
@@ -10,7 +11,6 @@ the mouse without queueing a search per mouse event, and the last position is al
 
 from __future__ import annotations
 
-import contextlib
 import html
 import logging
 from collections.abc import Callable
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, Qt, QThreadPool, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core import projection as projmod
-from ragdesk.core.errors import RagdeskError
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.projection import (
     MapData,
@@ -49,6 +48,8 @@ from ragdesk.core.types import Answer, Hit, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.explore.map_canvas import MapCanvas
 from ragdesk.ui.explore.palette import rank_colour
+from ragdesk.ui.ops import Lane, Op, OpRunner
+from ragdesk.ui.reports import ErrorReport
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,6 @@ QueryEncoder = Callable[[str], np.ndarray]
 # A snapshot name (None: the active one) to an opened snapshot; called in the worker thread.
 SnapshotResolver = Callable[[str | None], VectorSnapshot]
 
-
-
-class _Bridge(QObject):
-    """Carries worker results to the GUI thread (queued, since it lives there)."""
-
-    done = Signal(int, object)
-    failed = Signal(int, object)
 
 
 @dataclass(frozen=True)
@@ -89,7 +83,8 @@ class RetrievalMap(QWidget):
                  n_neighbours: int = projmod.DEFAULT_NEIGHBOURS,
                  encode: QueryEncoder | None = None,
                  resolve_snapshot: SnapshotResolver | None = None,
-                 cache: ProjectionCache | None = None, parent: QWidget | None = None) -> None:
+                 cache: ProjectionCache | None = None, ops: OpRunner | None = None,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._snapshot = snapshot
         self._resolve = resolve_snapshot
@@ -97,11 +92,9 @@ class RetrievalMap(QWidget):
         self._n_neighbours = n_neighbours
         self._encode = encode
         self._cache = cache if cache is not None else projmod.projection_cache()
-        self._pool = QThreadPool(self)
-        self._pool.setMaxThreadCount(1)
-        self._bridge = _Bridge(self)
-        self._bridge.done.connect(self._on_done)
-        self._bridge.failed.connect(self._on_failed)
+        self._own_ops = ops is None
+        self._ops = ops if ops is not None else OpRunner(self, reads_threads=1)
+        self._running: dict[int, Op[object]] = {}
         self._cancel = CancelToken()
 
         self._seq = 0  # newest request issued
@@ -317,9 +310,12 @@ class RetrievalMap(QWidget):
         """Stop accepting results and wait for the worker (called on close)."""
         self._cancel.cancel()
         self._pending = None
-        self._pool.clear()
-        self._pool.waitForDone()
-        # Jobs cleared from the queue never answer; results still queued are dropped as stale.
+        for op in self._running.values():
+            op.cancel()
+        self._running.clear()
+        if self._own_ops:
+            self._ops.shutdown()
+        # Ops still queued answer as cancelled; results still queued are dropped as stale.
         self._outstanding = 0
         self._seq += 1
         self._map_seq = self._applied = self._seq
@@ -331,20 +327,12 @@ class RetrievalMap(QWidget):
     # -- work ---------------------------------------------------------------------------
     def _start(self, seq: int, fn: Callable[[], object]) -> None:
         self._outstanding += 1
-        bridge = self._bridge
-
-        def run() -> None:
-            # RuntimeError from emit: the widget (and its bridge) is gone; nobody is listening.
-            try:
-                result = fn()
-            except BaseException as exc:  # reported to the GUI thread
-                with contextlib.suppress(RuntimeError):
-                    bridge.failed.emit(seq, exc)
-                return
-            with contextlib.suppress(RuntimeError):
-                bridge.done.emit(seq, result)
-
-        self._pool.start(run)
+        op: Op[object] = Op(lambda _ctx: fn(), lane=Lane.READS, title="The retrieval map",
+                            parent=self)
+        op.success(lambda result: self._on_done(op, seq, result))
+        op.failure(lambda report: self._on_failed(op, seq, report))
+        self._running[op.id] = op
+        op.run(self._ops)
 
     def _on_handle_moved(self, x: float, y: float) -> None:
         if self._map is None:
@@ -375,7 +363,9 @@ class RetrievalMap(QWidget):
             self._pending = None
             self._start_search(seq, xy)
 
-    def _on_done(self, seq: int, result: object) -> None:
+    def _on_done(self, op: Op[object], seq: int, result: object) -> None:
+        if self._running.pop(op.id, None) is None:
+            return  # shut down meanwhile: stale
         self._outstanding = max(0, self._outstanding - 1)
         if seq >= self._map_seq and seq > self._applied:
             self._applied = seq
@@ -388,15 +378,15 @@ class RetrievalMap(QWidget):
         if not self.is_busy():
             self._set_status(self._describe())
 
-    def _on_failed(self, seq: int, exc: object) -> None:
+    def _on_failed(self, op: Op[object], seq: int, report: ErrorReport) -> None:
+        if self._running.pop(op.id, None) is None:
+            return
         self._outstanding = max(0, self._outstanding - 1)
-        if seq >= self._map_seq and seq > self._applied:
+        if seq >= self._map_seq and seq > self._applied and not report.cancelled:
             self._applied = seq
-            if isinstance(exc, RagdeskError):
-                self._show_problem(exc.user_text())
-            else:
-                log.error("retrieval map work failed", exc_info=exc)  # type: ignore[arg-type]
-                self._show_problem(f"The map could not be drawn: {exc}")
+            text = f"{report.message}\n{report.hint}" if report.hint else report.message
+            self._show_problem(f"The map could not be drawn. {text}" if report.is_bug
+                               else text)
         self._start_pending()
 
     def _apply_map(self, data: MapData) -> None:

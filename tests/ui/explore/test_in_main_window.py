@@ -20,7 +20,7 @@ TIMEOUT_MS = 180_000
 def _ask(qtbot: Any, window: Any, text: str) -> Answer:
     window.question.setFocus()
     qtbot.keyClicks(window.question, text)
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=TIMEOUT_MS) as sig:
         qtbot.keyClick(window.question, Qt.Key.Key_Return)
     answer = sig.args[1]
     assert isinstance(answer, Answer)
@@ -76,7 +76,7 @@ def test_views_follow_the_selected_answer(qtbot, window) -> None:  # type: ignor
         qtbot.mouseClick(view.ask_button, Qt.MouseButton.LeftButton)
         assert "ask_from_docs" in view.status_label.text()
         return
-    with qtbot.waitSignal(window.engine.answerFinished, timeout=TIMEOUT_MS) as sig:
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=TIMEOUT_MS) as sig:
         qtbot.mouseClick(view.ask_button, Qt.MouseButton.LeftButton)
     from_here = sig.args[1]
     assert [d.id for d in from_here.docs] == hits_ids

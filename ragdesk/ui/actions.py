@@ -1,0 +1,77 @@
+"""Actions declared as data: one :class:`ActionSpec` row per action, built into ``QAction``s
+and menus by the functions below (the main window's table is ``main_window.ACTIONS``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMenu, QMenuBar, QWidget
+
+from ragdesk.ui.resources import icon
+
+W = TypeVar("W", bound=QWidget)
+Shortcut = str | QKeySequence.StandardKey | None
+
+
+@dataclass(frozen=True)
+class ActionSpec(Generic[W]):
+    name: str  # the window keeps it as ``act_<name>``
+    text: str
+    slot: Callable[[W], object]
+    shortcut: Shortcut = None
+    icon: str | None = None
+    tip: str | None = None
+    menu: str | None = None  # "&Answer" or "&Answer/Show &passage"; None: shortcut only
+    separator_before: bool = False
+    enabled: bool = True
+
+
+def build_actions(window: W, specs: Iterable[ActionSpec[W]]) -> dict[str, QAction]:
+    """One QAction per row, added to the window so its shortcut works with the menu bar
+    hidden."""
+    out: dict[str, QAction] = {}
+    for spec in specs:
+        a = QAction(spec.text, window)
+        if spec.shortcut is not None:
+            a.setShortcut(QKeySequence(spec.shortcut))
+        if spec.icon:
+            a.setIcon(icon(spec.icon))
+            a.setData(spec.icon)  # refresh_icons() redraws it for a new palette
+        if spec.tip:
+            a.setStatusTip(spec.tip)
+            a.setToolTip(spec.tip)
+        a.setEnabled(spec.enabled)
+        a.triggered.connect(lambda _checked=False, s=spec: s.slot(window))
+        window.addAction(a)
+        out[spec.name] = a
+    return out
+
+
+def build_menus(bar: QMenuBar, titles: Sequence[str], specs: Iterable[ActionSpec[W]],
+                actions: dict[str, QAction]) -> dict[str, QMenu]:
+    """The menus in ``titles`` order, filled from the rows that name them; submenus are
+    made on first use ("&Answer/Show &passage")."""
+    menus: dict[str, QMenu] = {t: bar.addMenu(t) for t in titles}
+    for spec in specs:
+        if spec.menu is None:
+            continue
+        menu = _menu(menus, spec.menu)
+        if spec.separator_before:
+            menu.addSeparator()
+        menu.addAction(actions[spec.name])
+    return menus
+
+
+def _menu(menus: dict[str, QMenu], path: str) -> QMenu:
+    if path not in menus:
+        parent, _, title = path.rpartition("/")
+        menus[path] = _menu(menus, parent).addMenu(title)
+    return menus[path]
+
+
+def in_menu(specs: Iterable[ActionSpec[W]], menu: str,
+            actions: dict[str, QAction]) -> list[QAction]:
+    return [actions[s.name] for s in specs if s.menu == menu]

@@ -1,0 +1,100 @@
+"""View ▸ Explore: views that plug into the window as docks, built on first use.
+
+A view gets a :class:`ViewContext` (the state, the op runner, the backend and a way to ask),
+never the window, so it works in any window that offers those.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QWidget
+
+from ragdesk.core.types import Hit
+from ragdesk.ui.backend import Backend
+from ragdesk.ui.ops import OpRunner
+from ragdesk.ui.state import AppState
+
+log = logging.getLogger(__name__)
+
+AskFromDocs = Callable[[str, Sequence[Hit], str | None], object]
+
+
+@dataclass(frozen=True)
+class ViewContext:
+    state: AppState  # follow ``state.answerSelected``; read the pack and snapshots here
+    ops: OpRunner  # run numerical work on its lanes, never on the GUI thread
+    backend: Backend  # the core, from worker threads only
+    ask_from_docs: AskFromDocs  # question, passages, snapshot: answer in the conversation
+
+
+ViewFactory = Callable[[ViewContext], QWidget]
+
+
+class ExploreDocks:
+    def __init__(self, window: QMainWindow, menu: QMenu, tab_with: QDockWidget,
+                 context: ViewContext) -> None:
+        self.window = window
+        self.menu = menu
+        self.tab_with = tab_with
+        self.context = context
+        self._views: dict[str, tuple[QAction, ViewFactory]] = {}
+        self._docks: dict[str, QDockWidget] = {}
+        self._placeholder: QAction | None = menu.addAction("No explore views installed")
+        self._placeholder.setEnabled(False)
+
+    def add(self, title: str, factory: ViewFactory, shortcut: str | None = None) -> QAction:
+        if self._placeholder is not None:
+            self.menu.removeAction(self._placeholder)
+            self._placeholder = None
+        act = QAction(title, self.window)
+        act.setCheckable(True)
+        if shortcut:
+            act.setShortcut(QKeySequence(shortcut))
+        self.window.addAction(act)
+        self.menu.addAction(act)
+        self._views[title] = (act, factory)
+        act.toggled.connect(lambda on, t=title: self.toggle(t, on))
+        return act
+
+    def dock(self, title: str) -> QDockWidget | None:
+        return self._docks.get(title)
+
+    def toggle(self, title: str, on: bool) -> None:
+        dock = self._docks.get(title)
+        if dock is None and on:
+            dock = self._build(title)
+        if dock is not None:
+            dock.setVisible(on)
+            if on:
+                dock.raise_()
+
+    def _build(self, title: str) -> QDockWidget:
+        act, factory = self._views[title]
+        dock = QDockWidget(title, self.window)
+        dock.setObjectName("Explore-" + re.sub(r"\W+", "-", title))
+        dock.setWidget(factory(self.context))
+        self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
+        self.window.tabifyDockWidget(self.tab_with, dock)
+        dock.visibilityChanged.connect(
+            lambda vis, a=act, d=dock: a.setChecked(vis or not d.isHidden()))
+        self._docks[title] = dock
+        answer = self.context.state.selected_answer
+        if answer is not None:
+            self.context.state.answerSelected.emit(answer)  # the new view shows it too
+        return dock
+
+    def shutdown(self) -> None:
+        """Views with a ``shutdown()`` stop their work (the window is closing)."""
+        for dock in self._docks.values():
+            stop = getattr(dock.widget(), "shutdown", None)
+            if callable(stop):
+                try:
+                    stop()
+                except Exception:
+                    log.warning("an explore view failed to shut down", exc_info=True)

@@ -1,0 +1,188 @@
+"""What the GUI does to the catalog and the model packs, each as an op on its lane.
+
+Reads (the snapshot and pack lists) run on the reads pool and land in :class:`AppState`;
+short writes (switch, remove, the chosen pack) on the writes lane; long jobs (import,
+quantize, verify, the starter pack, downloads) on the jobs lane. Each job's own follow-up is
+its op's callback; what every job needs afterwards (a fresh snapshot list) hangs on the jobs
+lane's events. A dialog that starts a job passes its own callbacks and so reports the outcome
+itself (see :mod:`ragdesk.ui.ops` for why a failure is then not a modal too).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QObject, Signal
+
+from ragdesk.core.progress import ProgressUpdate
+from ragdesk.ui.backend import Backend, PackInfo, SnapshotInfo, VerifyReport
+from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
+from ragdesk.ui.reports import ErrorReport
+from ragdesk.ui.state import AppState
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+OnFailure = Callable[[ErrorReport], None]
+
+STARTER_TITLE = "Building the starter snapshot"
+
+
+class Library(QObject):
+    activity = Signal(str)  # a line for the status bar
+    setupProgress = Signal(object)  # ProgressUpdate of the starter pack's setup
+
+    def __init__(self, state: AppState, ops: OpRunner, backend: Backend,
+                 report: FailureHandler, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.ops = ops
+        self.backend = backend
+        self.report = report
+        self._reload_seq = 0
+        jobs = ops.events(Lane.JOBS)
+        jobs.finished.connect(lambda _op, _r: self.reload_snapshots())
+        jobs.failed.connect(lambda _op, _r: self.reload_snapshots())
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def reload_snapshots(self) -> None:
+        pack = self.state.pack
+        self._reload_seq += 1
+        seq = self._reload_seq
+
+        def apply(snapshots: list[SnapshotInfo]) -> None:
+            if seq == self._reload_seq:  # two reads may finish out of order on the pool
+                self.state.set_snapshots(snapshots)
+
+        Op(lambda _c: self.backend.snapshots(pack), parent=self).success(apply).run(self.ops)
+
+    def reload_packs(self) -> None:
+        def unavailable(report: ErrorReport) -> None:
+            log.info("model packs unavailable: %s", report.message)
+
+        Op[list[PackInfo]](lambda _c: self.backend.packs(), parent=self).success(
+            self.state.set_packs).failure(unavailable).run(self.ops)
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def switch_snapshot(self, name: str) -> None:
+        """The next question uses ``name`` at once; an answer in flight keeps its own."""
+        info = self.state.snapshot(name)
+        if info is not None and info.unusable_reason:
+            self.report(ErrorReport(
+                f"The snapshot {name} cannot be used with the {self.state.pack} pack: "
+                f"{info.unusable_reason}", "Choose the model pack whose passage encoder built "
+                "it."), "ragdesk")
+            return
+        previous = self.state.active_snapshot
+        self.state.set_active_snapshot(name)
+        self.activity.emit(f"Switched to {name}; the next question uses it.")
+
+        def failed(report: ErrorReport) -> None:
+            if self.state.active_snapshot == name:
+                self.state.set_active_snapshot(previous)
+            self._report_and_reload(report)
+
+        Op(lambda _c: self.backend.switch(name), lane=Lane.WRITES, title=f"Switch to {name}",
+           cancellable=False).success(lambda _r: self.reload_snapshots()).failure(
+            failed).run(self.ops)
+
+    def remove_snapshot(self, name: str) -> None:
+        def removed(_result: None) -> None:
+            if self.state.active_snapshot == name:
+                self.state.set_active_snapshot(None)
+            self.activity.emit(f"Removed {name}.")
+            self.reload_snapshots()
+
+        Op(lambda _c: self.backend.remove(name), lane=Lane.WRITES, title=f"Remove {name}",
+           cancellable=False).success(removed).failure(self._report_and_reload).run(self.ops)
+
+    def set_pack(self, name: str) -> None:
+        if name == self.state.pack:
+            return
+        self.state.set_pack(name)
+        Op(lambda _c: self.backend.set_pack(name), lane=Lane.WRITES,
+           title="Remember the model pack", cancellable=False).run(self.ops)
+        self.reload_snapshots()  # which snapshots fit depends on the pack
+
+    def _report_and_reload(self, report: ErrorReport) -> None:
+        if not report.cancelled:
+            self.report(report, "ragdesk")
+        self.reload_snapshots()
+
+    # ---- long jobs ------------------------------------------------------------------------
+
+    def _job(self, title: str, fn: Callable[[OpContext], T],
+             on_failure: OnFailure | None) -> Op[T]:
+        op = Op(fn, lane=Lane.JOBS, title=title)
+        if on_failure is not None:
+            op.failure(on_failure)
+        return op
+
+    def start_import(self, source: str | None, *, name: str, encoder: str, fmt: str | None,
+                     limit: int | None = None, on_done: Callable[[str], None] | None = None,
+                     on_failure: OnFailure | None = None) -> Op[str]:
+        def work(ctx: OpContext) -> str:
+            return self.backend.import_snapshot(source, name=name, encoder=encoder, fmt=fmt,
+                                                limit=limit, progress=ctx.progress,
+                                                cancel=ctx.cancel)
+
+        shown = [False]
+
+        def first_progress(_u: ProgressUpdate) -> None:
+            # The importer has made its catalog record by now: show the "importing" row.
+            if not shown[0]:
+                shown[0] = True
+                self.reload_snapshots()
+
+        op = self._job(f"Importing {name}", work, on_failure).progress(first_progress)
+        return _then(op, on_done).run(self.ops)
+
+    def start_quantize(self, name: str, variant: str, *,
+                       on_done: Callable[[Any], None] | None = None,
+                       on_failure: OnFailure | None = None) -> Op[Any]:
+        op = self._job(f"Building {variant} for {name}",
+                       lambda c: self.backend.quantize(name, variant, c.progress, c.cancel),
+                       on_failure)
+        return _then(op, on_done).run(self.ops)
+
+    def start_verify(self, name: str, *,
+                     on_done: Callable[[VerifyReport], None] | None = None,
+                     on_failure: OnFailure | None = None) -> Op[VerifyReport]:
+        op = self._job(f"Verifying {name}",
+                       lambda c: self.backend.verify(name, c.progress, c.cancel), on_failure)
+        op.success(lambda report: self.activity.emit(report.text))
+        return _then(op, on_done).run(self.ops)
+
+    def start_starter_pack(self, *, on_failure: OnFailure | None = None) -> Op[None]:
+        answerable = [False]
+
+        def progressed(update: ProgressUpdate) -> None:
+            self.setupProgress.emit(update)
+            if not answerable[0] and not self.backend.setup.pending:
+                answerable[0] = True
+                self.reload_snapshots()  # the staged snapshot can answer: show it usable
+
+        op = self._job(STARTER_TITLE,
+                       lambda c: self.backend.build_starter(c.progress, c.cancel), on_failure)
+        return op.progress(progressed).success(self._pack_installed).run(self.ops)
+
+    def start_download(self, pack: str, *,
+                       on_failure: OnFailure | None = None) -> Op[None]:
+        op = self._job(f"Downloading {pack}",
+                       lambda c: self.backend.download_pack(pack, c.progress, c.cancel),
+                       on_failure)
+        return op.success(self._pack_installed).run(self.ops)
+
+    def _pack_installed(self, _result: None) -> None:
+        # The job chose the pack it installed (a settings write of its own, under the
+        # settings' lock): follow it.
+        self.state.set_pack(self.backend.pack_name())
+        self.reload_packs()
+
+
+def _then(op: Op[T], on_done: Callable[[T], None] | None) -> Op[T]:
+    return op if on_done is None else op.success(on_done)

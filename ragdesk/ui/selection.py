@@ -1,0 +1,124 @@
+"""The selected answer and passage, kept in step across the chat, the inspector and the
+heat map: clicking a token, a citation chip, a heat-map cell or an inspector tab selects the
+same passage everywhere. The selected answer goes to :class:`AppState` for every other view.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtWidgets import QDockWidget
+
+from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.inspector import PassageInspector
+from ragdesk.ui.state import AppState
+
+
+class AnswerSelection(QObject):
+    copyRequested = Signal(object)  # AnswerCard whose answer to copy
+
+    def __init__(self, state: AppState, chat: ChatView, inspector: PassageInspector,
+                 inspector_dock: QDockWidget, heatmap: HeatMapPanel,
+                 heatmap_dock: QDockWidget, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state = state
+        self.chat = chat
+        self.inspector = inspector
+        self.inspector_dock = inspector_dock
+        self.heatmap = heatmap
+        self.heatmap_dock = heatmap_dock
+        self.card: AnswerCard | None = None
+        self.passage: int | None = None
+        inspector.passageChanged.connect(self.show_passage)
+        heatmap.map.cellClicked.connect(lambda _i, k: self.show_passage(k))
+
+    @property
+    def answer(self) -> Answer | None:
+        return self.card.answer if self.card is not None else None
+
+    def wire(self, card: AnswerCard) -> None:
+        """Connect a new card's clicks to the selection."""
+        card.passageClicked.connect(self._card_passage)
+        card.tokenClicked.connect(self._card_token)
+        card.activated.connect(self.select)
+        card.copyRequested.connect(self.copyRequested)
+        card.heatmapRequested.connect(self._show_heatmap_for)
+
+    def select(self, card: AnswerCard, force: bool = False) -> None:
+        if card is self.card and not force:
+            return
+        if self.card is not None and self.card is not card:
+            self.card.set_selected(False)
+            self.card.text.set_focus_passage(None)
+        self.card = card
+        card.set_selected(True)
+        self.passage = None
+        a = card.answer
+        self.heatmap.set_mode(card.params.mode if a is None else a.mode, card.question)
+        self.heatmap.map.set_data(card.tokens if a is None else a.tokens,
+                                  None if a is None else a.docs)
+        self.heatmap.map.set_selected_passage(None)
+        self.inspector.set_answer(a)
+        if a is not None:
+            self.state.select_answer(a)
+
+    def answered(self, card: AnswerCard) -> None:
+        """A conversation answer finished: it becomes the selection unless another one is."""
+        if self.card is card or self.card is None:
+            self.select(card, force=True)
+
+    def token_shown(self, card: AnswerCard, tok: AnswerToken) -> None:
+        if card is self.card:
+            self.heatmap.map.append_token(tok)
+
+    def forget(self, card: AnswerCard) -> None:
+        if self.card is card:
+            self.card = None
+
+    def clear(self) -> None:
+        self.card = None
+        self.inspector.set_answer(None)
+        self.heatmap.set_mode(None)
+        self.heatmap.map.set_data([], None)
+
+    def step(self, delta: int) -> None:
+        cards = self.chat.cards
+        if not cards:
+            return
+        i = cards.index(self.card) if self.card in cards else len(cards)
+        j = min(max(i + delta, 0), len(cards) - 1)
+        self.select(cards[j])
+        self.chat.ensureWidgetVisible(cards[j])
+
+    def show_passage(self, k: int) -> None:
+        """Select passage ``k`` of the selected answer everywhere: text, heat map, inspector."""
+        card = self.card
+        if card is None:
+            return
+        self.passage = k
+        card.text.set_focus_passage(k)
+        self.heatmap.map.set_selected_passage(k)
+        if card.answer is not None and k < len(card.answer.docs):
+            self.inspector.show_passage(k, notify=False)
+            self.inspector_dock.show()
+            self.inspector_dock.raise_()
+
+    def focus_heatmap(self) -> None:
+        self.heatmap_dock.show()
+        self.heatmap_dock.raise_()
+        self.heatmap.map.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+    def _card_passage(self, card: AnswerCard, k: int) -> None:
+        self.select(card)
+        self.show_passage(k)
+
+    def _card_token(self, card: AnswerCard, i: int) -> None:
+        self.select(card)
+        if 0 <= i < len(card.tokens) and card.tokens[i].posterior:
+            self.show_passage(card.tokens[i].source)
+
+    def _show_heatmap_for(self, card: AnswerCard) -> None:
+        self.select(card)
+        self.heatmap_dock.show()
+        self.heatmap_dock.raise_()

@@ -1,0 +1,64 @@
+"""The status bar: a line of activity, the running job's progress (with Cancel), and the
+active snapshot and model pack. It follows the jobs lane and the state by itself."""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from ragdesk.core.units import plural
+from ragdesk.ui.dialogs import JobPanel
+from ragdesk.ui.elided import ElidedLabel
+from ragdesk.ui.ops import Lane, Op, OpRunner
+from ragdesk.ui.reports import ErrorReport
+from ragdesk.ui.state import AppState
+
+log = logging.getLogger(__name__)
+
+
+class StatusLine:
+    def __init__(self, bar: QStatusBar, state: AppState, ops: OpRunner) -> None:
+        self.state = state
+        self.text = ElidedLabel("Ready")
+        self.text.setObjectName("StatusText")
+        bar.addWidget(self.text, 1)
+        self.job = JobPanel(compact=True)
+        self.job.cancelRequested.connect(lambda op_id: ops.cancel(Lane.JOBS, op_id))
+        bar.addPermanentWidget(self.job)
+        self.snapshot = QLabel()
+        self.snapshot.setObjectName("StatusSnapshot")
+        bar.addPermanentWidget(self.snapshot)
+        self.pack = QLabel()
+        self.pack.setObjectName("StatusPack")
+        bar.addPermanentWidget(self.pack)
+        jobs = ops.events(Lane.JOBS)
+        jobs.started.connect(self.job.start)
+        jobs.started.connect(lambda op: self.text.setText(f"{op.title}…"))
+        jobs.progressed.connect(self.job.update_progress)
+        jobs.finished.connect(self._job_finished)
+        jobs.failed.connect(self._job_failed)
+
+    def show(self, text: str) -> None:
+        self.text.setText(text)
+
+    def update(self) -> None:
+        info = self.state.snapshot(self.state.active_snapshot)
+        count = f" ({plural(info.passages, 'passage')})" if info else ""
+        name = html.escape(self.state.active_snapshot or "none")
+        self.snapshot.setText(f"Snapshot: <b>{name}</b>{count}")
+        self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
+
+    def _job_finished(self, op: Op[Any], _result: object) -> None:
+        self.job.finish(op)
+        self.text.setText(f"{op.title}: done.")
+        log.info("job finished: %s", op.title)
+
+    def _job_failed(self, op: Op[Any], report: ErrorReport) -> None:
+        # Only the line: the error itself is reported once, by the op's owner or the runner.
+        self.job.finish(op)
+        outcome = "cancelled" if report.cancelled else "failed"
+        self.text.setText(f"{op.title}: {outcome}.")
+        log.info("job %s: %s", outcome, op.title)

@@ -1,0 +1,77 @@
+"""Copying answers and exporting the conversation as Markdown."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QPlainTextEdit, QTextEdit
+
+from ragdesk.core.types import Answer
+from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.markdown import answer_markdown, conversation_markdown
+from ragdesk.ui.reports import ErrorReport
+from ragdesk.ui.selection import AnswerSelection
+
+
+class Transcript:
+    def __init__(self, chat: ChatView, selection: AnswerSelection,
+                 show: Callable[[str], None], report: Callable[[ErrorReport], None]) -> None:
+        self.chat = chat
+        self.selection = selection
+        self.show = show
+        self.report = report
+
+    def answers(self) -> list[Answer]:
+        return [c.answer for c in self.chat.cards if c.answer is not None]
+
+    def copy_text(self, text: str) -> None:
+        QGuiApplication.clipboard().setText(text)
+        self.show("Copied.")
+
+    def copy(self) -> None:
+        """The focused text's selection if it has one, else the selected answer."""
+        w = QApplication.focusWidget()
+        if isinstance(w, (QTextEdit, QPlainTextEdit)) and w.textCursor().hasSelection():
+            w.copy()
+            return
+        if isinstance(w, QLineEdit) and w.hasSelectedText():
+            w.copy()
+            return
+        self.copy_answer()
+
+    def copy_answer(self) -> None:
+        if self.selection.answer is not None:
+            self.copy_text(answer_markdown(self.selection.answer))
+
+    def copy_card(self, card: AnswerCard) -> None:
+        if card.answer is not None:
+            self.copy_text(answer_markdown(card.answer))
+
+    def copy_conversation(self) -> None:
+        if self.answers():
+            self.copy_text(conversation_markdown(self.answers()))
+
+    def export_markdown(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.write_text(conversation_markdown(self.answers()), encoding="utf-8")
+        self.show(f"Exported the conversation to {p}.")
+        return p
+
+    def export_dialog(self) -> None:
+        if not self.answers():
+            self.show("Nothing to export yet.")
+            return
+        first = self.answers()[0].question
+        stem = re.sub(r"[^A-Za-z0-9]+", "-", first).strip("-").lower()[:40] or "conversation"
+        path, _ = QFileDialog.getSaveFileName(self.chat.window(), "Export conversation",
+                                              str(Path.home() / f"{stem}.md"),
+                                              "Markdown (*.md);;All files (*)")
+        if path:
+            try:
+                self.export_markdown(path)
+            except OSError as exc:
+                self.report(ErrorReport(f"Could not write {path}: {exc.strerror or exc}.",
+                                        "Choose another folder."))

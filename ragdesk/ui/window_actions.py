@@ -1,0 +1,56 @@
+"""The main window's actions, declared in one table: each row's text, slot, shortcut,
+icon, tip and menu. ``ui.actions`` builds the ``QAction``s and menus from it."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, TypeAlias
+
+from PySide6.QtGui import QKeySequence
+
+from ragdesk.ui.actions import ActionSpec
+
+if TYPE_CHECKING:
+    from ragdesk.ui.main_window import MainWindow
+
+A: TypeAlias = ActionSpec["MainWindow"]
+Std = QKeySequence.StandardKey
+MENUS = ("&File", "&Edit", "&Answer", "&Index", "&View", "&Help")
+ACTIONS: tuple[A, ...] = (
+    A("new", "&New conversation", lambda w: w.new_conversation(), Std.New, "new-chat",
+      "Clear the conversation", "&File"),
+    A("export", "&Export conversation as Markdown…", lambda w: w.transcript.export_dialog(),
+      "Ctrl+E", "export", "Save the conversation with its citations", "&File"),
+    A("quit", "&Quit", lambda w: w.close(), "Ctrl+Q", menu="&File", separator_before=True),
+    A("copy", "&Copy", lambda w: w.transcript.copy(), Std.Copy, "copy",
+      "Copy the selection, or the selected answer as Markdown", "&Edit"),
+    A("copy_md", "Copy answer as &Markdown", lambda w: w.transcript.copy_answer(), "Ctrl+Shift+C",
+      menu="&Edit"),
+    A("copy_all", "Copy &conversation as Markdown", lambda w: w.transcript.copy_conversation(),
+      "Ctrl+Alt+C", menu="&Edit"),
+    A("focus", "&Focus the question box", lambda w: w.focus_question(), "Ctrl+L",
+      menu="&Edit", separator_before=True),
+    A("send", "&Send", lambda w: w.send(), "Ctrl+Return", "send", menu="&Answer"),
+    A("stop", "S&top", lambda w: w.stop(), "Esc", "stop", "Stop generating", "&Answer",
+      enabled=False),
+    A("prev", "&Previous answer", lambda w: w.selection.step(-1), "Alt+Up", menu="&Answer",
+      separator_before=True),
+    A("next", "&Next answer", lambda w: w.selection.step(1), "Alt+Down", menu="&Answer"),
+    *(A(f"passage_{n}", f"Show passage [{n}]",
+        functools.partial(lambda w, k: w.selection.show_passage(k), k=n - 1), f"Ctrl+{n}",
+        menu="&Answer/Show &passage") for n in range(1, 10)),
+    A("heat_focus", "Focus the &heat map", lambda w: w.selection.focus_heatmap(),
+      "Ctrl+Shift+H", "heatmap", menu="&Answer"),
+    A("compare", "&Compare snapshots…", lambda w: w.open_compare(), "Ctrl+Shift+K",
+      "compare", "Ask one question against two snapshots", "&Index"),
+    A("manage", "&Manage indexes…", lambda w: w.open_index_manager(), "Ctrl+I", "database",
+      "Import, quantize, verify and remove snapshots", "&Index"),
+    A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
+      menu="&Index"),
+    A("get_started", "&Get started…", lambda w: w.open_first_run(), None, None,
+      "The starter pack, a paper pack or your own files", "&Help"),
+    A("shortcuts", "&Keyboard shortcuts", lambda w: w.show_shortcuts(), "F1", "keyboard",
+      menu="&Help"),
+    A("about", "&About ragdesk", lambda w: w.show_about(), None, "info", menu="&Help"),
+)
+DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3")

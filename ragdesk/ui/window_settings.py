@@ -1,0 +1,67 @@
+"""What the window remembers (theme, layout, the answer controls), written on the writes
+lane: the settings file is never written from two of the GUI's threads at once, and the GUI
+thread never waits on the disk."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QObject, QTimer
+from PySide6.QtWidgets import QMainWindow
+
+from ragdesk.core.settings import Settings
+from ragdesk.ui.backend import AskParams
+from ragdesk.ui.ops import Lane, Op, OpRunner
+from ragdesk.ui.reports import ErrorReport
+
+log = logging.getLogger(__name__)
+
+# Spin boxes change in quick steps; the settings file is written once they settle.
+PARAMS_SETTLE_MS = 400
+
+
+class SettingsWriter(QObject):
+    def __init__(self, settings: Settings, ops: OpRunner, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.ops = ops
+        self._params: AskParams | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(PARAMS_SETTLE_MS)
+        self._timer.timeout.connect(self.flush_params)
+
+    def write(self, values: dict[str, Any]) -> None:
+        def failed(report: ErrorReport) -> None:
+            log.warning("could not save the settings %s: %s", sorted(values), report.message)
+
+        # Not cancellable: closing the window waits for it rather than dropping it.
+        Op(lambda _c: self.settings.update(values), lane=Lane.WRITES, title="Save settings",
+           cancellable=False).failure(failed).run(self.ops)
+
+    def params_changed(self, params: AskParams) -> None:
+        self._params = params
+        self._timer.start()
+
+    def flush_params(self) -> None:
+        self._timer.stop()
+        if self._params is not None:
+            self.write(self._params.to_settings())
+            self._params = None
+
+
+def restore_layout(window: QMainWindow, settings: Settings) -> None:
+    geo = settings.get("window_geometry")
+    state = settings.get("window_state")
+    if isinstance(geo, str) and geo:
+        window.restoreGeometry(QByteArray.fromBase64(geo.encode("ascii")))
+    else:
+        window.resize(1320, 860)
+    if isinstance(state, str) and state:
+        window.restoreState(QByteArray.fromBase64(state.encode("ascii")))
+
+
+def layout_values(window: QMainWindow) -> dict[str, Any]:
+    return {"window_geometry": bytes(window.saveGeometry().toBase64().data()).decode("ascii"),
+            "window_state": bytes(window.saveState().toBase64().data()).decode("ascii")}
