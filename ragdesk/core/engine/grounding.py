@@ -132,14 +132,15 @@ def answer_kind(question: str) -> AnswerKind | None:
 
 
 def _tidy(text: str) -> bool:
-    """Whether ``text`` holds a word and no stray white space. Spans are matched with white
+    """Whether ``text`` holds a word and no run of white space. Spans are matched with white
     space collapsed, so without this a token of spaces always matches and a model that wants
-    to stop where it may not (after a comma) pads the answer with spaces instead."""
+    to stop where it may not (after a comma) pads the answer with spaces instead. One space at
+    the end stays allowed: Gemma writes " 1914" as a space token and then digits."""
     core = text.lstrip()
-    return bool(core) and core == core.rstrip() and _WS_RUN.search(core) is None
+    return bool(core) and _WS_RUN.search(core) is None
 
 
-_WS_RUN = re.compile(r"\s\s|[\n\t\r]")
+_WS_RUN = re.compile(r"  |[^\S ]")  # two spaces, or white space other than a space
 
 
 class SpanConstraint:

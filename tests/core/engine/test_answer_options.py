@@ -215,10 +215,11 @@ def test_grounding_is_automatic_for_causal_generators(causal_gen: Any, bart_gen:
     assert not seq2seq.answer_from_docs(case.question, case.hits, max_new_tokens=NEW).grounded
 
 
-def test_grounding_refuses_stray_white_space(causal_gen: Any) -> None:
+def test_grounding_refuses_runs_of_white_space(causal_gen: Any) -> None:
     """Spans match with white space collapsed, so a token of spaces once always matched: a
     model that wanted to stop after "Tchaikovsky," (where an answer may not end) padded the
-    answer with spaces and then went on ("Tchaikovsky,    set")."""
+    answer with spaces and then went on ("Tchaikovsky,    set"). One space stays allowed
+    (tokenizers that write " 1914" as a space and digits need it), a second one does not."""
     import torch
 
     from ragdesk.core.engine.grounding import SpanConstraint
@@ -227,19 +228,24 @@ def test_grounding_refuses_stray_white_space(causal_gen: Any) -> None:
     passage = PassageText("Ballets", "Swan Lake was written by Pyotr Tchaikovsky, set in 1877.")
     stop = causal_gen.settings.eos_token_ids
     rule = SpanConstraint(tok, [passage], stop)
-    prefix = tok("Pyotr Tchaikovsky,", add_special_tokens=False)["input_ids"]
-    vocab = tok.convert_ids_to_tokens(list(range(len(tok))))
-    blanks = [i for i in range(len(vocab)) if tok.decode([i]) and not tok.decode([i]).strip()
+    blanks = [i for i in range(len(tok)) if tok.decode([i]) and not tok.decode([i]).strip()
               and i not in tok.all_special_ids]
-    assert blanks, "the test needs a tokenizer with white-space tokens"
+    single = [i for i in blanks if tok.decode([i]) == " "]
+    assert blanks and single, "the test needs a tokenizer with white-space tokens"
     rule.candidates = torch.tensor(sorted(set(rule.candidates.tolist()) | set(blanks)))
-    ids = torch.tensor([[0, *prefix]])
-    out = rule(ids, torch.zeros(1, len(tok)))
-    kept = set(torch.nonzero(out[0] > float("-inf")).flatten().tolist())
-    assert not kept & set(blanks), [tok.decode([i]) for i in kept & set(blanks)]
+
+    def kept_after(text_ids: list[int]) -> set[int]:
+        out = rule(torch.tensor([[0, *text_ids]]), torch.zeros(1, len(tok)))
+        return set(torch.nonzero(out[0] > float("-inf")).flatten().tolist())
+
+    prefix = tok("Pyotr Tchaikovsky,", add_special_tokens=False)["input_ids"]
+    kept = kept_after(prefix)
+    assert not kept & (set(blanks) - set(single)), [tok.decode([i]) for i in kept & set(blanks)]
+    assert kept & set(single)
+    assert not kept & set(stop)  # the answer cannot end on the comma
     nxt = tok(" set", add_special_tokens=False)["input_ids"][0]
     assert nxt in kept  # the passage's next word is still allowed
-    assert not kept & set(stop)  # and the answer cannot end on the comma
+    assert not kept_after([*prefix, single[0]]) & set(blanks)
 
 
 @pytest.mark.parametrize("question,kind", [
@@ -277,24 +283,26 @@ def test_answer_kinds_start_at_a_date_or_a_number() -> None:
 @pytest.mark.parametrize("mode", ["token", "sequence"])
 def test_grounded_answer_to_a_when_question_holds_a_date(
         bart_gen: Any, causal_gen: Any, make_cases: Any, which: str, mode: str) -> None:
-    """A "when" question's grounded answer is a span with a date in it; the same passages
-    without a date leave the answer free to be any span."""
+    """A "when" question's grounded answer is a span with a date in it."""
     import re
 
     from ragdesk.core.types import Hit
 
     gen = bart_gen if which == "bart" else causal_gen
+    months = "January|February|March|April|May|June|July|August|September|October|" \
+             "November|December"
+    # the other passages' dates go, so that the one date sentence is the only typed span
+    # (a random model can spell a month name into a dead end, "Janua"; digits it cannot)
+    no_dates = re.compile(rf"\d|\b({months})\b", re.IGNORECASE)
     for seed in (0, 1, 2):
         case = make_cases(seed)
-        hits = [Hit(id=h.id, title=h.title, text=re.sub(r"\d", "", h.text), score=h.score)
+        hits = [Hit(id=h.id, title=h.title, text=no_dates.sub("", h.text), score=h.score)
                 for h in case.hits]
         hits[-1] = Hit(id=hits[-1].id, title=hits[-1].title, score=hits[-1].score,
-                       text=hits[-1].text + " The war began in June 1914 and ended in 1918.")
+                       text=hits[-1].text + " The war began in 1914 and ended in 1918.")
         question = "When did the war begin?"
         kw: dict[str, Any] = {"max_new_tokens": NEW, "grounded": True}
         ans = (rag_token_generate(gen, question, hits, **kw) if mode == "token" else
                rag_sequence_generate(gen, question, hits, decoding="fast", **kw))
         assert _is_span(ans.text, hits), ans.text
-        months = "January|February|March|April|May|June|July|August|September|October|" \
-                 "November|December"
-        assert re.search(rf"\d|\b({months})\b", ans.text, re.IGNORECASE), ans.text
+        assert re.search(r"\d", ans.text), ans.text
