@@ -134,7 +134,6 @@ class Source:
         self.label = label
         self.size = path.stat().st_size
         self.bytes_read = 0
-        self.site: str | None = None  # a MediaWiki dump's main-page URL, once read
 
     def fingerprint(self) -> dict[str, Any]:
         st = self.path.stat()
@@ -235,16 +234,28 @@ class Source:
                 raw.seek(0)
             stream: IO[bytes] = bz2.BZ2File(raw) if compressed else raw
             try:
-                for title, text, page_id in iter_articles(stream, self.path, compressed,
-                                                          self._set_site):
+                for title, text, page_id in iter_articles(stream, self.path, compressed):
                     self.bytes_read = raw.tell()
                     yield Document(title, text, page_id)
             finally:
                 if compressed:
                     stream.close()
 
-    def _set_site(self, url: str) -> None:
-        self.site = url
+    @property
+    def site(self) -> str | None:
+        """A MediaWiki dump's address (its ``<base>``), where citations link to; read from
+        the head of the file, so a resumed import that does not read the dump again has it."""
+        if self.fmt != WIKI_XML:
+            return None
+        from ragdesk.core.snapshots.wikixml import site_base
+
+        with open(self.path, "rb") as raw:
+            compressed = raw.read(3) == b"BZh"
+            raw.seek(0)
+            if compressed:
+                with bz2.BZ2File(raw) as stream:
+                    return site_base(stream)
+            return site_base(raw)
 
     # ---- Vital Articles ------------------------------------------------------------
 

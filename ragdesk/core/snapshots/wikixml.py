@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -52,12 +52,25 @@ def _article(page: ET.Element, namespace_names: set[str]) -> tuple[str, str, str
     return (title, text, page_id or None) if text else None
 
 
-def iter_articles(stream: IO[bytes], path: Path, compressed: bool,
-                  on_site: Callable[[str], None] | None = None
+def site_base(stream: IO[bytes]) -> str | None:
+    """The wiki's address from a dump's ``<siteinfo><base>`` (its main page's URL), reading
+    no further than the first page; None when the dump does not give it or cannot be read."""
+    try:
+        for _event, elem in ET.iterparse(stream, events=("end",)):
+            tag = _local(elem.tag)
+            if tag == "base":
+                return (elem.text or "").strip() or None
+            if tag in ("siteinfo", "page"):
+                return None
+    except (ET.ParseError, EOFError, OSError):
+        return None
+    return None
+
+
+def iter_articles(stream: IO[bytes], path: Path, compressed: bool
                   ) -> Iterator[tuple[str, str, str | None]]:
     """Yield (title, text, page id) for each article of a dump, clearing parsed pages as it
-    goes. ``on_site`` receives the wiki's address (siteinfo ``<base>``, the URL of its main
-    page) when the dump gives it."""
+    goes."""
     where = " of the decompressed XML" if compressed else ""
     namespace_names: set[str] = set()
     root: ET.Element | None = None
@@ -73,9 +86,7 @@ def iter_articles(stream: IO[bytes], path: Path, compressed: bool,
             if event != "end":
                 continue
             tag = _local(elem.tag)
-            if tag == "base" and on_site is not None and (elem.text or "").strip():
-                on_site((elem.text or "").strip())
-            elif tag == "namespaces":
+            if tag == "namespaces":
                 namespace_names = {
                     (n.text or "").strip().lower() for n in elem
                     if n.get("key") not in (None, "0") and n.text

@@ -3,6 +3,7 @@ importer; checked against the DPR split written plainly (util.naive_passages).""
 
 from __future__ import annotations
 
+import bz2
 import json
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,19 @@ from typing import Any
 from ragdesk.core.snapshots import import_snapshot, open_snapshot
 from ragdesk.core.snapshots.articles import article_around, article_link, stored_article
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
+from ragdesk.core.snapshots.sources import open_source
 from ragdesk.core.types import RetrievedDoc
 from tests.core.snapshots.util import naive_passages, open_data
 
 
 def words(tag: str, n: int) -> str:
     return " ".join(f"{tag}{i}" for i in range(n))
+
+
+def src_jsonl(tmp_path: Path) -> Path:
+    p = tmp_path / "one.jsonl"
+    p.write_text(json.dumps({"title": "T", "text": "x"}) + "\n", encoding="utf-8")
+    return p
 
 
 def test_each_passage_opens_its_own_whole_article(tmp_path: Path, dpr_ctx: Any) -> None:
@@ -85,6 +93,15 @@ def test_dpr_rows_group_by_title_and_wiki_dumps_keep_page_ids(tmp_path: Path,
     assert ada.link == "https://de.wikipedia.org/wiki/Ada_Lovelace"
     assert article_around(index, 2).link == "https://de.wikipedia.org/wiki/Z%C3%BCrich_See"
     index.close()
+    # The address comes from the dump's head, compressed or not, and only from its siteinfo.
+    packed = tmp_path / "dump.xml.bz2"
+    packed.write_bytes(bz2.compress(dump.read_bytes()))
+    assert open_source(packed).site == "https://de.wikipedia.org/wiki/Wikipedia:Hauptseite"
+    no_base = tmp_path / "nobase.xml"
+    no_base.write_text('<mediawiki><siteinfo><sitename>W</sitename></siteinfo>'
+                       + page(1, "A", "text") + "</mediawiki>", encoding="utf-8")
+    assert open_source(no_base).site is None
+    assert open_source(src_jsonl(tmp_path)).site is None
 
 
 def test_links_from_what_the_source_knows(tmp_path: Path) -> None:
