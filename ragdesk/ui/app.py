@@ -94,7 +94,8 @@ def run_app(ctx: AppContext, on_shown: Callable[[MainWindow], None] | None = Non
         box.exec()
         return exc.exit_code
 
-    from ragdesk.ui.main_window import MainWindow, explore_views_installer
+    from ragdesk.ui.explore_docks import explore_views_installer
+    from ragdesk.ui.main_window import MainWindow
 
     window = MainWindow(backend)
     install = explore_views_installer()

@@ -10,6 +10,7 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence
@@ -98,3 +99,14 @@ class ExploreDocks:
                     stop()
                 except Exception:
                     log.warning("an explore view failed to shut down", exc_info=True)
+
+
+def explore_views_installer() -> Callable[[Any], None] | None:
+    """``ragdesk.ui.explore.install(window)`` when that package provides one."""
+    try:
+        from ragdesk.ui import explore
+    except Exception:
+        log.warning("explore views could not be loaded", exc_info=True)
+        return None
+    install = getattr(explore, "install", None)
+    return install if callable(install) else None

@@ -11,14 +11,13 @@ get those, not the window.
 
 from __future__ import annotations
 
-import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QDialog,
     QDockWidget,
@@ -42,13 +41,13 @@ from ragdesk.ui.heatmap import HeatMapPanel
 from ragdesk.ui.index_menu import IndexMenu
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.library import Library
-from ragdesk.ui.ops import Lane, Op, OpRunner
+from ragdesk.ui.ops import Lane, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import app_icon, icon
 from ragdesk.ui.selection import AnswerSelection
 from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
-from ragdesk.ui.theme import THEMES, install_theme
+from ragdesk.ui.theme import install_theme, theme_menu
 from ragdesk.ui.transcript import Transcript
 from ragdesk.ui.window_actions import ACTIONS, DOCK_KEYS, MENUS
 from ragdesk.ui.window_settings import SettingsWriter, layout_values, restore_layout
@@ -125,13 +124,13 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.controls_dock, self.inspector_dock], [230, 400],
                          Qt.Orientation.Horizontal)
         self.resizeDocks([self.heatmap_dock], [300], Qt.Orientation.Vertical)
-        self.selection: AnswerSelection = AnswerSelection(self.state, self.chat, self.inspector,
-                                         self.inspector_dock, self.heatmap, self.heatmap_dock,
-                                         self)
+        self.selection: AnswerSelection = AnswerSelection(
+            self.state, self.chat, self.inspector, self.inspector_dock, self.heatmap,
+            self.heatmap_dock, self)
         self.status = StatusLine(self.statusBar(), self.state, self.ops)
         self.status_text, self.status_job = self.status.text, self.status.job
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
-                                     self.errors.report)
+                                                 self.errors.report)
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:
@@ -161,15 +160,7 @@ class MainWindow(QMainWindow):
             self.state, self.ops, self.backend,
             lambda q, hits, snap: self.ask_from_docs(q, hits, snapshot=snap)))
         view.addSeparator()
-        self.theme_group = QActionGroup(self)
-        self.theme_actions: dict[str, QAction] = {}
-        theme_menu = view.addMenu("&Theme")
-        for key in THEMES:
-            act = theme_menu.addAction(key.capitalize() if key != "system" else "Follow system")
-            act.setCheckable(True)
-            act.triggered.connect(lambda _c=False, k=key: self.apply_theme(k))
-            self.theme_group.addAction(act)
-            self.theme_actions[key] = act
+        self.theme_actions = theme_menu(view.addMenu("&Theme"), self.apply_theme)
 
     def _connect(self) -> None:
         c, s = self.composer, self.state
@@ -193,9 +184,7 @@ class MainWindow(QMainWindow):
         s.packsChanged.connect(lambda packs: self.controls.set_packs(packs, s.pack))
         for signal in (s.activeSnapshotChanged, s.packChanged):
             signal.connect(lambda _v: self.update_status())
-        for lane in Lane:
-            self.ops.events(lane).busyChanged.connect(
-                functools.partial(lambda ln, busy: s.set_busy(ln, busy), lane))
+        s.follow_lanes(self.ops)
         self._copy_filter = CopyPassThrough(self)
 
     def docks(self) -> tuple[QDockWidget, QDockWidget, QDockWidget]:
@@ -225,14 +214,6 @@ class MainWindow(QMainWindow):
 
     def params(self) -> AskParams:
         return self.controls.params()
-
-    def switch_snapshot(self, name: str) -> None:
-        self.library.switch_snapshot(name)
-
-    def start_import(self, source: str | None, *, name: str, encoder: str,
-                     fmt: str | None, limit: int | None = None) -> Op[str]:
-        return self.library.start_import(source, name=name, encoder=encoder, fmt=fmt,
-                                         limit=limit)
 
     def start(self) -> None:
         """Called once the window is shown: read the catalog, then offer first-run help."""
@@ -414,13 +395,3 @@ def window_title(snapshot: str | None) -> str:
     ("… — ragdesk") on Linux and Windows, so naming the app here would show it twice."""
     return snapshot or "ragdesk"
 
-
-def explore_views_installer() -> Callable[[MainWindow], None] | None:
-    """``ragdesk.ui.explore.install(window)`` when that package provides one."""
-    try:
-        from ragdesk.ui import explore
-    except Exception:
-        log.warning("explore views could not be loaded", exc_info=True)
-        return None
-    install = getattr(explore, "install", None)
-    return install if callable(install) else None

@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import PackInfo, SnapshotInfo
-from ragdesk.ui.ops import Lane
+from ragdesk.ui.ops import Lane, OpRunner
 
 
 class AppState(QObject):
@@ -108,6 +108,12 @@ class AppState(QObject):
         self._answer = answer
         if answer is not None:
             self.answerSelected.emit(answer)
+
+    def follow_lanes(self, ops: OpRunner) -> None:
+        """Keep :meth:`busy` in step with ``ops``' lanes."""
+        for lane in Lane:
+            ops.events(lane).busyChanged.connect(
+                lambda busy, ln=lane: self.set_busy(ln, busy))
 
     def set_busy(self, lane: Lane, busy: bool) -> None:
         if busy != (lane in self._busy):

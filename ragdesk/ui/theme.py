@@ -8,8 +8,13 @@ colour furthest from the base, so "more probable" reads as "more ink" on either 
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QApplication
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QActionGroup, QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QApplication, QMenu
+
+from ragdesk.ui.resources import stylesheet
 
 # Same order as ragdesk/ui/explore/palette.py so citation [n] has one colour everywhere.
 PASSAGE_COLORS = (
@@ -155,11 +160,6 @@ def palette_for(theme: str, system: QPalette) -> QPalette:
 def install_theme(theme: str) -> str:
     """Give the application ``theme``'s palette and the stylesheet; returns the theme used
     (an unknown name follows the system)."""
-    from PySide6.QtCore import Qt
-    from PySide6.QtGui import QGuiApplication
-
-    from ragdesk.ui.resources import stylesheet
-
     if theme not in THEMES:
         theme = "system"
     app = QApplication.instance()
@@ -173,3 +173,16 @@ def install_theme(theme: str) -> str:
         app.setPalette(pal)
         app.setStyleSheet(stylesheet())
     return theme
+
+
+def theme_menu(menu: QMenu, apply: Callable[[str], None]) -> dict[str, QAction]:
+    """View ▸ Theme: one checkable entry per theme, exclusive."""
+    group = QActionGroup(menu)
+    actions: dict[str, QAction] = {}
+    for key in THEMES:
+        act = menu.addAction(key.capitalize() if key != "system" else "Follow system")
+        act.setCheckable(True)
+        act.triggered.connect(lambda _c=False, k=key: apply(k))
+        group.addAction(act)
+        actions[key] = act
+    return actions

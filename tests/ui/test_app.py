@@ -170,7 +170,7 @@ def test_a_snapshot_of_another_vector_space_is_disabled_with_the_reason(qtbot, w
     assert not act.isEnabled()
     assert "sentence-transformers 24-d" in act.text() and "dpr 32-d" in act.text()
     assert window.index_menu.actions["wiki-a"].isEnabled()
-    window.switch_snapshot("other-space")  # e.g. a stale menu: refused with a dialog
+    window.library.switch_snapshot("other-space")  # e.g. a stale menu: refused with a dialog
     assert window.active_snapshot == "wiki-a"
     assert window.last_error is not None and "other-space" in window.last_error.message
     window.error_box.close()
@@ -241,7 +241,7 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
                    encoding="utf-8")
     window.open_index_manager()
     with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
-        window.start_import(str(bad), name="bad", encoder=str(tiny_models.ctx_encoder),
+        window.library.start_import(str(bad), name="bad", encoder=str(tiny_models.ctx_encoder),
                             fmt="jsonl")
     report = sig.args[1]
     assert not report.cancelled and not report.is_bug
@@ -316,7 +316,7 @@ def test_event_loop_keeps_ticking_during_an_answer_and_an_import(  # type: ignor
     src = write_jsonl(tmp_path / "stall.jsonl", article_rows(tiny_models, slice(200, 260)))
     with StallMeter() as import_meter, qtbot.waitSignal(w.ops.events(Lane.JOBS).finished,
                                                         timeout=JOB_TIMEOUT_MS):
-        w.start_import(str(src), name="stall", encoder=str(tiny_models.ctx_encoder),
+        w.library.start_import(str(src), name="stall", encoder=str(tiny_models.ctx_encoder),
                        fmt="jsonl")
     with capsys.disabled():
         print(f"\n[ui stall] longest event-loop gap: answer {answer_meter.longest * 1000:.1f} ms "
@@ -338,7 +338,7 @@ def test_closing_during_work_cancels_it_and_joins_the_workers(  # type: ignore[n
     with qtbot.waitSignal(w.conversation.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
         qtbot.keyClick(w.question, Qt.Key.Key_Return)
     src = write_jsonl(tmp_path / "late.jsonl", article_rows(tiny_models, slice(100, 400)))
-    job = w.start_import(str(src), name="late", encoder=str(tiny_models.ctx_encoder),
+    job = w.library.start_import(str(src), name="late", encoder=str(tiny_models.ctx_encoder),
                          fmt="jsonl")
     qtbot.waitSignal(w.ops.events(Lane.JOBS).progressed, timeout=JOB_TIMEOUT_MS).wait()
     card = w.chat.cards[-1]
@@ -551,7 +551,7 @@ def test_opening_the_window_imports_no_ml_library() -> None:
     import sys
 
     code = ("import sys; import ragdesk.ui.app, ragdesk.ui.main_window, ragdesk.ui.backend; "
-            "ragdesk.ui.main_window.explore_views_installer(); "
+            "ragdesk.ui.explore_docks.explore_views_installer(); "
             "print(sorted(m for m in ('torch', 'transformers', 'faiss', 'numpy') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
