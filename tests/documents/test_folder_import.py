@@ -54,7 +54,7 @@ def test_folder_import_cites_the_pdf_page(cli: Cli, tiny_models: Any, docs_folde
     assert files["page.html"].title == "Recipes"
 
     from ragdesk import load_engine
-    from ragdesk.core.documents import citation_uri, locate
+    from ragdesk.core.documents import citation_uri, citation_uris, locate
 
     engine = load_engine(question_encoder=str(tiny_models.question_encoder),
                          generator=str(tiny_models.bart), data_dir=data_dir)
@@ -65,10 +65,12 @@ def test_folder_import_cites_the_pdf_page(cli: Cli, tiny_models: Any, docs_folde
         top = ans.docs[0]
         assert "quokka festival" in top.text and top.title == "Wildlife Report 2026"
         where = locate(engine.snapshot_index(), [d.id for d in ans.docs])[top.id]
+        uris = citation_uris(engine.snapshot_index(), [top.id])
     finally:
         engine.close()
     assert where.path == "report.pdf" and where.page == 2  # PDF_FACT is on page 2
     assert citation_uri(docs_folder, where) == (docs_folder / "report.pdf").as_uri() + "#page=2"
+    assert uris == {top.id: (docs_folder / "report.pdf").as_uri() + "#page=2"}
 
 
 def test_passages_keep_headings(tiny_models: Any, docs_folder: Path, data_dir: Path,

@@ -7,7 +7,13 @@ there. Re-importing the folder encodes only new and changed files.
 """
 
 from ragdesk.core.documents.assemble import DOCS_FORMAT
-from ragdesk.core.documents.citations import citation_uri, locate, locate_in_folder
+from ragdesk.core.documents.citations import (
+    citation_uri,
+    citation_uris,
+    document_root,
+    locate,
+    locate_in_folder,
+)
 from ragdesk.core.documents.folder import DOCUMENTS_FILE, read_folder_record
 from ragdesk.core.documents.importer import FolderImportResult, import_folder
 from ragdesk.core.documents.model import Location
@@ -21,6 +27,8 @@ __all__ = [
     "FolderImportResult",
     "Location",
     "citation_uri",
+    "citation_uris",
+    "document_root",
     "import_folder",
     "locate",
     "locate_in_folder",

@@ -72,3 +72,14 @@ def citation_uri(root: Path, location: Location) -> str:
     if location.anchor:
         return f"{uri}#{location.anchor}"
     return uri
+
+
+def citation_uris(snapshot: Any, ids: Sequence[int]) -> dict[int, str]:
+    """``file:`` URIs (at the page or anchor) of the passages ``ids`` of an opened snapshot
+    that come from documents; what a "open the cited file" action needs."""
+    locations = locate(snapshot, ids)
+    folder = getattr(snapshot, "folder", None)
+    root = document_root(Path(folder)) if locations and folder is not None else None
+    if root is None:
+        return {}
+    return {pid: citation_uri(root, loc) for pid, loc in locations.items()}
