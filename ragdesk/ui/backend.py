@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import RagdeskError
-from ragdesk.core.options import DEFAULT_STYLE
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.ui.reports import ErrorReport as ErrorReport  # re-exported: its old home
@@ -85,43 +85,6 @@ class PackInfo:
     question_encoder: str | None = None
     passage_encoder: str | None = None
     generator: str | None = None
-
-
-def _optional_bool(value: Any) -> bool | None:
-    return None if value is None else bool(value)
-
-
-@dataclass(frozen=True)
-class AskParams:
-    mode: str = "token"
-    decoding: str = "fast"
-    n_docs: int = 5
-    num_beams: int = 1
-    max_new_tokens: int = 32
-    min_new_tokens: int = 0
-    retriever: str = "dense"  # dense | sparse (BM25) | hybrid
-    style: str = DEFAULT_STYLE  # short | sentence (generators that take instructions)
-    grounded: bool | None = None  # answers are spans of the passages; None: automatic
-
-    @classmethod
-    def from_settings(cls, values: dict[str, Any]) -> AskParams:
-        d = cls()
-        return cls(
-            mode=str(values.get("mode", d.mode)),
-            decoding=str(values.get("decoding", d.decoding)),
-            n_docs=int(values.get("n_docs", d.n_docs)),
-            num_beams=int(values.get("num_beams", d.num_beams)),
-            max_new_tokens=int(values.get("max_new_tokens", d.max_new_tokens)),
-            min_new_tokens=int(values.get("min_new_tokens", d.min_new_tokens)),
-            retriever=str(values.get("retriever", d.retriever)),
-            style=str(values.get("style", d.style)),
-            grounded=_optional_bool(values.get("grounded", d.grounded)),
-        )
-
-    def to_settings(self) -> dict[str, Any]:
-        return {"mode": self.mode, "decoding": self.decoding, "n_docs": self.n_docs,
-                "num_beams": self.num_beams, "max_new_tokens": self.max_new_tokens,
-                "retriever": self.retriever, "style": self.style, "grounded": self.grounded}
 
 
 @dataclass
@@ -306,7 +269,7 @@ class Backend:
     def engine_loaded(self, pack: str) -> bool:
         return self._engine is not None and self._engine_pack == pack
 
-    def answer(self, question: str, params: AskParams, *, pack: str, snapshot: str | None,
+    def answer(self, question: str, params: AnswerOptions, *, pack: str, snapshot: str | None,
                on_token: OnToken | None, cancel: CancelToken) -> Answer:
         self.setup.wait(cancel)
         engine = self.engine(pack)
@@ -330,7 +293,7 @@ class Backend:
         answer.retriever = retriever
         return answer
 
-    def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AskParams, *,
+    def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AnswerOptions, *,
                          pack: str, snapshot: str | None, on_token: OnToken | None,
                          cancel: CancelToken) -> Answer:
         """Generate from passages chosen elsewhere (the retrieval map's "Ask from here")."""

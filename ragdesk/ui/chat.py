@@ -33,13 +33,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.export import MODE_NAMES
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import AskParams
 from ragdesk.ui.card_state import CardState
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
-from ragdesk.ui.markdown import MODE_NAMES
 from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
@@ -390,7 +390,7 @@ class AnswerCard(QFrame):
     copyRequested = Signal(object)
     heatmapRequested = Signal(object)
 
-    def __init__(self, request_id: int, question: str, params: AskParams,
+    def __init__(self, request_id: int, question: str, params: AnswerOptions,
                  snapshot: str | None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.request_id = request_id

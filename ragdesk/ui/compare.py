@@ -24,8 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import AskParams, SnapshotInfo
+from ragdesk.ui.backend import SnapshotInfo
 from ragdesk.ui.chat import AnswerCard
 from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.resources import icon
@@ -34,7 +35,7 @@ from ragdesk.ui.state import AppState
 
 class CompareDialog(QDialog):
     def __init__(self, parent: QWidget, state: AppState, conversation: Conversation,
-                 params: Callable[[], AskParams]) -> None:
+                 params: Callable[[], AnswerOptions]) -> None:
         super().__init__(parent)
         self.conversation = conversation
         self.params = params

@@ -1,9 +1,12 @@
 """The controls panel: model pack, retriever, RAG mode, decoding, answer style, grounding, K,
-beams, answer length."""
+beams, answer length. The choices and defaults are the core's (``ragdesk.core.options``);
+only their display names live here."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import cast
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -15,114 +18,92 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ragdesk.core.options import STYLES
-from ragdesk.ui.backend import AskParams, PackInfo
+from ragdesk.core.export import MODE_NAMES
+from ragdesk.core.options import (
+    DECODINGS,
+    MODES,
+    RETRIEVERS,
+    STYLES,
+    AnswerOptions,
+    Decoding,
+    Mode,
+    RetrieverName,
+    Style,
+)
+from ragdesk.ui.backend import PackInfo
 
-MODES = (("token", "RAG-Token"), ("sequence", "RAG-Sequence"))
-DECODINGS = (("thorough", "Thorough"), ("fast", "Fast"))
-RETRIEVERS = (("dense", "Dense"), ("sparse", "BM25"), ("hybrid", "Hybrid"))
-STYLE_NAMES = {"short": "Short answer", "sentence": "Full sentence"}
+DECODING_NAMES: dict[str, str] = {"thorough": "Thorough", "fast": "Fast"}
+RETRIEVER_NAMES: dict[str, str] = {"dense": "Dense", "sparse": "BM25", "hybrid": "Hybrid"}
+STYLE_NAMES: dict[str, str] = {"short": "Short answer", "sentence": "Full sentence"}
 # Qt item data cannot hold None reliably, so the three grounding choices travel as strings.
 GROUNDING = (("auto", "Automatic"), ("on", "Always"), ("off", "Never"))
 GROUNDING_VALUES: dict[str, bool | None] = {"auto": None, "on": True, "off": False}
 GROUNDING_KEYS = {v: k for k, v in GROUNDING_VALUES.items()}
 
+TIPS = {
+    "pack": "The question encoder and generator that answer",
+    "retriever": (
+        "<b>Dense</b>: the question encoder's inner product with the passage vectors "
+        "(DPR).<br/><b>BM25</b>: word matches only.<br/><b>Hybrid</b>: dense and BM25 "
+        "candidates re-ranked together; the best top-20 accuracy on the starter snapshot. "
+        "BM25 and hybrid index a snapshot's words the first time they are used."),
+    "mode": (
+        "<b>RAG-Token</b> may draw each token from a different passage.<br/>"
+        "<b>RAG-Sequence</b> writes the whole answer from one passage at a time and "
+        "mixes the complete answers."),
+    "decoding": (
+        "RAG-Sequence only. <b>Thorough</b> scores every candidate answer under every "
+        "passage; <b>Fast</b> skips those extra passes and streams as it goes."),
+    "n_docs": "How many passages to retrieve and marginalize over (K)",
+    "beams": "Beam width; 1 is greedy decoding",
+    "style": (
+        "<b>Short answer</b>: the answer alone (a name, a date, a number), what factoid "
+        "questions want.<br/><b>Full sentence</b>: the answer in a sentence. Only "
+        "generators that take instructions (the starter pack's) read this."),
+    "grounded": (
+        "Grounded decoding: the answer may only be a span of the retrieved passages, so "
+        "every word has a literal source.<br/><b>Automatic</b>: on for generators that "
+        "write freely (the starter pack's), where it gives more right answers; off for "
+        "the paper's BART checkpoints."),
+    "max_len": "The longest answer to generate",
+}
+
+
+def _combo(choices: Sequence[tuple[str, str]], tip: str) -> QComboBox:
+    box = QComboBox()
+    for key, name in choices:
+        box.addItem(name, key)
+    box.setToolTip(tip)
+    return box
+
+
+def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(lo, hi)
+    box.setToolTip(tip)
+    return box
+
 
 class ControlsPanel(QWidget):
-    paramsChanged = Signal(object)  # AskParams
+    paramsChanged = Signal(object)  # AnswerOptions
     packChanged = Signal(str)
 
-    def __init__(self, params: AskParams, pack: str, parent: QWidget | None = None) -> None:
+    def __init__(self, params: AnswerOptions, pack: str, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ControlsPanel")
+        # What the panel does not show (precision, ...) is kept as it came.
+        self._base = params
+        self._min_new_tokens = params.min_new_tokens
+        self._pack_names: list[str] = [pack]
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 10, 12, 10)
         lay.setSpacing(10)
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setVerticalSpacing(8)
-        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-
-        self.pack = QComboBox()
-        self.pack.setToolTip("The question encoder and generator that answer")
-        self._pack_names: list[str] = [pack]
-        self.pack.addItem(pack, pack)
-        self.pack.currentIndexChanged.connect(self._on_pack)
-        form.addRow(self._label("Model &pack", self.pack), self.pack)
-
-        self.retriever = QComboBox()
-        for key, name in RETRIEVERS:
-            self.retriever.addItem(name, key)
-        self.retriever.setToolTip(
-            "<b>Dense</b>: the question encoder's inner product with the passage vectors "
-            "(DPR).<br/><b>BM25</b>: word matches only.<br/><b>Hybrid</b>: dense and BM25 "
-            "candidates re-ranked together; the best top-20 accuracy on the starter snapshot. "
-            "BM25 and hybrid index a snapshot's words the first time they are used.")
-        form.addRow(self._label("&Retriever", self.retriever), self.retriever)
-
-        self.mode = QComboBox()
-        for key, name in MODES:
-            self.mode.addItem(name, key)
-        self.mode.setToolTip(
-            "<b>RAG-Token</b> may draw each token from a different passage.<br/>"
-            "<b>RAG-Sequence</b> writes the whole answer from one passage at a time and "
-            "mixes the complete answers.")
-        form.addRow(self._label("&Mode", self.mode), self.mode)
-
-        self.decoding = QComboBox()
-        for key, name in DECODINGS:
-            self.decoding.addItem(name, key)
-        self.decoding.setToolTip(
-            "RAG-Sequence only. <b>Thorough</b> scores every candidate answer under every "
-            "passage; <b>Fast</b> skips those extra passes and streams as it goes.")
-        form.addRow(self._label("&Decoding", self.decoding), self.decoding)
-
-        self.n_docs = QSpinBox()
-        self.n_docs.setRange(1, 50)
-        self.n_docs.setToolTip("How many passages to retrieve and marginalize over (K)")
-        form.addRow(self._label("Passages &K", self.n_docs), self.n_docs)
-
-        self.beams = QSpinBox()
-        self.beams.setRange(1, 16)
-        self.beams.setToolTip("Beam width; 1 is greedy decoding")
-        form.addRow(self._label("&Beams", self.beams), self.beams)
-
-        self.answer_style = QComboBox()
-        for key in STYLES:
-            self.answer_style.addItem(STYLE_NAMES.get(key, key), key)
-        self.answer_style.setToolTip(
-            "<b>Short answer</b>: the answer alone (a name, a date, a number), what factoid "
-            "questions want.<br/><b>Full sentence</b>: the answer in a sentence. Only "
-            "generators that take instructions (the starter pack's) read this.")
-        form.addRow(self._label("Answer &style", self.answer_style), self.answer_style)
-
-        self.grounded = QComboBox()
-        for key, name in GROUNDING:
-            self.grounded.addItem(name, key)
-        self.grounded.setToolTip(
-            "Grounded decoding: the answer may only be a span of the retrieved passages, so "
-            "every word has a literal source.<br/><b>Automatic</b>: on for generators that "
-            "write freely (the starter pack's), where it gives more right answers; off for "
-            "the paper's BART checkpoints.")
-        form.addRow(self._label("&Quote passages", self.grounded), self.grounded)
-
-        self.max_len = QSpinBox()
-        self.max_len.setRange(1, 512)
-        self.max_len.setSuffix(" tokens")
-        # "1 token", not "1 tokens".
-        self.max_len.valueChanged.connect(
-            lambda v: self.max_len.setSuffix(" token" if v == 1 else " tokens"))
-        self.max_len.setToolTip("The longest answer to generate")
-        form.addRow(self._label("Max &length", self.max_len), self.max_len)
-        lay.addLayout(form)
-
+        lay.addLayout(self._build_form(pack))
         self.note = QLabel()
         self.note.setObjectName("ControlsNote")
         self.note.setWordWrap(True)
         lay.addWidget(self.note)
         lay.addStretch(1)
-
-        self._min_new_tokens = params.min_new_tokens
         self.set_params(params)
         for w in (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded):
             w.currentIndexChanged.connect(self._changed)
@@ -130,13 +111,41 @@ class ControlsPanel(QWidget):
             s.valueChanged.connect(self._changed)
         self._select_pack(pack)
 
+    def _build_form(self, pack: str) -> QFormLayout:
+        self.pack = _combo([(pack, pack)], TIPS["pack"])
+        self.pack.currentIndexChanged.connect(self._on_pack)
+        self.retriever = _combo([(r, RETRIEVER_NAMES[r]) for r in RETRIEVERS],
+                                TIPS["retriever"])
+        self.mode = _combo([(m, MODE_NAMES[m]) for m in MODES], TIPS["mode"])
+        self.decoding = _combo([(d, DECODING_NAMES[d]) for d in DECODINGS], TIPS["decoding"])
+        self.n_docs = _spin(1, 50, TIPS["n_docs"])
+        self.beams = _spin(1, 16, TIPS["beams"])
+        self.answer_style = _combo([(k, STYLE_NAMES.get(k, k)) for k in STYLES], TIPS["style"])
+        self.grounded = _combo(GROUNDING, TIPS["grounded"])
+        self.max_len = _spin(1, 512, TIPS["max_len"])
+        self.max_len.setSuffix(" tokens")
+        # "1 token", not "1 tokens".
+        self.max_len.valueChanged.connect(
+            lambda v: self.max_len.setSuffix(" token" if v == 1 else " tokens"))
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setVerticalSpacing(8)
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        for text, w in (("Model &pack", self.pack), ("&Retriever", self.retriever),
+                        ("&Mode", self.mode), ("&Decoding", self.decoding),
+                        ("Passages &K", self.n_docs), ("&Beams", self.beams),
+                        ("Answer &style", self.answer_style),
+                        ("&Quote passages", self.grounded), ("Max &length", self.max_len)):
+            form.addRow(self._label(text, w), w)
+        return form
+
     @staticmethod
     def _label(text: str, buddy: QWidget) -> QLabel:
         lab = QLabel(text)
         lab.setBuddy(buddy)
         return lab
 
-    def set_params(self, params: AskParams) -> None:
+    def set_params(self, params: AnswerOptions) -> None:
         for w in self._inputs():
             w.blockSignals(True)
         self.retriever.setCurrentIndex(max(0, self.retriever.findData(params.retriever)))
@@ -156,15 +165,15 @@ class ControlsPanel(QWidget):
         return (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded,
                 self.n_docs, self.beams, self.max_len)
 
-    def params(self) -> AskParams:
-        return AskParams(mode=str(self.mode.currentData()),
-                         decoding=str(self.decoding.currentData()),
-                         n_docs=self.n_docs.value(), num_beams=self.beams.value(),
-                         max_new_tokens=self.max_len.value(),
-                         min_new_tokens=self._min_new_tokens,
-                         retriever=str(self.retriever.currentData()),
-                         style=str(self.answer_style.currentData()),
-                         grounded=GROUNDING_VALUES[str(self.grounded.currentData())])
+    def params(self) -> AnswerOptions:
+        return dataclasses.replace(
+            self._base, mode=cast(Mode, self.mode.currentData()),
+            decoding=cast(Decoding, self.decoding.currentData()), n_docs=self.n_docs.value(),
+            num_beams=self.beams.value(), max_new_tokens=self.max_len.value(),
+            min_new_tokens=self._min_new_tokens,
+            retriever=cast(RetrieverName, self.retriever.currentData()),
+            style=cast(Style, self.answer_style.currentData()),
+            grounded=GROUNDING_VALUES[str(self.grounded.currentData())])
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
         names = [p.name for p in packs if p.installed]

@@ -17,10 +17,11 @@ from enum import Enum
 
 from PySide6.QtCore import QObject, Signal
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import AskParams, Backend
+from ragdesk.ui.backend import Backend
 from ragdesk.ui.chat import AnswerCard
 from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -39,7 +40,7 @@ class Phase(Enum):
 @dataclass(frozen=True)
 class AskRequest:
     question: str
-    params: AskParams
+    params: AnswerOptions
     pack: str
     snapshot: str | None
     docs: tuple[Hit, ...] | None = None  # answer from these passages instead of retrieving
@@ -108,7 +109,7 @@ class Conversation(QObject):
     def pending(self) -> list[Op[Answer]]:
         return [a.op for a in self._asks.values()]
 
-    def ask(self, question: str, params: AskParams, *, snapshot: str | None,
+    def ask(self, question: str, params: AnswerOptions, *, snapshot: str | None,
             in_chat: bool = True, docs: Sequence[Hit] | None = None) -> AnswerCard:
         """Send ``question`` to the engine lane; returns the card its answer streams into."""
         req = AskRequest(question, params, self._pack(), snapshot,

@@ -26,10 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, Hit
 from ragdesk.ui import help_dialogs
 from ragdesk.ui.actions import build_actions, build_menus, in_menu
-from ragdesk.ui.backend import AskParams, Backend
+from ragdesk.ui.backend import Backend
 from ragdesk.ui.chat import AnswerCard, ChatView
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.composer import Composer, CopyPassThrough
@@ -108,7 +109,7 @@ class MainWindow(QMainWindow):
         col.addWidget(self.chat, 1)
         col.addWidget(self.composer)
         self.setCentralWidget(central)
-        self.controls = ControlsPanel(AskParams.from_settings(self.settings.as_dict()),
+        self.controls = ControlsPanel(AnswerOptions.from_settings(self.settings.as_dict()),
                                       self.state.pack)
         area = Qt.DockWidgetArea
         self.controls_dock = self._dock("Controls", "ControlsDock", self.controls,
@@ -212,7 +213,7 @@ class MainWindow(QMainWindow):
     def error_box(self) -> Any:
         return self.errors.box
 
-    def params(self) -> AskParams:
+    def params(self) -> AnswerOptions:
         return self.controls.params()
 
     def start(self) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QPlainTextEdit, QTextEdit
 
+from ragdesk.core.export import answer_markdown, conversation_markdown
 from ragdesk.core.types import Answer
 from ragdesk.ui.chat import AnswerCard, ChatView
-from ragdesk.ui.markdown import answer_markdown, conversation_markdown
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.selection import AnswerSelection
 

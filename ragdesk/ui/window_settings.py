@@ -10,8 +10,8 @@ from typing import Any
 from PySide6.QtCore import QByteArray, QObject, QTimer
 from PySide6.QtWidgets import QMainWindow
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.settings import Settings
-from ragdesk.ui.backend import AskParams
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 
@@ -26,7 +26,7 @@ class SettingsWriter(QObject):
         super().__init__(parent)
         self.settings = settings
         self.ops = ops
-        self._params: AskParams | None = None
+        self._params: AnswerOptions | None = None
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(PARAMS_SETTLE_MS)
@@ -40,7 +40,7 @@ class SettingsWriter(QObject):
         Op(lambda _c: self.settings.update(values), lane=Lane.WRITES, title="Save settings",
            cancellable=False).failure(failed).run(self.ops)
 
-    def params_changed(self, params: AskParams) -> None:
+    def params_changed(self, params: AnswerOptions) -> None:
         self._params = params
         self._timer.start()
 

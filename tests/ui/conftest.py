@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer
-from ragdesk.ui.backend import AskParams, Backend, OnToken
+from ragdesk.ui.backend import Backend, OnToken
 
 ARTICLE_WORDS = 150  # two passages per article keeps imports quick
 A_ARTICLES = slice(0, 40)
@@ -114,7 +115,7 @@ class SharedModelsBackend(Backend):
                 self._engine_pack = pack
             return self._engine
 
-    def answer(self, question: str, params: AskParams, *, pack: str, snapshot: str | None,
+    def answer(self, question: str, params: AnswerOptions, *, pack: str, snapshot: str | None,
                on_token: OnToken | None, cancel: CancelToken) -> Answer:
         self.answers_started.append(snapshot)
         gate = self.gate

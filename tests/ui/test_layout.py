@@ -13,10 +13,10 @@ from PySide6.QtCore import QEvent, QRectF
 from PySide6.QtGui import QFont, QFontMetrics, QFontMetricsF, QTextLayout
 from PySide6.QtWidgets import QApplication, QPushButton, QWidget
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import RetrievedDoc
 from ragdesk.core.units import fmt_seconds, human_bytes, plural
-from ragdesk.ui.backend import AskParams
 from ragdesk.ui.chat import AnswerCard, EmptyState, unbroken
 from ragdesk.ui.dialogs import describe_progress
 from ragdesk.ui.elided import ElidedLabel
@@ -88,13 +88,13 @@ def test_window_title_names_the_app_once(window: Any) -> None:
 def test_one_token_is_singular_on_the_card_and_in_the_status_bar(qtbot: Any,
                                                                  window: Any) -> None:
     one = make_answer(n_tokens=1, seed=2)
-    card = AnswerCard(7, one.question, AskParams(), "demo")
+    card = AnswerCard(7, one.question, AnswerOptions(), "demo")
     qtbot.addWidget(card)
     card.append_token(one.tokens[0])
     card.finish(one)
     meta = card.meta_label.text().replace("\u00a0", " ").replace("\u2060", "")
     assert "1 token " in meta + " " and "1 tokens" not in meta
-    streaming = AnswerCard(8, one.question, AskParams(), "demo")
+    streaming = AnswerCard(8, one.question, AnswerOptions(), "demo")
     qtbot.addWidget(streaming)
     window.conversation.on_token(streaming, one.tokens[0])
     assert window.status_text.fullText().endswith(" 1 token")
@@ -119,7 +119,7 @@ def _lines(text: str, width: float, font: QFont) -> list[str]:
 
 def test_card_facts_wrap_between_facts_never_inside_one(qtbot: Any) -> None:
     answer = make_answer(n_tokens=4, seed=1)
-    card = AnswerCard(1, answer.question, AskParams(mode="sequence", num_beams=4), "demo")
+    card = AnswerCard(1, answer.question, AnswerOptions(mode="sequence", num_beams=4), "demo")
     qtbot.addWidget(card)
     card.finish(answer)
     text = card.meta_label.text()
@@ -169,7 +169,7 @@ def test_citation_chips_fit_the_card(qtbot: Any, width: int) -> None:
                          snapshot=d.snapshot) for d, t in zip(answer.docs, LONG_TITLES,
                                                               strict=True)]
     answer.docs[:] = docs
-    card = AnswerCard(1, answer.question, AskParams(), "demo")
+    card = AnswerCard(1, answer.question, AnswerOptions(), "demo")
     qtbot.addWidget(card)
     card.resize(width, 400)
     card.show()
@@ -338,7 +338,7 @@ def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
 
 def test_an_empty_answer_says_why_and_what_to_try(qtbot: Any) -> None:
     answer = make_answer(n_tokens=0, seed=1)
-    card = AnswerCard(1, answer.question, AskParams(), "demo")
+    card = AnswerCard(1, answer.question, AnswerOptions(), "demo")
     qtbot.addWidget(card)
     card.finish(answer)
     text = card.status_label.text()
@@ -461,7 +461,7 @@ def test_colour_bar_sits_next_to_a_short_answers_grid(qtbot: Any) -> None:
 def test_max_length_of_one_is_one_token(qtbot: Any) -> None:
     from ragdesk.ui.controls import ControlsPanel
 
-    panel = ControlsPanel(AskParams(), "tiny")
+    panel = ControlsPanel(AnswerOptions(), "tiny")
     qtbot.addWidget(panel)
     panel.max_len.setValue(1)
     assert panel.max_len.text() == "1 token"

@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QColor
 
-from ragdesk.ui.backend import AskParams
+from ragdesk.core.export import answer_markdown, cited_ranks, conversation_markdown
+from ragdesk.core.options import AnswerOptions
 from ragdesk.ui.chat import AnswerCard, TokenText
 from ragdesk.ui.heatmap import PosteriorHeatMap
 from ragdesk.ui.inspector import PassageInspector, answer_words, highlight_html, passage_share
-from ragdesk.ui.markdown import answer_markdown, cited_ranks, conversation_markdown
 from ragdesk.ui.theme import heat_color, passage_tint
 from tests.ui.fakes import make_answer
 
@@ -64,7 +64,7 @@ def test_token_tooltip_lists_every_passage_with_its_probability(qtbot) -> None: 
 
 def test_clicking_a_token_reports_its_index(qtbot) -> None:  # type: ignore[no-untyped-def]
     answer = make_answer(n_tokens=6, seed=3)
-    card = AnswerCard(1, answer.question, AskParams(), "demo")
+    card = AnswerCard(1, answer.question, AnswerOptions(), "demo")
     qtbot.addWidget(card)
     card.resize(700, 300)
     card.show()

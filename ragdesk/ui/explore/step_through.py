@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.types import Answer, AnswerToken
 from ragdesk.ui.explore.palette import ink, muted, rank_colour
 
-MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence"}
 POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
 
 ROW_PX = 26
