@@ -124,8 +124,9 @@ class ArticleView(QWidget):
         parts = [f"<h3>{html.escape(article.title or '(untitled)')}</h3>"]
         meta = []
         if article.link:
+            what = "file" if article.link.startswith("file:") else "article"
             meta.append(f'<a href="{html.escape(article.link, quote=True)}">'
-                        "Open the article</a>")
+                        f"Open the {what}</a>")
         if article.source_id and not article.source_id.startswith("{") and \
                 article.source_id not in (article.title, article.link):
             meta.append(f"source id {html.escape(article.source_id)}")

@@ -10,11 +10,10 @@ the title together with the source id (JSONL ``id``, Vital Articles key, MediaWi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
 from ragdesk.core.errors import CorruptSnapshotError
@@ -23,6 +22,10 @@ from ragdesk.core.snapshots.sources import DPR_TSV, WIKI_XML
 from ragdesk.core.snapshots.staged import read_build_state
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES
 from ragdesk.core.types import RetrievedDoc
+
+if TYPE_CHECKING:
+    # Imported when a document passage is met: most snapshots never need the parsers.
+    from ragdesk.core.documents.model import Location
 
 # Passages shown on each side of the cited one at most: 30 passages are 3,000 words, more
 # than most lead sections and enough context for a long article.
@@ -73,25 +76,30 @@ def snapshot_source(snapshot: Any) -> dict[str, Any]:
         return {}
 
 
-def _location_path(source_id: str | None) -> str | None:
-    """The file of a document passage's location (a JSON object with a ``path``)."""
+def _location(source_id: str | None) -> Location | None:
+    """A document passage's place (file, page, heading); None for other sources' ids."""
     if not source_id or not source_id.startswith("{"):
         return None
-    try:
-        d = json.loads(source_id)
-    except ValueError:
-        return None
-    path = d.get("path") if isinstance(d, dict) else None
-    return path if isinstance(path, str) else None
+    from ragdesk.core.documents.model import Location
+
+    return Location.from_json(source_id)
+
+
+def _document_link(folder: Path, location: Location) -> str | None:
+    """The cited file, opened at the cited passage's page or heading."""
+    from ragdesk.core.documents.citations import citation_uri, document_root
+
+    root = document_root(folder)
+    return citation_uri(root, location) if root is not None else None
 
 
 def article_key(fmt: str | None, title: str, source_id: str | None) -> Hashable:
     """What passages of one article share, in a snapshot of format ``fmt``."""
     if fmt == DPR_TSV:
         return ("title", title)
-    path = _location_path(source_id)
-    if path is not None:
-        return ("file", path)
+    location = _location(source_id)
+    if location is not None:
+        return ("file", location.path)
     return ("article", title, source_id)
 
 
@@ -102,7 +110,8 @@ def _wiki_title(title: str) -> str:
 def article_link(source: Mapping[str, Any], title: str, source_id: str | None) -> str | None:
     """The address of a passage's article, when the snapshot's source tells it: Wikipedia
     for the Vital Articles, the dump's own wiki for a MediaWiki dump (its ``<base>``), or a
-    source id that is itself a URL or the path of an existing file."""
+    source id that is itself a URL or the path of an existing file. (A document snapshot's
+    passages link to their file at their page: :func:`article_around` does that.)"""
     fmt = source.get("format")
     if fmt == VITAL_ARTICLES and title:
         return WIKIPEDIA_EN + _wiki_title(title)
@@ -152,11 +161,14 @@ def article_around(snapshot: HasFolder, passage_id: int, *,
     hi = at
     while hi + 1 < len(rows) and (hi + 1) - at <= side and same(hi + 1):
         hi += 1
+    location = _location(source_id)
+    link = (_document_link(Path(snapshot.folder), location) if location is not None
+            else article_link(source, title, source_id))
     return Article(
         title=title,
         passages=tuple(ArticlePassage(r[0], r[2]) for r in rows[lo:hi + 1]),
         cited_id=passage_id, more_before=same(lo - 1), more_after=same(hi + 1),
-        link=article_link(source, title, source_id), source_id=source_id)
+        link=link, source_id=source_id)
 
 
 def stored_article(doc: RetrievedDoc) -> Article:

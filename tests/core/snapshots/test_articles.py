@@ -121,3 +121,27 @@ def test_stored_article_is_the_cited_passage_alone() -> None:
     art = stored_article(RetrievedDoc(41, "Radium", "Radium is an element.", 70.0, 0.9, "old"))
     assert art.stored_only and art.cited_index == 0 and art.passages[0].id == 41
     assert art.passages[0].text == "Radium is an element." and art.link is None
+
+
+def test_a_document_passage_opens_its_whole_file(tmp_path: Path, dpr_ctx: Any) -> None:
+    from ragdesk.core.documents import import_folder
+
+    data, catalog = open_data(tmp_path / "data")
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "guide.md").write_text(
+        f"# Setup Guide\n\n## Install\n\n{words('i', 150)}\n\n## Configure\n\n"
+        f"{words('c', 120)}\n", encoding="utf-8")
+    (folder / "other.md").write_text(f"# Other\n\n{words('o', 60)}\n", encoding="utf-8")
+    import_folder(data, catalog, folder, name="Docs", encoder=dpr_ctx)
+    index = open_snapshot(data, catalog, "Docs")
+    passages = index.get_passages(list(range(index.size)))
+    in_guide = [p.id for p in passages if p.title == "Setup Guide"]  # its first heading
+    assert len(in_guide) == 3  # two sections, the first over 100 words
+    cited = in_guide[-1]
+    art = article_around(index, cited)
+    # Every passage of guide.md and none of other.md, in reading order.
+    assert [p.id for p in art.passages] == sorted(in_guide)
+    assert "o0 " not in " ".join(p.text for p in art.passages)
+    assert art.link is not None and art.link.startswith((folder / "guide.md").as_uri())
+    index.close()
