@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import (
-    PRECISION_KEY,
     add_answer_options,
     grounded_setting,
     print_json,
@@ -19,7 +18,7 @@ from ragdesk.cli.common import (
 )
 from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import DEFAULT_STYLE
+from ragdesk.core.options import DEFAULT_STYLE, PRECISION_KEY
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

@@ -65,6 +65,11 @@ def check_mode(mode: str, decoding: str | None = None) -> None:
         _one_of("decoding", decoding, DECODINGS)
 
 
+def check_style(style: str) -> str:
+    _one_of("answer style", style, STYLES)
+    return style
+
+
 def check_retriever_name(name: str) -> None:
     _one_of("retriever", name, RETRIEVERS)
 
@@ -121,7 +126,7 @@ class AnswerOptions:
         """Raise ``BadInputError`` for a value no answer can use; returns self."""
         check_mode(self.mode, self.decoding)
         check_retriever_name(self.retriever)
-        _one_of("answer style", self.style, STYLES)
+        check_style(self.style)
         check_n_docs_value(self.n_docs)
         check_lengths(self.num_beams, self.max_new_tokens, self.min_new_tokens)
         if self.precision is not None:

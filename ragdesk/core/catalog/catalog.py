@@ -548,7 +548,7 @@ class Catalog:
                 ),
                 {"s": sid, "k": kind, "t": total, "now": now, "pid": pid},
             )
-            return int(res.lastrowid)  # type: ignore[attr-defined]
+            return int(res.lastrowid)
 
     def update_job(self, job_id: int, *, done: int | None = None, total: int | None = None,
                    state: str | None = None, message: str | None = None) -> None:

@@ -24,10 +24,9 @@ from ragdesk.core.errors import NotFoundError
 from ragdesk.core.options import (
     DEFAULT_OPTIONS,
     AnswerOptions,
-    Decoding,
-    Mode,
-    Style,
+    check_lengths,
     check_mode,
+    check_style,
     resolve_grounded,
 )
 from ragdesk.core.posterior import temperature_of
@@ -131,8 +130,8 @@ class Engine:
         self,
         question: str,
         *,
-        mode: Mode = DEFAULT_OPTIONS.mode,
-        decoding: Decoding = DEFAULT_OPTIONS.decoding,
+        mode: str = DEFAULT_OPTIONS.mode,
+        decoding: str = DEFAULT_OPTIONS.decoding,
         n_docs: int = DEFAULT_OPTIONS.n_docs,
         num_beams: int = DEFAULT_OPTIONS.num_beams,
         max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
@@ -141,7 +140,7 @@ class Engine:
         snapshot: SearchableSnapshot | str | None = None,
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
-        style: Style = DEFAULT_OPTIONS.style,
+        style: str = DEFAULT_OPTIONS.style,
         grounded: bool | None = DEFAULT_OPTIONS.grounded,
         temperature: float | None = DEFAULT_OPTIONS.temperature,
     ) -> Answer:
@@ -162,9 +161,9 @@ class Engine:
         check_question(question)
         # Every option is checked before any work; a retriever registered under another
         # name than the built-in ones is looked up (and refused if unknown) below.
-        AnswerOptions(mode=mode, decoding=decoding, num_beams=num_beams,
-                      max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                      style=style).check()
+        check_mode(mode, decoding)
+        check_style(style)
+        check_lengths(num_beams, max_new_tokens, min_new_tokens)
         get_retriever(retriever)
         index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
         t0 = time.perf_counter()
@@ -184,15 +183,15 @@ class Engine:
         question: str,
         docs: Sequence[Hit],
         *,
-        mode: Mode = DEFAULT_OPTIONS.mode,
-        decoding: Decoding = DEFAULT_OPTIONS.decoding,
+        mode: str = DEFAULT_OPTIONS.mode,
+        decoding: str = DEFAULT_OPTIONS.decoding,
         num_beams: int = DEFAULT_OPTIONS.num_beams,
         max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
         min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
         snapshot_name: str | None = None,
-        style: Style = DEFAULT_OPTIONS.style,
+        style: str = DEFAULT_OPTIONS.style,
         grounded: bool | None = DEFAULT_OPTIONS.grounded,
         temperature: float | None = DEFAULT_OPTIONS.temperature,
     ) -> Answer:
@@ -202,7 +201,7 @@ class Engine:
         """
         check_question(question)
         check_mode(mode, decoding)
-        AnswerOptions(style=style).check()
+        check_style(style)
         if temperature is None:
             temperature = self._temperature_of(snapshot_name)
         on = resolve_grounded(grounded, self.generator.kind)

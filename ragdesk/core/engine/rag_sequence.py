@@ -33,7 +33,7 @@ from ragdesk.core.engine.generators import Generator, PassageContext
 from ragdesk.core.engine.grounding import SpanConstraint, span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.engine.prefix_tree import PrefixTree
-from ragdesk.core.options import DEFAULT_OPTIONS, Decoding, Style, check_mode
+from ragdesk.core.options import DEFAULT_OPTIONS, check_mode
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
@@ -213,14 +213,14 @@ def rag_sequence_generate(
     question: str,
     docs: Sequence[Hit],
     *,
-    decoding: Decoding = DEFAULT_OPTIONS.decoding,
+    decoding: str = DEFAULT_OPTIONS.decoding,
     num_beams: int = DEFAULT_OPTIONS.num_beams,
     max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
     min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
-    style: Style = DEFAULT_OPTIONS.style,
+    style: str = DEFAULT_OPTIONS.style,
     grounded: bool = False,
     temperature: float = 1.0,
 ) -> Answer:

@@ -21,7 +21,7 @@ from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, c
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.grounding import span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
-from ragdesk.core.options import DEFAULT_OPTIONS, Style
+from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
@@ -64,7 +64,7 @@ def rag_token_generate(
     on_token: TokenCallback | None = None,
     cancel: CancelToken | None = None,
     snapshot: str | None = None,
-    style: Style = DEFAULT_OPTIONS.style,
+    style: str = DEFAULT_OPTIONS.style,
     grounded: bool = False,
     temperature: float = 1.0,
 ) -> Answer:

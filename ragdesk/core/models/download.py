@@ -186,7 +186,7 @@ class _ByteCounter:
 
         counter = self
 
-        class _Bar(tqdm):  # type: ignore[misc,type-arg]
+        class _Bar(tqdm):  # type: ignore[misc]
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 kwargs.pop("name", None)
                 kwargs["file"] = io.StringIO()  # quiet: ragdesk draws its own bar
