@@ -12,9 +12,10 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -80,6 +81,8 @@ class ConversationsSidebar(QWidget):
         self._search_gen = 0
         self._list_gen = 0
         self._filling = False
+        self._last_open: tuple[int, Any] | None = None
+        self._since_open = QElapsedTimer()
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
@@ -282,8 +285,15 @@ class ConversationsSidebar(QWidget):
         cid = item.data(_ID)
         if cid is None:
             return
-        self._current = int(cid)
         answer_id = item.data(_ANSWER_ID)
+        # A double click is two clicks and an activation: open the item once.
+        target = (int(cid), answer_id)
+        if target == self._last_open and self._since_open.isValid() and \
+                self._since_open.elapsed() < QApplication.doubleClickInterval():
+            return
+        self._last_open = target
+        self._since_open.start()
+        self._current = int(cid)
         if answer_id is not None:
             self.answer_selected.emit(int(cid), int(answer_id))
         else:

@@ -256,3 +256,21 @@ def test_hostile_titles_and_queries_are_shown_as_text(
     with qtbot.waitSignal(bar.search_done, timeout=TIMEOUT_MS):
         bar.search('<b> "x')
     assert bar.empty_label.text() == 'Nothing found for “<b> "x”.'
+
+
+def test_clicks_in_quick_succession_open_a_conversation_once(
+        qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
+    old_id, art_id, _ = seed(store)
+    bar = make_sidebar(qtbot, store, runner)
+    opened: list[int] = []
+    bar.conversation_selected.connect(opened.append)
+    clicks: list[object] = []
+    bar.list.itemClicked.connect(clicks.append)
+    rect = bar.list.visualItemRect(bar.list.item(0))
+    for _ in range(2):  # what a double click delivers: clicks, then an activation
+        qtbot.mouseClick(bar.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    bar.list.itemActivated.emit(bar.list.item(0))
+    assert len(clicks) == 2 and opened == [art_id]
+    rect = bar.list.visualItemRect(bar.list.item(1))  # another one opens at once
+    qtbot.mouseClick(bar.list.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert opened == [art_id, old_id]
