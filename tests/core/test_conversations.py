@@ -309,3 +309,33 @@ def test_v3_catalog_made_by_the_migrations_upgrades_with_its_rows(tmp_path: Path
     cat = Catalog(path)
     assert cat.schema_version() == 4 and cat.get_snapshot("w").passages == 5
     assert ConversationStore(cat).list_conversations() == []
+
+
+def test_answers_saved_from_several_threads_and_catalogs_keep_their_order(
+        tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "catalog.sqlite"
+    conv = ConversationStore(Catalog(path)).create("busy")
+    errors: list[BaseException] = []
+
+    def writer(w: int) -> None:
+        store = ConversationStore(Catalog(path))  # its own engine, as another process has
+        try:
+            for i in range(8):
+                store.add_answer(conv.id, make_answer(f"q{w}-{i}?", f"a{w}-{i}"))
+        except BaseException as exc:  # reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    stored = ConversationStore(Catalog(path)).answers(conv.id)
+    assert [a.position for a in stored] == list(range(32))
+    # Each writer's answers in the order it wrote them.
+    for w in range(4):
+        mine = [a.answer.question for a in stored if a.answer.question.startswith(f"q{w}-")]
+        assert mine == [f"q{w}-{i}?" for i in range(8)]
