@@ -53,19 +53,7 @@ class CompareDialog(QDialog):
         intro.setObjectName("CompareIntro")
         lay.addWidget(intro)
 
-        row = QHBoxLayout()
-        self.question = QLineEdit()
-        self.question.setPlaceholderText("Question")
-        # Enter in the question presses the default button, "Compare".
-        q_label = QLabel("&Question")
-        q_label.setBuddy(self.question)
-        row.addWidget(q_label)
-        row.addWidget(self.question, 1)
-        self.go = QPushButton(icon("compare"), "&Compare")
-        self.go.setDefault(True)
-        self.go.clicked.connect(self.run)
-        row.addWidget(self.go)
-        lay.addLayout(row)
+        lay.addLayout(self._question_row())
 
         grid = QGridLayout()
         grid.setHorizontalSpacing(14)
@@ -102,6 +90,21 @@ class CompareDialog(QDialog):
         state.snapshotsChanged.connect(self.set_snapshots)
         self.set_snapshots(state.snapshots)
         self.resize(1100, 620)
+
+    def _question_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.question = QLineEdit()
+        self.question.setPlaceholderText("Question")
+        # Enter in the question presses the default button, "Compare".
+        q_label = QLabel("&Question")
+        q_label.setBuddy(self.question)
+        row.addWidget(q_label)
+        row.addWidget(self.question, 1)
+        self.go = QPushButton(icon("compare"), "&Compare")
+        self.go.setDefault(True)
+        self.go.clicked.connect(self.run)
+        row.addWidget(self.go)
+        return row
 
     def set_snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
         usable = [s for s in snapshots if s.ready and not s.unusable_reason]

@@ -48,23 +48,7 @@ class FirstRunDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(22, 20, 22, 16)
         lay.setSpacing(12)
-        head = QHBoxLayout()
-        logo = QLabel()
-        logo.setPixmap(app_icon().pixmap(56, 56))
-        head.addWidget(logo, 0, Qt.AlignmentFlag.AlignTop)
-        title_box = QVBoxLayout()
-        title = QLabel("Welcome to ragdesk")
-        tf = QFont(title.font())
-        tf.setPointSizeF(tf.pointSizeF() * 1.5)
-        tf.setWeight(QFont.Weight.DemiBold)
-        title.setFont(tf)
-        title_box.addWidget(title)
-        sub = QLabel("ragdesk answers questions from a Wikipedia snapshot on your disk and "
-                     "shows which passage every word came from. Choose how to start:")
-        sub.setWordWrap(True)
-        title_box.addWidget(sub)
-        head.addLayout(title_box, 1)
-        lay.addLayout(head)
+        lay.addLayout(self._header())
 
         self.group = QButtonGroup(self)
         self.starter = self._option(
@@ -102,6 +86,12 @@ class FirstRunDialog(QDialog):
         self.message.setObjectName("FirstRunMessage")
         lay.addWidget(self.message)
 
+        self._buttons(lay)
+        state.packsChanged.connect(self.set_packs)
+        self.set_packs(state.packs)
+        self.setMinimumWidth(600)
+
+    def _buttons(self, lay: QVBoxLayout) -> None:
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         self.later = QPushButton("&Not now")
@@ -113,9 +103,24 @@ class FirstRunDialog(QDialog):
         buttons.addWidget(self.start_button)
         lay.addLayout(buttons)
 
-        state.packsChanged.connect(self.set_packs)
-        self.set_packs(state.packs)
-        self.setMinimumWidth(600)
+    def _header(self) -> QHBoxLayout:
+        head = QHBoxLayout()
+        logo = QLabel()
+        logo.setPixmap(app_icon().pixmap(56, 56))
+        head.addWidget(logo, 0, Qt.AlignmentFlag.AlignTop)
+        title_box = QVBoxLayout()
+        title = QLabel("Welcome to ragdesk")
+        tf = QFont(title.font())
+        tf.setPointSizeF(tf.pointSizeF() * 1.5)
+        tf.setWeight(QFont.Weight.DemiBold)
+        title.setFont(tf)
+        title_box.addWidget(title)
+        sub = QLabel("ragdesk answers questions from a Wikipedia snapshot on your disk and "
+                     "shows which passage every word came from. Choose how to start:")
+        sub.setWordWrap(True)
+        title_box.addWidget(sub)
+        head.addLayout(title_box, 1)
+        return head
 
     def event(self, e: QEvent) -> bool:
         handled = super().event(e)

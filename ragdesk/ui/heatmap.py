@@ -240,9 +240,8 @@ class PosteriorHeatMap(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()
         text = pal.color(QPalette.ColorRole.Text)
-        muted = pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
         if not self.tokens:
-            p.setPen(muted)
+            p.setPen(pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
             # Wrapped within the view: the widget may be wider than the pane showing it.
             width = min(self.width(), self._available or self.width())
             p.drawText(QRectF(0, 0, width, self.height()).adjusted(8, 0, -8, 0),
@@ -250,10 +249,13 @@ class PosteriorHeatMap(QWidget):
                        "The heat map appears when an answer is selected.")
             p.end()
             return
-        g = self.grid_rect()
-        small = self._small_font()
+        self._paint_row_labels(p, text)
+        self._paint_cells(p, pal, text)
+        self._paint_marks(p, pal, text)
+        p.end()
 
-        # Row labels with the passage's colour.
+    def _paint_row_labels(self, p: QPainter, text: QColor) -> None:
+        """Row labels with the passage's colour."""
         for k in range(self.k):
             r = self.cell_rect(0, k)
             p.setPen(Qt.PenStyle.NoPen)
@@ -265,7 +267,9 @@ class PosteriorHeatMap(QWidget):
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
                        self.row_label_text(k))
 
-        # Cells.
+    def _paint_cells(self, p: QPainter, pal: QPalette, text: QColor) -> None:
+        g = self.grid_rect()
+        small = self._small_font()
         stops = heat_ramp(pal)
         p.setFont(small)
         for i, tok in enumerate(self.tokens):
@@ -296,7 +300,9 @@ class PosteriorHeatMap(QWidget):
                        Qt.AlignmentFlag.AlignCenter, self._token_label(i))
             p.setFont(small)
 
-        # Selected passage row, hovered and keyboard cells.
+    def _paint_marks(self, p: QPainter, pal: QPalette, text: QColor) -> None:
+        """The selected passage's row, and the hovered and keyboard cells."""
+        g = self.grid_rect()
         if self.selected_passage is not None and self.selected_passage < self.k:
             row = QRectF(g.x(), g.y() + self.selected_passage * CELL_H, g.width(), CELL_H)
             p.setBrush(Qt.BrushStyle.NoBrush)
@@ -308,8 +314,6 @@ class PosteriorHeatMap(QWidget):
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.setPen(QPen(color, 1.5))
                 p.drawRect(self.cell_rect(*cell).adjusted(1, 1, -1, -1))
-
-        p.end()
 
     # ---- interaction -----------------------------------------------------------------------
 

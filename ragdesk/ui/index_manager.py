@@ -126,6 +126,32 @@ class ImportDialog(QDialog):
         self.name.textEdited.connect(lambda _t: setattr(self, "_name_edited", True))
         form.addRow("&Name", self.name)
 
+        self._encoder_row(form, encoders, default_encoder)
+        self.limit = QSpinBox()
+        self.limit.setRange(0, 100_000_000)
+        self.limit.setSpecialValueText("all")
+        self.limit.setToolTip("Import only the first N articles (0: all)")
+        form.addRow("&Limit", self.limit)
+        lay.addLayout(form)
+
+        self._buttons(lay)
+        self.resize(620, self.sizeHint().height())
+
+    def _buttons(self, lay: QVBoxLayout) -> None:
+        self.error = QLabel()
+        self.error.setObjectName("FormError")
+        self.error.setWordWrap(True)
+        lay.addWidget(self.error)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                        | QDialogButtonBox.StandardButton.Cancel)
+        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok.setText("&Import")
+        self.buttons.accepted.connect(self._accept)
+        self.buttons.rejected.connect(self.reject)
+        lay.addWidget(self.buttons)
+
+    def _encoder_row(self, form: QFormLayout, encoders: Sequence[str],
+                     default_encoder: str | None) -> None:
         erow = QHBoxLayout()
         self.encoder = QComboBox()
         self.encoder.setEditable(True)
@@ -146,26 +172,6 @@ class ImportDialog(QDialog):
         enc_label = QLabel("Passage &encoder")
         enc_label.setBuddy(self.encoder)
         form.addRow(enc_label, erow)
-
-        self.limit = QSpinBox()
-        self.limit.setRange(0, 100_000_000)
-        self.limit.setSpecialValueText("all")
-        self.limit.setToolTip("Import only the first N articles (0: all)")
-        form.addRow("&Limit", self.limit)
-        lay.addLayout(form)
-
-        self.error = QLabel()
-        self.error.setObjectName("FormError")
-        self.error.setWordWrap(True)
-        lay.addWidget(self.error)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                        | QDialogButtonBox.StandardButton.Cancel)
-        ok = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
-        ok.setText("&Import")
-        self.buttons.accepted.connect(self._accept)
-        self.buttons.rejected.connect(self.reject)
-        lay.addWidget(self.buttons)
-        self.resize(620, self.sizeHint().height())
 
     def encoder_ref(self) -> str:
         i = self.encoder.currentIndex()
@@ -289,52 +295,10 @@ class IndexManagerDialog(QDialog):
         lay.setContentsMargins(14, 14, 14, 12)
         lay.setSpacing(10)
         top = QHBoxLayout()
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setObjectName("SnapshotTable")
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.verticalHeader().setVisible(False)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        # The encoder (a hub id or a long path, whole in its tooltip) takes what is left and
-        # shortens with "…"; the sizes and recall beside it stay whole.
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        header.setHighlightSections(False)
-        self.table.itemSelectionChanged.connect(self._update_buttons)
-        self.table.doubleClicked.connect(lambda _i: self.switch_selected())
+        self._build_table()
         top.addWidget(self.table, 1)
 
-        side = QVBoxLayout()
-        side.setSpacing(6)
-
-        def button(icon_name: str, text: str, tip: str, slot: Callable[[], object]) -> QPushButton:
-            b = QPushButton(icon(icon_name), text)
-            b.setToolTip(tip)
-            b.clicked.connect(slot)
-            side.addWidget(b)
-            return b
-
-        self.import_button = button("import", "&Import…", "Import passages as a new snapshot",
-                                    self.open_import)
-        self.quantize_button = button("quantize", "&Quantize…",
-                                      "Build a smaller index variant from the stored vectors",
-                                      self.open_quantize)
-        self.switch_button = button("switch", "S&witch to", "Make this the active snapshot",
-                                    self.switch_selected)
-        self.verify_button = button("verify", "&Verify", "Check every checksum and that the "
-                                    "index answers", self.verify_selected)
-        self.remove_button = button("trash", "&Remove…", "Delete this snapshot from disk",
-                                    self.remove_selected)
-        side.addSpacing(12)
-        self.refresh_button = button("refresh", "Re&fresh", "Reload the list", self.refresh)
-        side.addStretch(1)
-        top.addLayout(side)
+        top.addLayout(self._build_buttons())
         lay.addLayout(top, 1)
 
         self.job_panel = JobPanel()
@@ -359,6 +323,54 @@ class IndexManagerDialog(QDialog):
         self.resize(min(1160, screen.width() - 80) if screen else 980, 440)
         self.set_snapshots(state.snapshots)
         self._update_buttons()
+
+    def _build_buttons(self) -> QVBoxLayout:
+        side = QVBoxLayout()
+        side.setSpacing(6)
+
+        def button(icon_name: str, text: str, tip: str, slot: Callable[[], object]) -> QPushButton:
+            b = QPushButton(icon(icon_name), text)
+            b.setToolTip(tip)
+            b.clicked.connect(slot)
+            side.addWidget(b)
+            return b
+
+        self.import_button = button("import", "&Import…", "Import passages as a new snapshot",
+                                    self.open_import)
+        self.quantize_button = button("quantize", "&Quantize…",
+                                      "Build a smaller index variant from the stored vectors",
+                                      self.open_quantize)
+        self.switch_button = button("switch", "S&witch to", "Make this the active snapshot",
+                                    self.switch_selected)
+        self.verify_button = button("verify", "&Verify", "Check every checksum and that the "
+                                    "index answers", self.verify_selected)
+        self.remove_button = button("trash", "&Remove…", "Delete this snapshot from disk",
+                                    self.remove_selected)
+        side.addSpacing(12)
+        self.refresh_button = button("refresh", "Re&fresh", "Reload the list", self.refresh)
+        side.addStretch(1)
+        return side
+
+    def _build_table(self) -> None:
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setObjectName("SnapshotTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # The encoder (a hub id or a long path, whole in its tooltip) takes what is left and
+        # shortens with "…"; the sizes and recall beside it stay whole.
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Stretch)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        header.setHighlightSections(False)
+        self.table.itemSelectionChanged.connect(self._update_buttons)
+        self.table.doubleClicked.connect(lambda _i: self.switch_selected())
 
     def _follow_jobs(self, ops: OpRunner) -> None:
         """The panel shows whatever job runs, wherever it was started."""

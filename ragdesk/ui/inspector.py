@@ -124,24 +124,7 @@ class PassageInspector(QWidget):
         head.addWidget(self.title, 1)
         lay.addLayout(head)
 
-        self.facts = QFormLayout()
-        self.facts.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        self.facts.setHorizontalSpacing(14)
-        self.facts.setVerticalSpacing(3)
-        self.fact_labels: dict[str, QLabel] = {}
-        for key, label in (("rank", "Rank"), ("score", "Retrieval score"),
-                           ("prob", "p(z | x)"), ("share", "Share of the answer"),
-                           ("snapshot", "Snapshot"), ("id", "Passage id")):
-            value = QLabel("–")
-            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            name = QLabel(label)
-            name.setObjectName("FactName")
-            self.facts.addRow(name, value)
-            self.fact_labels[key] = value
-        self.fact_labels["score"].setToolTip("Inner product d(z)·q(x) of passage and question")
-        self.fact_labels["share"].setToolTip(
-            "Tokens whose most likely source is this passage, and the passage's mean "
-            "posterior over all tokens of the answer")
+        self._build_facts()
         lay.addLayout(self.facts)
         self.share_bar = ShareBar()
         lay.addWidget(self.share_bar)
@@ -161,6 +144,26 @@ class PassageInspector(QWidget):
         self.body.setFont(bf)
         lay.addWidget(self.body, 1)
         self._show_empty()
+
+    def _build_facts(self) -> None:
+        self.facts = QFormLayout()
+        self.facts.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
+        self.facts.setHorizontalSpacing(14)
+        self.facts.setVerticalSpacing(3)
+        self.fact_labels: dict[str, QLabel] = {}
+        for key, label in (("rank", "Rank"), ("score", "Retrieval score"),
+                           ("prob", "p(z | x)"), ("share", "Share of the answer"),
+                           ("snapshot", "Snapshot"), ("id", "Passage id")):
+            value = QLabel("–")
+            value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+            name = QLabel(label)
+            name.setObjectName("FactName")
+            self.facts.addRow(name, value)
+            self.fact_labels[key] = value
+        self.fact_labels["score"].setToolTip("Inner product d(z)·q(x) of passage and question")
+        self.fact_labels["share"].setToolTip(
+            "Tokens whose most likely source is this passage, and the passage's mean "
+            "posterior over all tokens of the answer")
 
     def _show_empty(self) -> None:
         self.title.setText("No passage selected")

@@ -107,6 +107,10 @@ class RetrievalMap(QWidget):
         self._query: np.ndarray | None = None
         self._retrieved: list[RetrievedDoc] = []
 
+        self._build_widgets()
+        self._build_layout()
+
+    def _build_widgets(self) -> None:
         self.canvas = MapCanvas(self)
         self.canvas.handleMoved.connect(self._on_handle_moved)
         self.canvas.handleReleased.connect(self._on_handle_moved)
@@ -142,6 +146,7 @@ class RetrievalMap(QWidget):
         self.reset_button = QPushButton("Back to the question", self)
         self.reset_button.clicked.connect(self.reset_query)
 
+    def _build_layout(self) -> None:
         side = QWidget(self)
         sl = QVBoxLayout(side)
         sl.setContentsMargins(6, 0, 0, 0)
