@@ -61,6 +61,24 @@ class AnswerKind:
     name: str
     leads: frozenset[str]
     words: frozenset[str]
+    # what may follow the first key word: more of the date or number ("28 June 1914", "5.7
+    # million", "the 1960s"), not the rest of the sentence ("the 2023 Birthday Honours")
+    tails: frozenset[str] = frozenset()
+
+    def tail_ok(self, text: str) -> bool:
+        """Whether the words after the first key word of ``text`` (the last one maybe cut
+        short) all belong to the date or number."""
+        words = [_bare(w) for w in text.lower().replace(",", " ").split()]
+        seen = False
+        for i, w in enumerate(words):
+            if not seen:
+                seen = bool(w) and w not in self.leads
+                continue
+            if self.is_key(w) or w in self.tails or not w:
+                continue
+            partial = i == len(words) - 1 and not text[-1:].isspace()
+            return partial and any(x.startswith(w) for x in self.tails | self.words)
+        return True
 
     def _first_key_word(self, text: str) -> str | None:
         for w in text.lower().replace(",", " ").split():
@@ -112,11 +130,15 @@ _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eigh
             "dozen", "dozens", "hundreds", "thousands", "millions", "billions", "single",
             "once", "twice", "half")
 TIME = AnswerKind("time", frozenset(("the", "early", "late", "mid", "around", "about",
-                                     "circa", "c.")), frozenset(_MONTHS))
+                                     "circa", "c.")), frozenset(_MONTHS),
+                  frozenset(("bc", "ad", "bce", "ce", "century", "centuries", "and", "to",
+                             "or", "-", "–", "of", "in")))
 NUMBER = AnswerKind("number", frozenset(("about", "around", "over", "more", "than", "nearly",
                                          "approximately", "almost", "roughly", "some", "at",
                                          "least", "up", "to", "the", "a", "an", "only")),
-                    frozenset(_NUMBERS))
+                    frozenset(_NUMBERS),
+                    frozenset(("and", "or", "to", "-", "–", "percent", "%", "times", "per",
+                               "cent")))
 _TIME_Q = re.compile(r"^\s*(when\b|what (year|date|century|decade)\b|which (year|century)\b|"
                      r"in (what|which) (year|century)\b)|\b(what|which) year\b")
 _NUMBER_Q = re.compile(r"\bhow (many|much)\b")
@@ -185,7 +207,8 @@ class SpanConstraint:
         if self.kind is None:
             return True
         key = normalize_span(text)
-        return any(src.startswith(key, at) for src, at in self.anchored)
+        return self.kind.tail_ok(key) and any(src.startswith(key, at)
+                                              for src, at in self.anchored)
 
     def _generated(self, row: torch.Tensor) -> list[int]:
         # column 0 is the search's start token; finished rows carry pad after their stop

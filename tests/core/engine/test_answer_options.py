@@ -277,6 +277,13 @@ def test_answer_kinds_start_at_a_date_or_a_number() -> None:
     assert not can_end("Jun", TIME) and not can_end("the", TIME)
     assert can_end("eight", NUMBER) and not can_end("over", NUMBER)
     assert can_end("in the chloroplasts") and can_end("Paris", None)
+    # a typed answer is the date or the number, not the rest of its sentence
+    for text in ("the 1950s", "28 june 1914", "june 16, 1903", "the 19th cent", "1914 and 1918"):
+        assert TIME.tail_ok(text), text
+    for text in ("the 1946 nobel", "the 2023 birthday honours", "5.7 million"):
+        assert not TIME.tail_ok(text), text
+    assert NUMBER.tail_ok("5.7 million") and NUMBER.tail_ok("over 200 per")
+    assert not NUMBER.tail_ok("the seven species")
 
 
 @pytest.mark.parametrize("which", ["bart", "causal"])
