@@ -10,11 +10,12 @@ wall time over the reference's (what HTTP, JSON, SSE and the queue add; the engi
 one request at a time either way).
 
 Models: the tiny random models of the test suite (``build_tiny_models``), so that the numbers
-measure the server and not a language model; the snapshot is a folder of generated Markdown
-and text files imported with ``import_folder``, whose import and incremental re-import are
-timed too.
+measure the server and not a language model; or, with ``--starter-models``, the real offline
+starter pack. The snapshot is a folder of generated Markdown and text files imported with
+``import_folder``, whose import and incremental re-import are timed too.
 
     python -m bench.serve_bench [--requests 200] [--clients 8] [--docs 60]
+    python -m bench.serve_bench --starter-models DATA_DIR/models/starter --requests 48
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ from typing import Any
 from bench import machine, machine_line, write_results
 
 MAX_TOKENS = 8
+TINY, STARTER = "tiny", "starter"
+MODELS = {
+    TINY: "the test suite's **tiny random models** (DPR question/passage encoders, BART), so "
+          "the numbers measure the server, not a language model",
+    STARTER: "the **offline starter pack** (all-MiniLM-L6-v2 retriever, Gemma 3 270M "
+             "generator in its default precision), the answers a user gets",
+}
 
 
 def percentiles(values: list[float]) -> dict[str, float]:
@@ -72,7 +80,7 @@ def questions(corpus: list[tuple[str, str]], n: int) -> list[str]:
     return out
 
 
-def import_times(data_dir: Path, folder: Path, encoder: str) -> dict[str, Any]:
+def import_times(data_dir: Path, folder: Path, encoder: str | None) -> dict[str, Any]:
     from ragdesk.core.app import AppContext
     from ragdesk.core.documents import import_folder
 
@@ -168,15 +176,16 @@ def markdown(r: dict[str, Any]) -> str:
     ft = s["first_token_s"]
     first = (f" Streamed requests got their first token after {ft['p50'] * 1000:.0f} ms "
              f"(p50) / {ft['p90'] * 1000:.0f} ms (p90), queueing included." if ft else "")
-    return f"""# Local API server (`ragdesk serve`)
+    title = "" if r["models"] == TINY else ", starter pack"
+    models = MODELS[r["models"]]
+    return f"""# Local API server (`ragdesk serve`{title})
 
 {r['requests']} chat completions (max {MAX_TOKENS} tokens, every other one streamed) from
 {s['clients']} concurrent clients (threads, each with the official `openai` client) on
 127.0.0.1, against `ragdesk serve` in its own process; the engine answers one request at a time
-(one worker thread, admission limit 16). Models: the test suite's **tiny random models**
-(DPR question/passage encoders, BART), so the numbers measure the server, not a language
-model; snapshot: a folder of {imp['files']} generated Markdown/text files ({imp['passages']}
-passages) imported with `index import --format docs`.
+(one worker thread, admission limit 16). Models: {models}; snapshot: a folder of
+{imp['files']} generated Markdown/text files ({imp['passages']} passages) imported with
+`index import --format docs`.
 
 | run | p50 ms | p90 ms | p99 ms | requests/s | errors |
 |---|---|---|---|---|---|
@@ -202,10 +211,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_server(data_dir: Path, models: Any, port: int) -> subprocess.Popen[bytes]:
+def start_server(data_dir: Path, overrides: list[str], port: int) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "ragdesk", "--data-dir", str(data_dir), "serve", "--port",
-           str(port), "--question-encoder", str(models.question_encoder), "--generator",
-           str(models.bart)]
+           str(port), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(cmd, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -226,11 +234,31 @@ def start_server(data_dir: Path, models: Any, port: int) -> subprocess.Popen[byt
     raise RuntimeError("the server did not become ready in 300 s")
 
 
+def setup_models(root: Path, starter: Path | None) -> dict[str, Any]:
+    """Models, the corpus to make documents from, and how to load them (engine and CLI)."""
+    from ragdesk.core.testing.tiny_models import build_tiny_models, sample_articles
+
+    if starter is not None:
+        # The data directory gets the starter pack's models by a link, not a 1.3 GB copy.
+        (root / "data" / "models").mkdir(parents=True)
+        (root / "data" / "models" / "starter").symlink_to(starter.resolve())
+        return {"label": STARTER, "corpus": sample_articles(200), "encoder": None,
+                "qenc": None, "gen": None, "cli": []}
+    models = build_tiny_models(root / "models")
+    return {"label": TINY, "corpus": list(models.corpus), "encoder": str(models.ctx_encoder),
+            "qenc": str(models.question_encoder), "gen": str(models.bart),
+            "cli": ["--question-encoder", str(models.question_encoder), "--generator",
+                    str(models.bart)]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--docs", type=int, default=60)
+    ap.add_argument("--starter-models", type=Path, metavar="DIR",
+                    help="answer with the real starter pack: its models folder (a data "
+                    "directory's models/starter); results go to serve_starter.*")
     ap.add_argument("--no-write", action="store_true", help="print only")
     args = ap.parse_args(argv)
 
@@ -238,37 +266,36 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     from ragdesk.cli.serve_cmd import load_checked_engine
-    from ragdesk.core.testing.tiny_models import build_tiny_models
 
     info = machine()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        models = build_tiny_models(root / "models")
-        corpus = list(models.corpus)
+        m = setup_models(root, args.starter_models)
+        corpus = m["corpus"]
         imp = import_times(root / "data", make_folder(root / "docs", corpus, args.docs),
-                           str(models.ctx_encoder))
+                           m["encoder"])
         qs = questions(corpus, args.requests)
-        engine = load_checked_engine(root / "data", None, None, str(models.question_encoder),
-                                     str(models.bart))
+        engine = load_checked_engine(root / "data", None, None, m["qenc"], m["gen"])
         try:
             ref = reference(engine, qs)
         finally:
             engine.close()
         port = free_port()
-        proc = start_server(root / "data", models, port)
+        proc = start_server(root / "data", m["cli"], port)
         try:
             server = load_test(f"http://127.0.0.1:{port}", qs, args.clients)
         finally:
             proc.send_signal(signal.SIGINT)
-            proc.wait(30)
+            proc.wait(60)
     result = {"requests": args.requests, "reference": ref, "server": server, "import": imp,
-              "overhead_ratio": server["wall_s"] / ref["wall_s"], "models": "tiny random",
+              "overhead_ratio": server["wall_s"] / ref["wall_s"], "models": m["label"],
               "machine": info, "load_average_1min_end": round(os.getloadavg()[0], 2)}
     print(markdown(result))
     if server["errors"]:
         print("\n".join(server["errors"][:10]))
     if not args.no_write:
-        write_results("serve", result, markdown(result))
+        name = "serve" if m["label"] == TINY else "serve_starter"
+        write_results(name, result, markdown(result))
     return 1 if server["errors"] else 0
 
 
