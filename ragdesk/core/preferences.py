@@ -104,6 +104,25 @@ def _folder_problem(text: str, what: str) -> str | None:
     return None
 
 
+def _device_problem(device: str) -> str | None:
+    """Why PyTorch cannot use ``device`` here, when PyTorch is loaded already (importing it
+    only to check would cost seconds; the model loader reports it otherwise)."""
+    torch = sys.modules.get("torch")
+    if torch is None or device in ("cpu", "auto"):
+        return None
+    if device.startswith("cuda"):
+        count = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= count:
+            return (f"This PyTorch sees {count} CUDA device(s), so {device!r} cannot be "
+                    "used; choose cpu or auto.")
+    if device == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            return "This PyTorch has no MPS device (Apple GPUs); choose cpu or auto."
+    return None
+
+
 def validate(prefs: Preferences) -> dict[str, str]:
     """Problems by field name (``answer.n_docs`` for an answer option); empty when all is
     well. Reads the disk (folder checks): call it off the GUI thread."""
@@ -113,6 +132,8 @@ def validate(prefs: Preferences) -> dict[str, str]:
     if not _DEVICE_RE.match(prefs.device.strip().lower()):
         problems["device"] = (f"Unknown device {prefs.device!r}: use cpu, auto, cuda, "
                               "cuda:N or mps.")
+    elif (msg := _device_problem(prefs.device.strip().lower())) is not None:
+        problems["device"] = msg
     if not isinstance(prefs.threads, int) or not 0 <= prefs.threads <= MAX_THREADS:
         problems["threads"] = f"Threads must be between 0 (automatic) and {MAX_THREADS}."
     if prefs.hf_cache.strip() and \

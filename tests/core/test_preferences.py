@@ -101,3 +101,22 @@ def test_environment_applied_at_start_unless_the_user_set_it(tmp_path: Path) -> 
     apply_environment(settings, env2)
     assert "HF_HUB_CACHE" not in env2 and env2["RAGDESK_DEVICE"] == "cuda:0"
     assert environment_overrides(env2)["hf_cache"] == "HF_HOME=/somewhere"
+
+
+def test_a_device_pytorch_cannot_use_is_refused_once_pytorch_is_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    good = Preferences(data_dir=str(tmp_path / "d"))
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 1),
+        backends=types.SimpleNamespace(mps=types.SimpleNamespace(is_available=lambda: False)))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert validate(replace(good, device="cuda")) == {}
+    assert validate(replace(good, device="cuda:0")) == {}
+    assert "1 CUDA device" in validate(replace(good, device="cuda:1"))["device"]
+    assert "MPS" in validate(replace(good, device="mps"))["device"]
+    assert validate(replace(good, device="auto")) == {}
+    monkeypatch.delitem(sys.modules, "torch")
+    assert validate(replace(good, device="mps")) == {}  # not loaded: not imported to check
