@@ -72,6 +72,11 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     data_dir = ctx.data.root
 
     def loader() -> Any:
+        if not args.verbose:
+            # transformers draws a "Loading weights" bar per model; the ready line says it.
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 
