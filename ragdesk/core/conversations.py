@@ -362,12 +362,25 @@ class ConversationStore:
         return path
 
     def import_json(self, data: Mapping[str, Any]) -> ConversationRecord:
-        """A new conversation from :meth:`export_json`'s output."""
-        answers = data.get("answers")
+        """A new conversation from :meth:`export_json`'s output. Every answer is read before
+        anything is written: a damaged export adds nothing."""
+        answers = data.get("answers") if isinstance(data, Mapping) else None
         if not isinstance(answers, list):
-            raise BadInputError("is not a ragdesk conversation export (no answers list).")
+            raise BadInputError("This is not a ragdesk conversation export (it has no list "
+                                "of answers).")
+        parsed: list[tuple[Answer, str | None, dict[str, Any]]] = []
+        for n, d in enumerate(answers, 1):
+            try:
+                options = d.get("options") or {}
+                if not isinstance(options, dict):
+                    raise TypeError("options is not an object")
+                pack = d.get("pack")
+                parsed.append((answer_from_json(d), None if pack is None else str(pack),
+                               options))
+            except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                raise BadInputError(f"Answer {n} of the export cannot be read ({exc!r}).") \
+                    from exc
         conv = self.create(str(data.get("title") or ""))
-        for d in answers:
-            self.add_answer(conv.id, answer_from_json(d), pack=d.get("pack"),
-                            options=d.get("options") or {})
+        for answer, pack, options in parsed:
+            self.add_answer(conv.id, answer, pack=pack, options=options)
         return self.get(conv.id)

@@ -21,7 +21,7 @@ from ragdesk.core.conversations import (
     ConversationStore,
     fts_query,
 )
-from ragdesk.core.errors import NotFoundError
+from ragdesk.core.errors import BadInputError, NotFoundError
 from ragdesk.core.export import answer_from_json
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
@@ -204,6 +204,15 @@ def test_export_json_round_trips_and_markdown_names_sources(catalog: Catalog,
     [again] = store.answers(copy.id)
     assert again.answer == a and again.pack == "starter" and again.options == {"n_docs": 3}
 
+    # A damaged export is refused whole, naming the answer; nothing is added.
+    before = len(store.list_conversations())
+    broken = json.loads(text)
+    broken["answers"].append({"question": "no text"})
+    with pytest.raises(BadInputError, match="Answer 2"):
+        store.import_json(broken)
+    with pytest.raises(BadInputError):
+        store.import_json({"title": "x"})
+    assert len(store.list_conversations()) == before
     as_file = store.export_to(conv.id, tmp_path / "science.json")
     assert json.loads(as_file.read_text(encoding="utf-8")) == back
     md_file = store.export_to(conv.id, tmp_path / "science.md")
