@@ -1,8 +1,10 @@
 """The index manager: every snapshot in a table, and the jobs that change them.
 
-Long jobs (import, quantize, verify) go to the window's serialized job queue and keep running
-when this dialog is closed; the short removal goes to the serialized writer. The table is
-reloaded from the catalog on the thread pool after every change.
+Long jobs (import, quantize, verify) run through the :class:`~ragdesk.ui.library.Library` on
+the jobs lane and keep running when this dialog is closed; the removal and switches go to the
+writes lane. The table follows :attr:`AppState.snapshotsChanged`. A job started here reports
+its outcome here while the dialog is open (and in an error dialog once it is closed), never
+both.
 """
 
 from __future__ import annotations

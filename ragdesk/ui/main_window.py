@@ -359,7 +359,8 @@ class MainWindow(QMainWindow):
     # ---- closing ---------------------------------------------------------------------------
 
     def busy(self) -> bool:
-        return self.ops.busy()
+        """Questions or jobs are running (the short writes always finish)."""
+        return self.ops.busy(Lane.ENGINE) or self.ops.busy(Lane.JOBS)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings_writer.flush_params()
