@@ -47,7 +47,7 @@ def test_validate_names_each_bad_field(tmp_path: Path) -> None:
     assert set(problems) == {"data_dir", "device", "threads", "hf_cache", "answer.mode",
                              "answer.n_docs", "answer.num_beams"}
     assert "is a file" in problems["data_dir"] and "full path" in problems["hf_cache"]
-    assert validate(replace(good, device="CUDA:1", hf_cache="")) == {}
+    assert validate(replace(good, device=" AUTO ", hf_cache="")) == {}  # case, spaces
     assert "Choose a folder" in validate(replace(good, data_dir="  "))["data_dir"]
 
 
