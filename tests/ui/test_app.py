@@ -241,8 +241,8 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
                    encoding="utf-8")
     window.open_index_manager()
     with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
-        window.library.start_import(str(bad), name="bad", encoder=str(tiny_models.ctx_encoder),
-                            fmt="jsonl")
+        window.library.start_import(str(bad), name="bad",
+                                    encoder=str(tiny_models.ctx_encoder), fmt="jsonl")
     report = sig.args[1]
     assert not report.cancelled and not report.is_bug
     box = window.error_box
@@ -250,6 +250,52 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
     assert "line 2" in box.text() and "Traceback" not in box.text()
     assert box.detailedText() == ""
     box.close()
+
+
+def test_a_failure_started_in_the_index_manager_is_reported_there_once(  # type: ignore[no-untyped-def]
+        qtbot, window, tiny_models, tmp_path) -> None:
+    from ragdesk.ui.index_manager import ImportSpec
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n", encoding="utf-8")
+    m = window.open_index_manager()
+    with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS):
+        m.start_import(ImportSpec(str(bad), "bad", str(tiny_models.ctx_encoder), "jsonl", None))
+    qtbot.wait(50)
+    assert "Importing bad failed" in m.message.text() and "line 1" in m.message.text()
+    assert window.last_error is None and window.error_box is None  # not a modal as well
+
+    # With the dialog closed, the same failure is a dialog of the window's, once.
+    m.close()
+    bad.write_text("{still not json\n", encoding="utf-8")
+    with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS):
+        m.start_import(ImportSpec(str(bad), "bad2", str(tiny_models.ctx_encoder), "jsonl",
+                                  None))
+    qtbot.waitUntil(lambda: window.error_box is not None, timeout=5_000)
+    assert "line 1" in window.error_box.text()
+    window.error_box.close()
+
+
+def test_the_window_writes_settings_on_the_writes_lane(  # type: ignore[no-untyped-def]
+        qtbot, window, monkeypatch) -> None:
+    settings = window.settings
+    plain = settings.update
+    on_gui_thread: list[bool] = []
+
+    def update(values: dict[str, Any]) -> None:
+        on_gui_thread.append(threading.current_thread() is threading.main_thread())
+        plain(values)
+
+    monkeypatch.setattr(settings, "update", update)
+    try:
+        with qtbot.waitSignal(window.ops.events(Lane.WRITES).finished, timeout=5_000) as sig:
+            window.apply_theme("dark")
+        assert sig.args[0].title == "Save settings" and settings.get("theme") == "dark"
+        window.controls.n_docs.setValue(4)
+        qtbot.waitUntil(lambda: settings.get("n_docs") == 4, timeout=5_000)
+        assert on_gui_thread and not any(on_gui_thread)  # the GUI thread never wrote them
+    finally:
+        window.apply_theme("light")
 
 
 def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
