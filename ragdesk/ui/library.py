@@ -182,6 +182,7 @@ class Library(QObject):
         # settings' lock): follow it.
         self.state.set_pack(self.backend.pack_name())
         self.reload_packs()
+        self.reload_snapshots()  # which snapshots fit depends on the pack (the newest read wins)
 
 
 def _then(op: Op[T], on_done: Callable[[T], None] | None) -> Op[T]:
