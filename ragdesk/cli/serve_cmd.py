@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.cli.common import terminal_safe
+from ragdesk.cli.common import add_json_option, print_json, terminal_safe
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -54,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--generator", metavar="M", help="generator (overrides the pack)")
     p.add_argument("--queue-limit", type=int, default=16, metavar="N",
                    help="requests admitted at once; more get 429 (default 16)")
+    add_json_option(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -62,7 +63,8 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.server import ServerConfig, check_bind
     from ragdesk.server.run import serve
 
-    api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV)
+    # An empty --api-key is refused (check_bind); an empty variable means no key.
+    api_key = args.api_key if args.api_key is not None else (os.environ.get(API_KEY_ENV) or None)
     config = ServerConfig(host=args.host, port=args.port, api_key=api_key,
                           queue_limit=args.queue_limit, answer=_answer_defaults(ctx))
     check_bind(config)  # before any model loads
@@ -76,11 +78,14 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
             # transformers draws a "Loading weights" bar per model; the ready line says it.
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()
+            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 
     def ready(url: str) -> None:
+        if args.json:  # for a script that started the server (with --port 0, say)
+            print_json({"url": f"{url}/v1", "health": f"{url}/health"})
+            sys.stdout.flush()
         print(f"ragdesk: serving {url}/v1 (loading models; /health says when ready). "
               "Ctrl-C stops.", file=sys.stderr, flush=True)
 

@@ -52,7 +52,19 @@ def _announce(server: Any, config: ServerConfig, on_ready: Callable[[str], None]
     while not server.started and not server.should_exit:
         time.sleep(0.05)
     if server.started:
-        on_ready(f"http://{config.host}:{config.port}")
+        on_ready(f"http://{_url_host(config.host)}:{_bound_port(server, config.port)}")
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _bound_port(server: Any, asked: int) -> int:
+    """The port listened on: the one asked for, or the one the system chose for port 0."""
+    try:
+        return int(server.servers[0].sockets[0].getsockname()[1])
+    except (AttributeError, IndexError, OSError):
+        return asked
 
 
 @dataclass

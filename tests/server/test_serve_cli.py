@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,12 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from tests.documents.conftest import QUESTION
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_ready(url: str, proc: subprocess.Popen[str], timeout: float = 120) -> None:
@@ -42,15 +35,18 @@ def _wait_ready(url: str, proc: subprocess.Popen[str], timeout: float = 120) -> 
 def test_serve_command(served_data: Path, tiny_models: Any) -> None:
     from openai import OpenAI
 
-    port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "RAGDESK_API_KEY": "from-env"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "ragdesk", "--data-dir", str(served_data), "serve", "--port",
-         str(port), "--question-encoder", str(tiny_models.question_encoder), "--generator",
+         "0", "--json", "--question-encoder", str(tiny_models.question_encoder), "--generator",
          str(tiny_models.bart)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True)
-    url = f"http://127.0.0.1:{port}"
     try:
+        assert proc.stdout is not None
+        announced = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        url = announced["url"].removesuffix("/v1")  # port 0: the port the system chose
+        port = int(url.rsplit(":", 1)[1])
+        assert port > 0 and announced["health"] == url + "/health"
         _wait_ready(url, proc)
         client = OpenAI(base_url=url + "/v1", api_key="from-env", max_retries=0, timeout=60)
         done = client.chat.completions.create(
