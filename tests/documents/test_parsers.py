@@ -133,3 +133,13 @@ def test_split_keeps_every_word_once_and_never_crosses_a_section() -> None:
     assert len(passages[0].text.split()) == 72 and passages[4].text.split()[-1] == "d9"
     # The 10-word tail of "Tail" joined the passage before it rather than standing alone.
     assert len(passages[6].text.split()) == 110
+
+
+def test_an_oversized_file_is_refused_unread(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragdesk.core.documents import parsers
+
+    monkeypatch.setattr(parsers, "MAX_FILE_BYTES", 10)
+    (tmp_path / "big.txt").write_text("x" * 11, encoding="utf-8")
+    with pytest.raises(DocumentError, match="over the 0 MiB"):
+        parse_file(tmp_path / "big.txt")

@@ -28,6 +28,7 @@ SUFFIXES = tuple(PARSERS)
 # Bumped whenever a parser or the splitter changes what passages a file gives: vectors kept
 # from an earlier import are reused only for passages made the same way.
 PARSER_VERSION = 1
+MAX_FILE_BYTES = 256 * 2**20
 
 
 def supported(path: Path) -> bool:
@@ -40,6 +41,12 @@ def parse_file(path: Path) -> ParsedDocument:
     if parser is None:
         raise DocumentError(f"has a suffix ragdesk does not read ({path.suffix or 'none'})")
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            # Parsers hold a file (and its text) in memory; a file this large is a disk image
+            # or a scan, not a document to split into passages.
+            raise DocumentError(f"is {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} "
+                                "MiB ragdesk reads from one document")
         doc = parser(path)
     except OSError as exc:
         raise DocumentError(f"cannot be read ({exc.strerror or exc})") from exc
