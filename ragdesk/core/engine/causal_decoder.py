@@ -336,6 +336,12 @@ class GemmaDecoder:
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.vocab_size = int(model.lm_head.weight.shape[0])
         self.dtype = self.embed.dtype
+        # the last prompts' common opening: (tokens, [(k, v) per layer], weights' version)
+        self._opening: tuple[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]],
+                             tuple[int, ...]] | None = None
+        first = inner.layers[0]
+        self._watched = [inner.embed_tokens.weight, first.self_attn.q_proj.weight,
+                         first.mlp.down_proj.weight, model.lm_head.weight]
 
     # -- pieces ----------------------------------------------------------------------
 
@@ -469,7 +475,11 @@ class GemmaDecoder:
             head = KVState([x[:1] for x in ks], [x[:1] for x in vs], pos[:1].clone(), 0,
                            torch.zeros(1, dtype=torch.long, device=device),
                            torch.zeros(1, dtype=torch.long))
-            self.forward(torch.tensor([list(prompts[0][:shared])], device=device), head)
+            opening = tuple(int(t) for t in prompts[0][:shared])
+            reused = self._reuse_opening(opening, head, device)
+            if reused < shared:
+                self.forward(torch.tensor([list(opening[reused:])], device=device), head)
+            self._remember_opening(opening, head)
             for i in range(n_layers):  # every row reads the one computed copy
                 ks[i][:, :, :shared] = ks[i][:1, :, :shared]
                 vs[i][:, :, :shared] = vs[i][:1, :, :shared]
@@ -481,6 +491,47 @@ class GemmaDecoder:
                         torch.arange(k_rows))
         hidden = self._packed_tails(tails, shared, state)
         return state, hidden, shared
+
+    def _reuse_opening(self, opening: tuple[int, ...], head: KVState, device: Any) -> int:
+        """Fill ``head`` with the keys and values of the longest start of ``opening`` that the
+        last question's prompts also began with; returns its length.
+
+        Every question's K prompts open with the same instructions and worked examples (a few
+        hundred tokens, see :mod:`.prompts`): their keys and values depend only on those tokens
+        and their positions, so they are computed once per decoder, not once per question.
+        """
+        import torch
+
+        cached = self._opening
+        if cached is None or cached[2] != self._weights_version() or \
+                cached[1][0][0].device != torch.device(device or "cpu"):
+            return 0
+        tokens, kv, _ = cached
+        n = _common_prefix_len([tokens, opening])
+        n = min(n, len(opening) - 1)  # the opening's last token runs anyway (cheap)
+        if n <= 0:
+            return 0
+        for i, (k, v) in enumerate(kv):
+            head.k[i][:, :, :n] = k[:, :, :n]
+            head.v[i][:, :, :n] = v[:, :, :n]
+        head.pos[:, :n] = torch.arange(n, device=head.pos.device)
+        head.length = n
+        head.next_position = torch.full_like(head.next_position, n)
+        return n
+
+    def forget_opening(self) -> None:
+        self._opening = None
+
+    def _remember_opening(self, opening: tuple[int, ...], head: KVState) -> None:
+        n = len(opening)
+        kv = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in zip(head.k, head.v,
+                                                                            strict=True)]
+        self._opening = (opening, kv, self._weights_version())
+
+    def _weights_version(self) -> tuple[int, ...]:
+        # Fine-tuning changes the float32 weights in place (the lean decoder reads them where
+        # they are); torch counts in-place changes per tensor, so a stale opening is dropped.
+        return tuple(t._version for t in self._watched)
 
     def _packed_tails(self, tails: list[list[int]], shared: int,
                       state: KVState) -> torch.Tensor:

@@ -279,3 +279,42 @@ def test_the_precision_setting_reaches_the_engine(tiny_models: Any, tmp_path: An
         eng.close()
     finally:
         app.close()
+
+
+def test_the_prompts_opening_is_computed_once_across_questions(lean: Any,
+                                                               tiny_models: Any) -> None:
+    """Every question's prompts open with the same instructions and worked examples: the
+    second question reuses their keys and values and still gets transformers' logits; a
+    change of the weights (fine-tuning works in place) drops them."""
+    import torch
+
+    dec = lean.lean_decoder
+    fed: list[int] = []
+    real_forward = dec.forward
+
+    def counting(tokens: Any, state: Any, *a: Any, **kw: Any) -> Any:
+        fed.append(int(tokens.shape[1]))
+        return real_forward(tokens, state, *a, **kw)
+
+    dec.forward = counting
+    dec.forget_opening()  # the other tests asked the same question
+    try:
+        first = _hits(tiny_models, 5)
+        lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in first])
+        opening_run = fed[0]
+        assert opening_run > 50  # the instructions and examples
+        fed.clear()
+        hits = _hits(tiny_models, 6)
+        ctx = lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+        assert fed == [] or fed[0] < 5, fed  # at most the opening's last tokens ran again
+        next_lp = _next_lp(lean, hits)
+        lp = torch.log_softmax(ctx.first_logits, -1)
+        for z in range(len(hits)):
+            assert torch.allclose(lp[z], next_lp(z, []), atol=TOL)
+        fed.clear()
+        with torch.no_grad():
+            lean.model.lm_head.weight.mul_(1.0)  # an in-place change, as an optimizer's
+        lean.prepare(QUESTION, [PassageText(h.title, h.text) for h in hits])
+        assert fed[0] >= opening_run - 5
+    finally:
+        del dec.forward
