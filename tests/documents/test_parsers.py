@@ -143,3 +143,21 @@ def test_an_oversized_file_is_refused_unread(tmp_path: Path,
     (tmp_path / "big.txt").write_text("x" * 11, encoding="utf-8")
     with pytest.raises(DocumentError, match="over the 0 MiB"):
         parse_file(tmp_path / "big.txt")
+
+
+def test_a_password_protected_pdf_is_named_as_such(tmp_path: Path) -> None:
+    from pypdf import PdfReader, PdfWriter
+
+    plain = write_pdf(tmp_path / "plain.pdf", [["secret text"]])
+    writer = PdfWriter(clone_from=PdfReader(plain))
+    writer.encrypt(user_password="pw", owner_password="owner", algorithm="RC4-128")
+    with open(tmp_path / "locked.pdf", "wb") as fh:
+        writer.write(fh)
+    with pytest.raises(DocumentError, match="is encrypted"):
+        parse_file(tmp_path / "locked.pdf")
+    # Encrypted for permissions only (an empty user password) still reads.
+    writer = PdfWriter(clone_from=PdfReader(plain))
+    writer.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    with open(tmp_path / "open.pdf", "wb") as fh:
+        writer.write(fh)
+    assert [b.text for b in parse_file(tmp_path / "open.pdf").blocks] == ["secret text"]
