@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
         self.status = StatusLine(self.statusBar(), self.state, self.ops)
         self.status_text, self.status_job = self.status.text, self.status.job
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
-                                                 self.errors.report)
+                                                 self.ops)
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:

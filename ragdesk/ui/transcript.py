@@ -9,20 +9,21 @@ from pathlib import Path
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QPlainTextEdit, QTextEdit
 
+from ragdesk.core.errors import RagdeskError
 from ragdesk.core.export import answer_markdown, conversation_markdown
 from ragdesk.core.types import Answer
 from ragdesk.ui.chat import AnswerCard, ChatView
-from ragdesk.ui.reports import ErrorReport
+from ragdesk.ui.ops import Lane, Op, OpContext, OpRunner
 from ragdesk.ui.selection import AnswerSelection
 
 
 class Transcript:
     def __init__(self, chat: ChatView, selection: AnswerSelection,
-                 show: Callable[[str], None], report: Callable[[ErrorReport], None]) -> None:
+                 show: Callable[[str], None], ops: OpRunner) -> None:
         self.chat = chat
         self.selection = selection
         self.show = show
-        self.report = report
+        self.ops = ops  # a failed export is the runner's error dialog
 
     def answers(self) -> list[Answer]:
         return [c.answer for c in self.chat.cards if c.answer is not None]
@@ -55,12 +56,14 @@ class Transcript:
             self.copy_text(conversation_markdown(self.answers()))
 
     def export_markdown(self, path: str | Path) -> Path:
+        """Write the conversation to ``path`` now (the caller's thread)."""
         p = Path(path)
         p.write_text(conversation_markdown(self.answers()), encoding="utf-8")
         self.show(f"Exported the conversation to {p}.")
         return p
 
     def export_dialog(self) -> None:
+        """Ask for a file, then write it on the writes lane."""
         if not self.answers():
             self.show("Nothing to export yet.")
             return
@@ -69,9 +72,16 @@ class Transcript:
         path, _ = QFileDialog.getSaveFileName(self.chat.window(), "Export conversation",
                                               str(Path.home() / f"{stem}.md"),
                                               "Markdown (*.md);;All files (*)")
-        if path:
+        if not path:
+            return
+        text = conversation_markdown(self.answers())
+
+        def write(_ctx: OpContext) -> None:
             try:
-                self.export_markdown(path)
+                Path(path).write_text(text, encoding="utf-8")
             except OSError as exc:
-                self.report(ErrorReport(f"Could not write {path}: {exc.strerror or exc}.",
-                                        "Choose another folder."))
+                raise RagdeskError(f"Could not write {path}: {exc.strerror or exc}.",
+                                   gui_hint="Choose another folder.") from exc
+
+        Op(write, lane=Lane.WRITES, title="Export the conversation").success(
+            lambda _r: self.show(f"Exported the conversation to {path}.")).run(self.ops)

@@ -298,6 +298,30 @@ def test_the_window_writes_settings_on_the_writes_lane(  # type: ignore[no-untyp
         window.apply_theme("light")
 
 
+def test_export_writes_on_the_writes_lane_and_reports_a_bad_folder_once(  # type: ignore[no-untyped-def]
+        qtbot, window, tmp_path, monkeypatch) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    ask(qtbot, window, "who wrote hamlet?")
+    target = tmp_path / "chat.md"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(target), "")))
+    with qtbot.waitSignal(window.ops.events(Lane.WRITES).finished, timeout=10_000):
+        window.act_export.trigger()
+    assert target.read_text(encoding="utf-8").startswith("# ")
+    assert str(target) in window.status_text.fullText()
+
+    missing = tmp_path / "no-such-folder" / "chat.md"
+    monkeypatch.setattr(QFileDialog, "getSaveFileName",
+                        staticmethod(lambda *a, **k: (str(missing), "")))
+    with qtbot.waitSignal(window.ops.events(Lane.WRITES).failed, timeout=10_000):
+        window.act_export.trigger()
+    qtbot.waitUntil(lambda: window.error_box is not None, timeout=5_000)
+    assert "Could not write" in window.error_box.text() and not window.last_error.is_bug
+    assert "Choose another folder" in window.error_box.informativeText()
+    window.error_box.close()
+
+
 def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
     window.act_compare.trigger()
     d = window.compare_dialog
