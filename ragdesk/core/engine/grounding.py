@@ -210,6 +210,16 @@ class SpanConstraint:
         return self.kind.tail_ok(key) and any(src.startswith(key, at)
                                               for src, at in self.anchored)
 
+    def _date_goes_on(self, text: str) -> bool:
+        """Whether a time answer that holds no number yet is followed by one in a passage
+        ("July" in "began on 28 July 1914"): it may not stop there, a month alone answers a
+        "when" question only where no passage gives the year."""
+        if self.kind is not TIME or any(c.isdigit() for c in text):
+            return False
+        key = normalize_span(text)
+        return any(src.startswith(key, at) and
+                   src[at + len(key):].lstrip(" ,")[:1].isdigit() for src, at in self.anchored)
+
     def _generated(self, row: torch.Tensor) -> list[int]:
         # column 0 is the search's start token; finished rows carry pad after their stop
         return [int(t) for t in row[1:].tolist()]
@@ -228,7 +238,8 @@ class SpanConstraint:
             keep = cands[ok]
             out[r, keep] = scores[r, keep]
             out[r, self.passthrough] = scores[r, self.passthrough]
-            ended = can_end(self.tokenizer.decode(prefix, skip_special_tokens=True), self.kind)
+            text = self.tokenizer.decode(prefix, skip_special_tokens=True)
+            ended = can_end(text, self.kind) and not self._date_goes_on(text)
             if ended or keep.numel() == 0:
                 # an answer may end wherever it is a whole span; with nothing allowed the
                 # only honest move is to stop

@@ -313,3 +313,22 @@ def test_grounded_answer_to_a_when_question_holds_a_date(
                rag_sequence_generate(gen, question, hits, decoding="fast", **kw))
         assert _is_span(ans.text, hits), ans.text
         assert re.search(r"\d", ans.text), ans.text
+
+
+def test_a_month_followed_by_its_year_does_not_end_a_when_answer(causal_gen: Any) -> None:
+    import torch
+
+    from ragdesk.core.engine.grounding import TIME, SpanConstraint
+
+    tok = causal_gen.tokenizer
+    stop = causal_gen.settings.eos_token_ids
+
+    def may_stop_after(text: str, passage: str) -> bool:
+        rule = SpanConstraint(tok, [PassageText("War", passage)], stop, kind=TIME)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        out = rule(torch.tensor([[0, *ids]]), torch.zeros(1, len(tok)))
+        return bool((out[0, list(stop)] > float("-inf")).any())
+
+    assert not may_stop_after("July", "The war began on 28 July 1914 in Europe.")
+    assert may_stop_after("July 1914", "The war began on 28 July 1914 in Europe.")
+    assert may_stop_after("July", "The festival takes place every July in the city.")
