@@ -40,7 +40,11 @@ def ask(engine: Any, req: AskRequest, on_token: Callable[[Any], None] | None = N
         cancel: CancelToken | None = None,
         on_citations: Callable[[list[dict[str, Any]]], None] | None = None,
         ) -> tuple[Any, list[dict[str, Any]]]:
-    """Retrieve, report the citations (a stream sends them before the first token), answer."""
+    """Retrieve, report the citations (a stream sends them before the first token), answer.
+
+    A request whose client left while it waited in the queue is dropped here, unanswered."""
+    if cancel is not None:
+        cancel.raise_if_cancelled()
     docs, cites = retrieve_with_citations(engine, req.question, req.n_docs, req.snapshot,
                                           req.retriever)
     if on_citations is not None:

@@ -13,6 +13,7 @@ import hmac
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import Future
 from typing import Any
 
 from starlette.applications import Starlette
@@ -21,7 +22,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ragdesk.core.errors import RagdeskError
+from ragdesk.core.errors import Cancelled, RagdeskError
 from ragdesk.core.progress import CancelToken
 from ragdesk.server import answering
 from ragdesk.server.config import MODEL_ID, ServerConfig
@@ -40,6 +41,7 @@ from ragdesk.server.shapes import (
 
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
+DISCONNECT_POLL_S = 0.25
 
 
 def _error(status: int, message: str, kind: str, param: str | None = None,
@@ -134,7 +136,12 @@ def create_app(host: EngineHost, config: ServerConfig) -> ASGIApp:
         req = parse_chat(await _json_body(request, config.max_body_bytes), config)
         if req.stream:
             return await _stream_chat(host, req)
-        ans, cites = await _run(host, lambda e: answering.ask(e, req))
+        cancel = CancelToken()
+        result = await _run_watched(request, host.submit(
+            lambda e: answering.ask(e, req, cancel=cancel)), cancel)
+        if result is None:  # the client left; "client closed request", for the log only
+            return _error(499, "The client closed the request.", "invalid_request_error")
+        ans, cites = result
         return JSONResponse(chat_completion(completion_id(), req.model, ans, cites))
 
     async def retrieve(request: Request) -> Response:
@@ -163,6 +170,22 @@ def _model_ids(host: EngineHost) -> list[str]:
 
 async def _run(host: EngineHost, fn: Callable[[Any], Any]) -> Any:
     return await asyncio.wrap_future(host.submit(fn))
+
+
+async def _run_watched(request: Request, job: Future[Any], cancel: CancelToken) -> Any:
+    """Wait for ``job``; if the client goes away meanwhile (it timed out in the queue, say),
+    cancel it so that the engine moves on to requests someone still waits for."""
+    done = asyncio.wrap_future(job)
+    while not cancel.cancelled:
+        finished, _ = await asyncio.wait({done}, timeout=DISCONNECT_POLL_S)
+        if finished:
+            break
+        if await request.is_disconnected():
+            cancel.cancel()
+    try:
+        return await done
+    except Cancelled:
+        return None  # nobody is listening for the answer
 
 
 async def _stream_chat(host: EngineHost, req: Any) -> Response:

@@ -18,12 +18,14 @@ class _BlockingEngine:
     def __init__(self) -> None:
         self.release = threading.Event()
         self.entered = threading.Event()
+        self.calls = 0
 
     def snapshot_index(self, snapshot: Any = None) -> Any:
         return None
 
     def retrieve(self, question: str, n_docs: int, snapshot: Any = None,
                  retriever: str = "dense") -> list[Any]:
+        self.calls += 1
         self.entered.set()
         assert self.release.wait(30)
         return []
@@ -125,3 +127,33 @@ def test_engine_still_loading_answers_503() -> None:
         assert status == 503 and "still loading" in body["error"]["message"]
         assert get(run.url + "/health")[1]["status"] == "loading"
         gate.set()
+
+
+def test_a_request_whose_client_left_is_dropped_from_the_queue() -> None:
+    import socket
+    import time
+
+    engine = _BlockingEngine()
+    with _serve(lambda: engine) as run:
+        first = threading.Thread(target=post, args=(run.url + "/v1/retrieve", {"query": "a"}))
+        first.start()
+        assert engine.entered.wait(30)
+        # A second client sends a question, then gives up while it waits in the queue.
+        body = b'{"messages": [{"role": "user", "content": "who waits?"}]}'
+        host, port = run.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                         % len(body) + body)
+            deadline = time.monotonic() + 10
+            while run.host.in_flight < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert run.host.in_flight == 2
+        time.sleep(1.0)  # the server polls for a gone client every 0.25 s
+        engine.release.set()
+        first.join(30)
+        deadline = time.monotonic() + 10
+        while run.host.in_flight and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert run.host.in_flight == 0
+        assert engine.calls == 1  # the abandoned question never reached the engine
