@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
@@ -293,9 +292,6 @@ class MainWindow(QMainWindow):
         self.chat.clear()
         self.selection.clear()
         self.focus_question()
-
-    def export_markdown(self, path: str | Path) -> Path:
-        return self.transcript.export_markdown(path)
 
     # ---- dialogs, views and theme ----------------------------------------------------------
 

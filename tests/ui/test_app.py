@@ -451,7 +451,7 @@ def test_keyboard_reaches_the_main_actions(qtbot, window) -> None:  # type: igno
     assert stopped.cancelled and len(stopped.tokens) < 400
     assert w.chat.cards[-1].state == "cancelled"
 
-    out = w.export_markdown(Path(w.backend.data.root) / "chat.md")
+    out = w.transcript.export_markdown(Path(w.backend.data.root) / "chat.md")
     text = out.read_text(encoding="utf-8")
     assert text.count("\n## ") == 2 and "*(stopped)*" in text
 
