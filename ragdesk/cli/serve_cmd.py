@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import add_json_option, print_json, terminal_safe
@@ -78,7 +79,8 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
             # transformers draws a "Loading weights" bar per model; the ready line says it.
             from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+            quiet: Callable[[], None] = hf_logging.disable_progress_bar
+            quiet()
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 
