@@ -3,7 +3,7 @@ icon, tip and menu. ``ui.actions`` builds the ``QAction``s and menus from it."""
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeAlias
 
 from PySide6.QtGui import QKeySequence
@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from ragdesk.ui.main_window import MainWindow
 
 A: TypeAlias = ActionSpec["MainWindow"]
+
+
+def _show_passage(k: int) -> Callable[[MainWindow], None]:
+    return lambda w: w.selection.show_passage(k)
+
+
 Std = QKeySequence.StandardKey
 MENUS = ("&File", "&Edit", "&Answer", "&Index", "&View", "&Help")
 ACTIONS: tuple[A, ...] = (
@@ -36,8 +42,7 @@ ACTIONS: tuple[A, ...] = (
     A("prev", "&Previous answer", lambda w: w.selection.step(-1), "Alt+Up", menu="&Answer",
       separator_before=True),
     A("next", "&Next answer", lambda w: w.selection.step(1), "Alt+Down", menu="&Answer"),
-    *(A(f"passage_{n}", f"Show passage [{n}]",
-        functools.partial(lambda w, k: w.selection.show_passage(k), k=n - 1), f"Ctrl+{n}",
+    *(A(f"passage_{n}", f"Show passage [{n}]", _show_passage(n - 1), f"Ctrl+{n}",
         menu="&Answer/Show &passage") for n in range(1, 10)),
     A("heat_focus", "Focus the &heat map", lambda w: w.selection.focus_heatmap(),
       "Ctrl+Shift+H", "heatmap", menu="&Answer"),
