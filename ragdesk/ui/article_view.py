@@ -3,7 +3,7 @@ cited one highlighted and scrolled to, and a link to the article when its source
 
 It shows the passage as the answer stored it at once, then asks the injected
 :class:`Background` for the whole article (the caller's ``load`` reads the snapshot, e.g.
-``lambda: article_around(library.get(doc.snapshot), doc.id)``). When that fails (the snapshot
+``lambda: backend.article(doc)``). When that fails (the snapshot
 was removed) the stored passage stays, with a note saying why the rest is missing.
 """
 
@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QPalette
 from PySide6.QtWidgets import QLabel, QTextBrowser, QVBoxLayout, QWidget
 
-from ragdesk.core.snapshots.articles import Article, stored_article
+from ragdesk.core.articles import Article, stored_article
 from ragdesk.core.types import RetrievedDoc
 from ragdesk.ui.background import Background
 from ragdesk.ui.theme import mix, passage_tint

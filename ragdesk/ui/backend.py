@@ -22,6 +22,9 @@ from ragdesk.ui.reports import ErrorReport as ErrorReport  # re-exported: its ol
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
+    from ragdesk.core.articles import Article
+    from ragdesk.core.conversations import ConversationStore
+    from ragdesk.core.types import RetrievedDoc
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +162,7 @@ class Backend:
         self._engine_lock = threading.Lock()
         self._session: Any = None
         self._session_lock = threading.Lock()
+        self._store: ConversationStore | None = None
         self.setup = SetupGate()
 
     # ---- reads (any thread) -------------------------------------------------------------
@@ -229,6 +233,24 @@ class Backend:
             return (f"needs {info.family} {info.dim}-d questions; the {pack.name} pack "
                     f"gives {family} {dim}-d")
         return None
+
+    @property
+    def conversations(self) -> ConversationStore:
+        """The saved conversations (thread-safe; call its methods on a lane)."""
+        if self._store is None:
+            from ragdesk.core.conversations import ConversationStore
+
+            self._store = ConversationStore(self.catalog)
+        return self._store
+
+    def article(self, doc: RetrievedDoc, side: int = 30) -> Article:
+        """The cited passage ``doc`` among its article's passages, read from its snapshot
+        (a reads lane); raises when the snapshot is gone (the stored passage is all there is)."""
+        from ragdesk.core.snapshots.articles import article_around
+
+        library = self.library()
+        snapshot = library.get(doc.snapshot) if doc.snapshot else library.current()
+        return article_around(snapshot, doc.id, side=side)
 
     def needs_first_run(self) -> bool:
         """True when nothing could answer a question yet: no ready or staged snapshot."""

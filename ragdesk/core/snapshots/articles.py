@@ -11,17 +11,19 @@ the title together with the source id (JSONL ``id``, Vital Articles key, MediaWi
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote
 
+# The value types live in ragdesk.core.articles (no numpy behind them); their old home
+# re-exports them.
+from ragdesk.core.articles import Article, ArticlePassage
+from ragdesk.core.articles import stored_article as stored_article
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.snapshots.sources import DPR_TSV, WIKI_XML
 from ragdesk.core.snapshots.staged import read_build_state
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES
-from ragdesk.core.types import RetrievedDoc
 
 if TYPE_CHECKING:
     # Imported when a document passage is met: most snapshots never need the parsers.
@@ -38,30 +40,6 @@ class HasFolder(Protocol):
 
     folder: Path
     size: int
-
-
-@dataclass(frozen=True)
-class ArticlePassage:
-    id: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Article:
-    """The passages of one article around a cited passage, in reading order."""
-
-    title: str
-    passages: tuple[ArticlePassage, ...]
-    cited_id: int
-    more_before: bool  # the article goes on before the first passage here
-    more_after: bool  # ... and after the last one
-    link: str | None  # the article's address (https: or file:) when the snapshot knows it
-    source_id: str | None  # the source's own id of the article (page id, JSONL id, ...)
-    stored_only: bool = False  # only the cited passage, as stored with an answer
-
-    @property
-    def cited_index(self) -> int:
-        return next(i for i, p in enumerate(self.passages) if p.id == self.cited_id)
 
 
 def snapshot_source(snapshot: Any) -> dict[str, Any]:
@@ -169,11 +147,3 @@ def article_around(snapshot: HasFolder, passage_id: int, *,
         passages=tuple(ArticlePassage(r[0], r[2]) for r in rows[lo:hi + 1]),
         cited_id=passage_id, more_before=same(lo - 1), more_after=same(hi + 1),
         link=link, source_id=source_id)
-
-
-def stored_article(doc: RetrievedDoc) -> Article:
-    """The cited passage alone, as an answer stored it: what can be shown once its snapshot
-    is gone."""
-    return Article(title=doc.title, passages=(ArticlePassage(doc.id, doc.text),),
-                   cited_id=doc.id, more_before=False, more_after=False, link=None,
-                   source_id=None, stored_only=True)
