@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette
@@ -16,16 +16,21 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QSizePolicy,
+    QTabWidget,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
 
-from ragdesk.core.types import Answer
+from ragdesk.core.articles import Article
+from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.core.units import plural
+from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.chat import elide
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
+# Reads a cited passage's article (run in the background); None: nothing beyond the passage.
+ArticleLoader = Callable[[RetrievedDoc], Callable[[], Article] | None]
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words would light up every passage; they say nothing about where an answer came from.
 _STOP_TEXT = """a an and are as at be by for from has have he her his i in is it its
@@ -98,6 +103,9 @@ class PassageInspector(QWidget):
         self.setObjectName("PassageInspector")
         self.answer: Answer | None = None
         self.k: int | None = None
+        self.article_view: ArticleView | None = None
+        self._load_article: ArticleLoader | None = None
+        self._article_for: tuple[int, int] | None = None  # (id(answer), k) shown there
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 10, 12, 10)
@@ -142,8 +150,40 @@ class PassageInspector(QWidget):
         bf = QFont(self.body.font())
         bf.setPointSizeF(bf.pointSizeF() * 1.08)
         self.body.setFont(bf)
-        lay.addWidget(self.body, 1)
+        self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
+        self.tabs.addTab(self.body, "Passage")
+        self.tabs.tabBar().setVisible(False)  # until there is a whole-article view
+        lay.addWidget(self.tabs, 1)
         self._show_empty()
+
+    def add_article_view(self, view: ArticleView, load: ArticleLoader) -> None:
+        """Offer the cited passage's whole article in a second tab, read with ``load`` when
+        the tab is shown (reading it for every click would be wasted on the disk)."""
+        self.article_view, self._load_article = view, load
+        self.tabs.addTab(view, "Whole article")
+        self.tabs.setTabToolTip(1, "The passages of the cited article around this one")
+        self.tabs.tabBar().setVisible(True)
+        self.tabs.currentChanged.connect(lambda _i: self._refresh_article())
+
+    def show_article(self) -> None:
+        """Switch to the whole-article tab (it loads the article)."""
+        if self.article_view is not None:
+            self.tabs.setCurrentWidget(self.article_view)
+
+    def _refresh_article(self) -> None:
+        view, a, k = self.article_view, self.answer, self.k
+        if view is None or self._load_article is None or self.tabs.currentWidget() is not view:
+            return
+        if a is None or k is None or not 0 <= k < len(a.docs):
+            view.clear()
+            self._article_for = None
+            return
+        if self._article_for == (id(a), k):
+            return
+        self._article_for = (id(a), k)
+        doc = a.docs[k]
+        view.show_passage(doc, self._load_article(doc), rank=k)
 
     def _build_facts(self) -> None:
         self.facts = QFormLayout()
@@ -173,6 +213,7 @@ class PassageInspector(QWidget):
         self.share_bar.set_value(0.0, QColor("#888"))
         self.body.setHtml("<p style='color:gray'>Click a citation chip or a coloured word of "
                           "an answer to read the passage it came from.</p>")
+        self._refresh_article()
 
     def set_answer(self, answer: Answer | None) -> None:
         self.answer = answer
@@ -223,6 +264,7 @@ class PassageInspector(QWidget):
         mark = mix(pal.color(QPalette.ColorRole.Base), passage_tint(k, pal), 1.0)
         self.body.setHtml(f"<div style='line-height:140%'>"
                           f"{highlight_html(doc.text, answer_words(a.text), mark)}</div>")
+        self._refresh_article()
         if notify:
             self.passageChanged.emit(k)
 

@@ -78,6 +78,7 @@ class AnswerSelection(QObject):
 
     def clear(self) -> None:
         self.card = None
+        self.state.select_answer(None)  # the views let go of it too (step-through)
         self.inspector.set_answer(None)
         self.heatmap.set_mode(None)
         self.heatmap.map.set_data([], None)

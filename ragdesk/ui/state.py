@@ -23,6 +23,7 @@ class AppState(QObject):
     activeSnapshotChanged = Signal(object)  # str | None
     packChanged = Signal(str)
     answerSelected = Signal(object)  # Answer: what the inspector, heat map and views show
+    answerCleared = Signal()  # no answer is selected any more (a new conversation)
     busyChanged = Signal(object, bool)  # Lane, busy
 
     def __init__(self, pack: str, parent: QObject | None = None) -> None:
@@ -108,6 +109,8 @@ class AppState(QObject):
         self._answer = answer
         if answer is not None:
             self.answerSelected.emit(answer)
+        else:
+            self.answerCleared.emit()
 
     def follow_lanes(self, ops: OpRunner) -> None:
         """Keep :meth:`busy` in step with ``ops``' lanes."""

@@ -56,6 +56,7 @@ def step_through_view(ctx: ViewContext) -> StepThrough:
 
     view = StepThrough()
     ctx.state.answerSelected.connect(view.show_answer)
+    ctx.state.answerCleared.connect(lambda: view.set_answers([]))
     return view
 
 
