@@ -467,3 +467,28 @@ def test_max_length_of_one_is_one_token(qtbot: Any) -> None:
     assert panel.max_len.text() == "1 token"
     panel.max_len.setValue(2)
     assert panel.max_len.text() == "2 tokens"
+
+
+def test_menus_come_from_the_action_table(window: Any) -> None:
+    from ragdesk.ui.window_actions import ACTIONS, MENUS
+
+    bar = window.menuBar()
+    titles = [a.text() for a in bar.actions()]
+    assert titles == list(MENUS)
+
+    def entries(menu: Any) -> set[str]:
+        out: set[str] = set()
+        for a in menu.actions():
+            out.add(a.text())
+            if a.menu() is not None:
+                out |= {f"{a.text()}/{t}" for t in entries(a.menu())}
+        return out
+
+    menus = {a.text(): a.menu() for a in bar.actions()}
+    for spec in ACTIONS:
+        if spec.menu is not None:
+            top, _, sub = spec.menu.partition("/")
+            want = f"{sub}/{spec.text}" if sub else spec.text
+            assert want in entries(menus[top]), spec.name
+        act = window.actions_by_name[spec.name]
+        assert act in window.actions()  # its shortcut works with the menu bar hidden
