@@ -8,6 +8,7 @@ are what crosses into widgets.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -307,11 +308,8 @@ class Backend:
             retriever = "sparse"
         # BM25 and hybrid: the first question on a snapshot builds its BM25 index (seconds
         # for the starter snapshot), here on the worker.
-        answer: Answer = engine.answer(
-            question, mode=params.mode, decoding=params.decoding, n_docs=params.n_docs,
-            num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
-            min_new_tokens=params.min_new_tokens, snapshot=index, on_token=on_token,
-            cancel=cancel, retriever=retriever, style=params.style, grounded=params.grounded)
+        answer: Answer = engine.ask(question, dataclasses.replace(params, retriever=retriever),
+                                    snapshot=index, on_token=on_token, cancel=cancel)
         answer.retriever = retriever
         return answer
 
