@@ -29,7 +29,9 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, Hit
 from ragdesk.ui import help_dialogs
 from ragdesk.ui.actions import build_actions, build_menus, in_menu
+from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import Backend
+from ragdesk.ui.background import op_background
 from ragdesk.ui.chat import AnswerCard, ChatView
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.composer import Composer, CopyPassThrough
@@ -38,6 +40,7 @@ from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.error_reporter import ErrorReporter
 from ragdesk.ui.explore_docks import ExploreDocks, ViewContext, ViewFactory
 from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.history import LAST_KEY, install_history
 from ragdesk.ui.index_menu import IndexMenu
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.library import Library
@@ -114,6 +117,8 @@ class MainWindow(QMainWindow):
         self.controls_dock = self._dock("Controls", "ControlsDock", self.controls,
                                         area.LeftDockWidgetArea)
         self.inspector = PassageInspector()
+        self.inspector.add_article_view(ArticleView(op_background(self.ops, self)),
+                                        lambda doc: lambda: self.backend.article(doc))
         self.inspector_dock = self._dock("Passage", "InspectorDock", self.inspector,
                                          area.RightDockWidgetArea)
         self.heatmap = HeatMapPanel()
@@ -131,6 +136,7 @@ class MainWindow(QMainWindow):
         self.status_text, self.status_job = self.status.text, self.status.job
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
                                                  self.ops)
+        self.history, self.sidebar_dock = install_history(self)
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:
@@ -174,7 +180,7 @@ class MainWindow(QMainWindow):
         for source in (self.library.activity, self.conversation.activity):
             source.connect(self.status.show)
         conv = self.conversation
-        conv.cardCreated.connect(self._wire_card)
+        conv.cardCreated.connect(self.wire_card)
         conv.tokenShown.connect(self.selection.token_shown)
         conv.chatAnswered.connect(self.selection.answered)
         conv.busyChanged.connect(self._answering)
@@ -187,8 +193,8 @@ class MainWindow(QMainWindow):
         s.follow_lanes(self.ops)
         self._copy_filter = CopyPassThrough(self)
 
-    def docks(self) -> tuple[QDockWidget, QDockWidget, QDockWidget]:
-        return self.controls_dock, self.inspector_dock, self.heatmap_dock
+    def docks(self) -> tuple[QDockWidget, ...]:
+        return self.controls_dock, self.inspector_dock, self.heatmap_dock, self.sidebar_dock
 
     # ---- state ---------------------------------------------------------------------------
 
@@ -219,6 +225,7 @@ class MainWindow(QMainWindow):
         """Called once the window is shown: read the catalog, then offer first-run help."""
         self.library.reload_packs()
         self.library.reload_snapshots()
+        self.history.start(self.settings.get(LAST_KEY))
 
     def _snapshots_changed(self, snapshots: list[Any]) -> None:
         self.update_status()
@@ -261,7 +268,7 @@ class MainWindow(QMainWindow):
         self.selection.select(card)
         return card
 
-    def _wire_card(self, card: AnswerCard) -> None:
+    def wire_card(self, card: AnswerCard) -> None:
         self.selection.wire(card)
         card.text.installEventFilter(self._copy_filter)
 
@@ -287,10 +294,7 @@ class MainWindow(QMainWindow):
         self.controls.pack.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def new_conversation(self) -> None:
-        for card in self.chat.cards:
-            self.conversation.forget(card)
-        self.chat.clear()
-        self.selection.clear()
+        self.history.new()  # the conversation shown stays saved, in the sidebar
         self.focus_question()
 
     # ---- dialogs, views and theme ----------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from PySide6.QtGui import QKeySequence
 
 from ragdesk.ui.actions import ActionSpec
+from ragdesk.ui.settings_action import open_settings
 
 if TYPE_CHECKING:
     from ragdesk.ui.main_window import MainWindow
@@ -24,7 +25,7 @@ Std = QKeySequence.StandardKey
 MENUS = ("&File", "&Edit", "&Answer", "&Index", "&View", "&Help")
 ACTIONS: tuple[A, ...] = (
     A("new", "&New conversation", lambda w: w.new_conversation(), Std.New, "new-chat",
-      "Clear the conversation", "&File"),
+      "Start a new conversation (the one shown stays saved)", "&File"),
     A("export", "&Export conversation as Markdown…", lambda w: w.transcript.export_dialog(),
       "Ctrl+E", "export", "Save the conversation with its citations", "&File"),
     A("quit", "&Quit", lambda w: w.close(), "Ctrl+Q", menu="&File", separator_before=True),
@@ -34,6 +35,9 @@ ACTIONS: tuple[A, ...] = (
       menu="&Edit"),
     A("copy_all", "Copy &conversation as Markdown", lambda w: w.transcript.copy_conversation(),
       "Ctrl+Alt+C", menu="&Edit"),
+    A("settings", "&Settings…", open_settings, "Ctrl+,", None,
+      "Data folder, device, threads, theme and the default answer options", "&Edit",
+      separator_before=True),
     A("focus", "&Focus the question box", lambda w: w.focus_question(), "Ctrl+L",
       menu="&Edit", separator_before=True),
     A("send", "&Send", lambda w: w.send(), "Ctrl+Return", "send", menu="&Answer"),
@@ -58,4 +62,4 @@ ACTIONS: tuple[A, ...] = (
       menu="&Help"),
     A("about", "&About ragdesk", lambda w: w.show_about(), None, "info", menu="&Help"),
 )
-DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3")
+DOCK_KEYS = ("Ctrl+Shift+1", "Ctrl+Shift+2", "Ctrl+Shift+3", "Ctrl+Shift+4")
