@@ -57,9 +57,9 @@ def load_average() -> list[float]:
 
 def setup_timeline(root: Path, question: str) -> dict[str, Any]:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.session import Session
     from ragdesk.core.models import starter
     from ragdesk.core.progress import ProgressUpdate
+    from ragdesk.core.session import Session
     from ragdesk.core.snapshots.staged import has_dense
 
     app = AppContext(root)

@@ -169,11 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     from ragdesk.core.evaluation.metrics import AnswerMatcher, passage_string
     from ragdesk.core.evaluation.questions import read_questions
     from ragdesk.core.evaluation.runner import answerable_flags
-    from ragdesk.core.sparse.bm25 import top_k
-    from ragdesk.core.sparse.features import FEATURE_NAMES
     from ragdesk.core.retrieval.fusion import HybridParams, fuse_scores, rank_candidates, rrf
     from ragdesk.core.retrieval.hybrid import hybrid_candidates
     from ragdesk.core.retrieval.rerank import DEFAULT_RERANKER, fit_reranker
+    from ragdesk.core.sparse.bm25 import top_k
+    from ragdesk.core.sparse.features import FEATURE_NAMES
     from ragdesk.core.sparse.store import build_index
 
     t_all = time.perf_counter()

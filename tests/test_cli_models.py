@@ -152,8 +152,8 @@ def test_download_offline_fails_at_once_and_writes_nothing(tmp_path: Path, env: 
 def test_imported_pack_answers_through_the_engine(cli, tiny_models, data_dir: Path,  # type: ignore[no-untyped-def]
                                                   tmp_path: Path) -> None:
     """`models import` then the engine (what `ask` uses) answers with the imported models."""
-    from ragdesk.core.app import AppContext
     from ragdesk.core import session
+    from ragdesk.core.app import AppContext
     from ragdesk.core.snapshots import import_snapshot
 
     code, _, err = cli("models", "import", str(tiny_models.rag_token), "--name", "tiny",

@@ -29,8 +29,8 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, tiny_models: Any) -> Pat
 def test_load_engine_answers_with_each_retriever(data_root: Path, tiny_models: Any,
                                                  retriever: str) -> None:
     import ragdesk
-    from ragdesk.core.snapshots import SnapshotLibrary
     from ragdesk.core.retrieval.hybrid import retrieve_batch
+    from ragdesk.core.snapshots import SnapshotLibrary
 
     title = tiny_models.corpus[7][0]
     question = f"what is known about {title}?"

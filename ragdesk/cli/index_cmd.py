@@ -65,7 +65,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ls = isub.add_parser("list", help="list snapshots")
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=cmd_list)
+    _register_import(isub)
+    _register_quantize(isub)
+    _register_small(isub)
 
+
+def _register_import(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp = isub.add_parser("import", help="import a snapshot from passages or a Wikipedia dump",
                           epilog=IMPORT_EPILOG,
                           formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -91,6 +96,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     imp.add_argument("--json", action="store_true", help="print the new snapshot as JSON")
     imp.set_defaults(func=cmd_import)
 
+
+def _register_quantize(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q = isub.add_parser("quantize", help="build another index variant from the embeddings",
                         epilog=QUANTIZE_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -120,6 +127,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     q.add_argument("--json", action="store_true", help="print the result as JSON")
     q.set_defaults(func=cmd_quantize)
 
+
+def _register_small(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """switch, verify, remove and the rest: a name and a few options each."""
     sw = isub.add_parser("switch", help="make a snapshot the active one")
     sw.add_argument("name", metavar="NAME")
     sw.add_argument("--variant", choices=["flat", "hnsw-sq8", "ivf-pq"],

@@ -42,7 +42,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     dl.add_argument("--use", action="store_true", help="also make it the pack to use")
     add_json_option(dl)
     dl.set_defaults(func=cmd_download)
+    _register_import(msub)
+    _register_small(msub)
 
+
+def _register_import(msub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     im = msub.add_parser(
         "import", help="register local model folders or a .gguf file as a pack",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -71,6 +75,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_json_option(im)
     im.set_defaults(func=cmd_import)
 
+
+def _register_small(msub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """remove, use and setup-starter."""
     rm = msub.add_parser("remove", help="unregister an imported pack (deletes --copy copies)")
     rm.add_argument("name", metavar="NAME")
     add_json_option(rm)

@@ -273,24 +273,8 @@ class BeamSearch:
         self.running_beam_indices = _gather_beams(topk_running_beam_indices, next_idx)
         self.running_extras = _gather_beams(topk_running_extras, next_idx)
 
-        # finished ones among the top num_beams compete for the returned slots
-        just_finished = hits & self.top_num_beam_mask[None, :]
-        fin_lp = topk_log_probs / ((cur_len + 1 - self.prompt_len) ** self.length_penalty)
-        full = torch.all(self.is_sent_finished, dim=-1, keepdim=True) & (
-            self.early_stopping is True)
-        fin_lp = fin_lp + full.to(torch.float32) * -1.0e9
-        fin_lp = fin_lp + (~self.early_stop_unsatisfied).to(torch.float32) * -1.0e9
-        fin_lp = fin_lp + (~just_finished) * -1.0e9
-        merged_scores = torch.cat((self.beam_scores, fin_lp), dim=1)
-        keep = torch.topk(merged_scores, k=nb)[1]
-        self.sequences = _gather_beams(torch.cat((self.sequences, topk_running_sequences), 1), keep)
-        self.extras = _gather_beams(torch.cat((self.extras, topk_running_extras), 1), keep)
-        self.beam_scores = _gather_beams(merged_scores, keep)
-        self.beam_indices = _gather_beams(
-            torch.cat((self.beam_indices, topk_running_beam_indices), 1), keep)
-        self.is_sent_finished = _gather_beams(
-            torch.cat((self.is_sent_finished, just_finished), 1), keep)
-
+        self._keep_finished(topk_log_probs, hits, topk_running_sequences, topk_running_extras,
+                            topk_running_beam_indices)
         order = self.running_beam_indices[..., cur_len - self.prompt_len].reshape(b * nb)
         self.cur_len = cur_len + 1
         self._update_early_stop()
@@ -299,6 +283,28 @@ class BeamSearch:
         valid = not bool(torch.all(self.hits_stopping))
         self.done = not (improvement_possible and exists_open and valid)
         return order.to(torch.long)
+
+    def _keep_finished(self, topk_log_probs: torch.Tensor, hits: torch.Tensor,
+                       sequences: torch.Tensor, extras: torch.Tensor,
+                       beam_indices: torch.Tensor) -> None:
+        """The finished ones among the top num_beams compete for the returned slots."""
+        import torch
+
+        just_finished = hits & self.top_num_beam_mask[None, :]
+        fin_lp = topk_log_probs / ((self.cur_len + 1 - self.prompt_len) ** self.length_penalty)
+        full = torch.all(self.is_sent_finished, dim=-1, keepdim=True) & (
+            self.early_stopping is True)
+        fin_lp = fin_lp + full.to(torch.float32) * -1.0e9
+        fin_lp = fin_lp + (~self.early_stop_unsatisfied).to(torch.float32) * -1.0e9
+        fin_lp = fin_lp + (~just_finished) * -1.0e9
+        merged_scores = torch.cat((self.beam_scores, fin_lp), dim=1)
+        keep = torch.topk(merged_scores, k=self.num_beams)[1]
+        self.sequences = _gather_beams(torch.cat((self.sequences, sequences), 1), keep)
+        self.extras = _gather_beams(torch.cat((self.extras, extras), 1), keep)
+        self.beam_scores = _gather_beams(merged_scores, keep)
+        self.beam_indices = _gather_beams(torch.cat((self.beam_indices, beam_indices), 1), keep)
+        self.is_sent_finished = _gather_beams(
+            torch.cat((self.is_sent_finished, just_finished), 1), keep)
 
     def _update_early_stop(self) -> None:
         import torch

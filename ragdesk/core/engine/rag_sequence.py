@@ -247,20 +247,12 @@ def rag_sequence_generate(
                                             constraint)
         t_dec = time.perf_counter()
         cands = _union(per_passage)
-        skip_first = all(_is_bos(c.tokens, bos) for c in cands)
-        if decoding == "thorough" and not cancelled:
-            token_lp, stopped = _rescore(ctx, cands, pad, cancel)
-            cancelled = cancelled or stopped
-        else:
-            token_lp = None
-        if token_lp is not None:
-            scores = _thorough_scores(cands, token_lp, doc_lp, pad, skip_first)
-        else:
-            scores = _fast_scores(cands, doc_lp, pad, skip_first)
+        rescore = decoding == "thorough" and not cancelled
+        scores, token_lp, stopped = _score(ctx, cands, doc_lp, rescore, pad, bos, cancel)
+        cancelled = cancelled or stopped
         best_i = int(torch.topk(scores, 1)[1][0])
     t_score = time.perf_counter()
     best = cands[best_i]
-
     if token_lp is not None:
         lp = token_lp[:, best_i, :len(best.tokens)].T  # [T, K]
         posteriors = running_posteriors(doc_lp, lp, _scored(best.tokens, pad,
@@ -268,15 +260,26 @@ def rag_sequence_generate(
     else:
         posteriors = _fast_prefix_posteriors(best.tokens, per_passage, doc_lp, pad, bos)
     emitter.emit(best.tokens, posteriors)
-    timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc}
-    if token_lp is not None:
-        timings["rescore_s"] = t_score - t_dec
+    timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc,
+               **({"rescore_s": t_score - t_dec} if token_lp is not None else {})}
     return Answer(
         question=question, text=emitter.text(), token_ids=list(emitter.ids),
         tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
         logprob=float(scores[best_i]), mode="sequence", decoding=decoding, snapshot=snapshot,
         timings=timings, cancelled=cancelled, temperature=temperature, style=style,
         grounded=grounded)
+
+
+def _score(ctx: PassageContext, cands: list[Candidate], doc_lp: torch.Tensor,
+           rescore: bool, pad: int, bos: int | None, cancel: CancelToken | None
+           ) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
+    """log p(y|x) of every candidate: thorough (``rescore``: every candidate under every
+    passage) or fast. Returns (scores [N], the rescored token log-probs or None, stopped)."""
+    skip_first = all(_is_bos(c.tokens, bos) for c in cands)
+    token_lp, stopped = _rescore(ctx, cands, pad, cancel) if rescore else (None, False)
+    if token_lp is not None:
+        return _thorough_scores(cands, token_lp, doc_lp, pad, skip_first), token_lp, stopped
+    return _fast_scores(cands, doc_lp, pad, skip_first), None, stopped
 
 
 def _rescore(ctx: PassageContext, cands: list[Candidate], pad: int,

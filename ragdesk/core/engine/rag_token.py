@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
-from ragdesk.core.engine.generators import Generator
+from ragdesk.core.engine.generators import Generator, PassageContext
 from ragdesk.core.engine.grounding import span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.options import DEFAULT_OPTIONS
@@ -78,67 +78,16 @@ def rag_token_generate(
     passages = passages_of(docs)
     t0 = time.perf_counter()
     doc_lp = doc_log_probs(docs, temperature)
-    k = len(passages)
     ctx = generator.prepare(question, passages, style)
     constraint = span_processors(generator, passages, grounded, question)
     t_enc = time.perf_counter()
-    marg = _Marginal(doc_lp)
-    emitter = TokenEmitter(generator, on_token)
-    cancelled = False
-    nb = opts.num_beams
-    settings = generator.settings
-
-    def stop_requested() -> bool:
-        return cancel is not None and cancel.cancelled
-
+    search = _Search(ctx, generator, opts, _Marginal(doc_lp), constraint,
+                     TokenEmitter(generator, on_token), cancel)
     with torch.inference_mode():
-        if nb == 1:
-            greedy = GreedySearch(1, settings, max_new_tokens=opts.max_new_tokens,
-                                  min_new_tokens=opts.min_new_tokens, extras_dim=k,
-                                  extra_processors=constraint)
-            logits = ctx.first_logits
-            rows = None
-            while True:
-                token = greedy.step(marg(logits), marg.extras)
-                hyp = greedy.hypotheses()[0]
-                emitter.emit(hyp.tokens, token_posteriors(hyp.extras))
-                if greedy.done:
-                    break
-                if stop_requested():
-                    cancelled = True
-                    break
-                if rows is None:
-                    rows = ctx.rows(torch.arange(k), opts.max_new_tokens)
-                logits = rows.step(token.repeat_interleave(k))
-            best = greedy.hypotheses()[0]
-        else:
-            beam = BeamSearch(1, nb, settings, max_new_tokens=opts.max_new_tokens,
-                              min_new_tokens=opts.min_new_tokens, extras_dim=k,
-                              extra_processors=constraint)
-            logits = ctx.first_logits
-            beam_rows = None
-            while True:
-                m = marg(logits)
-                if m.shape[0] == 1:  # first step: every beam starts from the same rows
-                    m = m.expand(nb, -1)
-                    assert marg.joint is not None
-                    marg.joint = marg.joint.expand(nb, -1, -1)
-                order = beam.step(torch.log_softmax(m, dim=-1), marg.extras)
-                _stream_decided(beam, emitter)
-                if beam.done:
-                    break
-                if stop_requested():
-                    cancelled = True
-                    break
-                if beam_rows is None:
-                    beam_rows = ctx.rows(torch.arange(k).repeat(nb), opts.max_new_tokens)
-                row_order = (order[:, None] * k + torch.arange(k)[None, :]).reshape(-1)
-                beam_rows.reorder(row_order)
-                last = beam.running_sequences[0, :, beam.cur_len - 1]
-                logits = beam_rows.step(last.repeat_interleave(k))
-            best = beam.running(0)[0] if cancelled else beam.finished(0, 1)[0]
+        best, cancelled = search.greedy() if opts.num_beams == 1 else search.beam()
     t_dec = time.perf_counter()
 
+    emitter = search.emitter
     posteriors = token_posteriors(best.extras)
     if not cancelled:
         emitter.emit(best.tokens, posteriors)
@@ -150,6 +99,73 @@ def rag_token_generate(
         temperature=temperature, style=style, grounded=grounded,
         timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
         cancelled=cancelled)
+
+
+class _Search:
+    """One RAG-Token decoding: greedy or beam search over the marginal next-token
+    distribution, K decoder rows (one per passage) per hypothesis."""
+
+    def __init__(self, ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+                 marg: _Marginal, constraint: Sequence[Any], emitter: TokenEmitter,
+                 cancel: CancelToken | None) -> None:
+        self.ctx, self.opts, self.marg = ctx, opts, marg
+        self.settings = generator.settings
+        self.constraint = constraint
+        self.emitter = emitter
+        self.cancel = cancel
+        self.k = marg.k
+
+    def _stop_requested(self) -> bool:
+        return self.cancel is not None and self.cancel.cancelled
+
+    def greedy(self) -> tuple[Hypothesis, bool]:
+        import torch
+
+        k, marg, opts = self.k, self.marg, self.opts
+        greedy = GreedySearch(1, self.settings, max_new_tokens=opts.max_new_tokens,
+                              min_new_tokens=opts.min_new_tokens, extras_dim=k,
+                              extra_processors=self.constraint)
+        logits = self.ctx.first_logits
+        rows = None
+        while True:
+            token = greedy.step(marg(logits), marg.extras)
+            hyp = greedy.hypotheses()[0]
+            self.emitter.emit(hyp.tokens, token_posteriors(hyp.extras))
+            if greedy.done:
+                return greedy.hypotheses()[0], False
+            if self._stop_requested():
+                return greedy.hypotheses()[0], True
+            if rows is None:
+                rows = self.ctx.rows(torch.arange(k), opts.max_new_tokens)
+            logits = rows.step(token.repeat_interleave(k))
+
+    def beam(self) -> tuple[Hypothesis, bool]:
+        import torch
+
+        k, marg, opts, nb = self.k, self.marg, self.opts, self.opts.num_beams
+        beam = BeamSearch(1, nb, self.settings, max_new_tokens=opts.max_new_tokens,
+                          min_new_tokens=opts.min_new_tokens, extras_dim=k,
+                          extra_processors=self.constraint)
+        logits = self.ctx.first_logits
+        beam_rows = None
+        while True:
+            m = marg(logits)
+            if m.shape[0] == 1:  # first step: every beam starts from the same rows
+                m = m.expand(nb, -1)
+                assert marg.joint is not None
+                marg.joint = marg.joint.expand(nb, -1, -1)
+            order = beam.step(torch.log_softmax(m, dim=-1), marg.extras)
+            _stream_decided(beam, self.emitter)
+            if beam.done:
+                return beam.finished(0, 1)[0], False
+            if self._stop_requested():
+                return beam.running(0)[0], True
+            if beam_rows is None:
+                beam_rows = self.ctx.rows(torch.arange(k).repeat(nb), opts.max_new_tokens)
+            row_order = (order[:, None] * k + torch.arange(k)[None, :]).reshape(-1)
+            beam_rows.reorder(row_order)
+            last = beam.running_sequences[0, :, beam.cur_len - 1]
+            logits = beam_rows.step(last.repeat_interleave(k))
 
 
 def _stream_decided(beam: BeamSearch, emitter: TokenEmitter) -> None:

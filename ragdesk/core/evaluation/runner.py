@@ -208,85 +208,106 @@ def evaluate(
     if answerable_only and passages is None:
         raise ValueError("answerable_only needs the passages to find the answerable questions")
     ks_t = tuple(sorted(set(ks)))
-    depth = max(max(ks_t), cite)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-
     flags: list[bool] | None = None
     if passages is not None:
         t0 = time.perf_counter()
         flags = answerable_flags(passages, questions, progress, cancel)
         timings["answerable_scan_s"] = time.perf_counter() - t0
-
-    texts = [q.question for q in questions]
-    matchers = [AnswerMatcher(q.answers) for q in questions]
-    cache = _PassageStringCache()
-    results: list[QuestionResult] = []
-    encode_s = search_s = 0.0
-    prog = Progress(len(questions), "retrieving", progress)
-    for start, batch in _batches(texts, batch_size):
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        t0 = time.perf_counter()
-        vecs = encoder.encode(list(batch), batch_size=batch_size)
-        t1 = time.perf_counter()
-        hit_lists = retrieve_batch(batch, vecs, depth)
-        t2 = time.perf_counter()
-        encode_s += t1 - t0
-        search_s += t2 - t1
-        for j, hits in enumerate(hit_lists):
-            i = start + j
-            q = questions[i]
-            first = next((r for r, h in enumerate(hits) if matchers[i].matches(cache.get(h))),
-                         None)
-            docs = [_doc_json(r, h, matchers[i].matches(cache.get(h)))
-                    for r, h in enumerate(hits[:cite])]
-            results.append(QuestionResult(line=q.line, question=q.question,
-                                          answers=list(q.answers),
-                                          answerable=None if flags is None else flags[i],
-                                          first_hit_rank=first, docs=docs))
-        prog.update(len(batch))
-    n = max(1, len(questions))
-    timings["question_encoding_s"] = encode_s
-    timings["search_s"] = search_s
-    timings["retrieval_per_question_ms"] = 1000.0 * (encode_s + search_s) / n
-
+    run = _Run(questions, flags, cite, progress, cancel)
+    run.retrieve(encoder, retrieve_batch, max(max(ks_t), cite), batch_size, timings)
     if answer is not None:
-        gen_s = 0.0
         todo = [i for i in range(len(questions))
                 if not answerable_only or (flags is not None and flags[i])]
-        prog = Progress(len(todo), "answering", progress)
-        for i in todo:
-            q = questions[i]
-            if cancel is not None:
-                cancel.raise_if_cancelled()
+        run.answer(answer, todo, timings)
+    timings["total_s"] = time.perf_counter() - t_start
+    return EvalReport(results=run.results, ks=ks_t, retrieval_only=answer is None,
+                      timings=timings, config=dict(config or {}))
+
+
+class _Run:
+    """One evaluation's per-question results, filled by retrieval and then by answering."""
+
+    def __init__(self, questions: Sequence[Question], flags: list[bool] | None, cite: int,
+                 progress: ProgressCallback | None, cancel: CancelToken | None) -> None:
+        self.questions = questions
+        self.flags = flags
+        self.cite = cite
+        self.progress = progress
+        self.cancel = cancel
+        self.matchers = [AnswerMatcher(q.answers) for q in questions]
+        self.cache = _PassageStringCache()
+        self.results: list[QuestionResult] = []
+
+    def _check_cancel(self) -> None:
+        if self.cancel is not None:
+            self.cancel.raise_if_cancelled()
+
+    def retrieve(self, encoder: QuestionEncoder, retrieve_batch: BatchRetriever, depth: int,
+                 batch_size: int, timings: dict[str, float]) -> None:
+        encode_s = search_s = 0.0
+        prog = Progress(len(self.questions), "retrieving", self.progress)
+        texts = [q.question for q in self.questions]
+        for start, batch in _batches(texts, batch_size):
+            self._check_cancel()
             t0 = time.perf_counter()
-            ans = answer(q.question)
+            vecs = encoder.encode(list(batch), batch_size=batch_size)
+            t1 = time.perf_counter()
+            hit_lists = retrieve_batch(batch, vecs, depth)
+            t2 = time.perf_counter()
+            encode_s += t1 - t0
+            search_s += t2 - t1
+            for j, hits in enumerate(hit_lists):
+                self.results.append(self._retrieved(start + j, hits))
+            prog.update(len(batch))
+        timings["question_encoding_s"] = encode_s
+        timings["search_s"] = search_s
+        timings["retrieval_per_question_ms"] = (
+            1000.0 * (encode_s + search_s) / max(1, len(self.questions)))
+
+    def _retrieved(self, i: int, hits: Sequence[Hit]) -> QuestionResult:
+        q, matcher = self.questions[i], self.matchers[i]
+        first = next((r for r, h in enumerate(hits) if matcher.matches(self.cache.get(h))),
+                     None)
+        docs = [_doc_json(r, h, matcher.matches(self.cache.get(h)))
+                for r, h in enumerate(hits[:self.cite])]
+        return QuestionResult(line=q.line, question=q.question, answers=list(q.answers),
+                              answerable=None if self.flags is None else self.flags[i],
+                              first_hit_rank=first, docs=docs)
+
+    def answer(self, answer: Answerer, todo: list[int], timings: dict[str, float]) -> None:
+        gen_s = 0.0
+        prog = Progress(len(todo), "answering", self.progress)
+        for i in todo:
+            self._check_cancel()
+            t0 = time.perf_counter()
+            ans = answer(self.questions[i].question)
             dt = time.perf_counter() - t0
             gen_s += dt
-            r = results[i]
-            r.prediction = str(ans.text)
-            r.em = exact_match(r.prediction, q.answers)
-            r.f1 = token_f1(r.prediction, q.answers)
-            r.timings = {"answer_s": dt,
-                         **{k: float(v) for k, v in (getattr(ans, "timings", {}) or {}).items()}}
-            # Cite what the generator actually read, which --out readers want to inspect.
-            used = list(getattr(ans, "docs", []) or [])
-            if used:
-                r.docs = [_doc_json(rank, d, matchers[i].matches(cache.get(d)))
-                          for rank, d in enumerate(used)]
-                probs = [getattr(d, "prob", None) for d in used]
-                if all(isinstance(p, float) for p in probs):
-                    r.top1_prob = max(p for p in probs if p is not None)
-            posts = [t.posterior for t in (getattr(ans, "tokens", []) or [])]
-            if posts:
-                r.token_entropy = float(np.mean([entropy(p) for p in posts]))
+            self._record(i, ans, dt)
             prog.update(1)
         timings["generation_s"] = gen_s
         timings["answer_per_question_ms"] = 1000.0 * gen_s / max(1, len(todo))
-    timings["total_s"] = time.perf_counter() - t_start
-    return EvalReport(results=results, ks=ks_t, retrieval_only=answer is None,
-                      timings=timings, config=dict(config or {}))
+
+    def _record(self, i: int, ans: Any, seconds: float) -> None:
+        q, r, matcher = self.questions[i], self.results[i], self.matchers[i]
+        r.prediction = str(ans.text)
+        r.em = exact_match(r.prediction, q.answers)
+        r.f1 = token_f1(r.prediction, q.answers)
+        r.timings = {"answer_s": seconds,
+                     **{k: float(v) for k, v in (getattr(ans, "timings", {}) or {}).items()}}
+        # Cite what the generator actually read, which --out readers want to inspect.
+        used = list(getattr(ans, "docs", []) or [])
+        if used:
+            r.docs = [_doc_json(rank, d, matcher.matches(self.cache.get(d)))
+                      for rank, d in enumerate(used)]
+            probs = [getattr(d, "prob", None) for d in used]
+            if all(isinstance(p, float) for p in probs):
+                r.top1_prob = max(p for p in probs if p is not None)
+        posts = [t.posterior for t in (getattr(ans, "tokens", []) or [])]
+        if posts:
+            r.token_entropy = float(np.mean([entropy(p) for p in posts]))
 
 
 def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, Any]:

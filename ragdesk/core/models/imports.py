@@ -335,28 +335,13 @@ def _check_copy_sources(data: DataDir, name: str, parts: dict[str, str], local: 
         check_links(src)
 
 
-def import_pack(
-    data: DataDir,
-    catalog: Catalog,
-    path: str | os.PathLike[str] | None,
-    name: str,
-    *,
-    question_encoder: str | None = None,
-    passage_encoder: str | None = None,
-    generator: str | None = None,
-    copy: bool = False,
-    replace: bool = False,
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-) -> PackSpec:
-    """Validate and register a custom pack (see the module doc for how PATH maps to parts)."""
-    check_pack_name(name)
-    registered = any(r.name == name for r in catalog.list_model_packs())
-    if not replace and registered:
-        raise AlreadyExistsError(f"A model pack named {name!r} already exists.",
-                                 "Pick another name, or pass --replace.")
+def _collect_parts(path: str | os.PathLike[str] | None, question_encoder: str | None,
+                   passage_encoder: str | None, generator: str | None
+                   ) -> tuple[dict[str, str], set[str]]:
+    """The pack's part references by role, and which of them are paths on this machine (the
+    rest are hub ids); PATH gives the roles its model plays, the options override them."""
     parts: dict[str, str] = {}
-    local: set[str] = set()  # refs that are paths on this machine (the rest are hub ids)
+    local: set[str] = set()
     source_info: ModelInfo | None = None
     if path is not None:
         src = Path(path).expanduser()
@@ -382,15 +367,16 @@ def import_pack(
             hint="Name the missing parts with --question-encoder REF / --generator REF "
                  "(a folder, a .gguf file or a hub id in the HF cache), or import a RAG "
                  "checkpoint, which holds both.")
-    if copy:
-        _check_copy_sources(data, name, parts, local, registered, replace)
+    return parts, local
 
-    steps = 3 + (1 if copy else 0)
-    prog = Progress(steps, f"checking the parts of {name}", progress)
+
+def _check_encoders(parts: dict[str, str], prog: Progress,
+                    cancel: CancelToken | None) -> EncoderInfo:
+    """Load the encoders once to prove they work and share a vector space; a pack whose
+    question encoder is not DPR's encodes passages with it too. Returns the question
+    encoder's info."""
     prog.set(0, "checking the question encoder")
-    q_enc = validate_question_encoder(parts["question_encoder"])
-    q_info = q_enc.info
-    del q_enc
+    q_info = validate_question_encoder(parts["question_encoder"]).info
     if cancel is not None:
         cancel.raise_if_cancelled()
     prog.set(1, "checking the passage encoder")
@@ -407,9 +393,37 @@ def import_pack(
         parts["passage_encoder"] = parts["question_encoder"]
     if cancel is not None:
         cancel.raise_if_cancelled()
+    return q_info
+
+
+def import_pack(
+    data: DataDir,
+    catalog: Catalog,
+    path: str | os.PathLike[str] | None,
+    name: str,
+    *,
+    question_encoder: str | None = None,
+    passage_encoder: str | None = None,
+    generator: str | None = None,
+    copy: bool = False,
+    replace: bool = False,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> PackSpec:
+    """Validate and register a custom pack (see the module doc for how PATH maps to parts)."""
+    check_pack_name(name)
+    registered = any(r.name == name for r in catalog.list_model_packs())
+    if not replace and registered:
+        raise AlreadyExistsError(f"A model pack named {name!r} already exists.",
+                                 "Pick another name, or pass --replace.")
+    parts, local = _collect_parts(path, question_encoder, passage_encoder, generator)
+    if copy:
+        _check_copy_sources(data, name, parts, local, registered, replace)
+    steps = 3 + (1 if copy else 0)
+    prog = Progress(steps, f"checking the parts of {name}", progress)
+    q_info = _check_encoders(parts, prog, cancel)
     prog.set(2, "checking the generator")
     generator_kind = validate_generator(parts["generator"], cancel=cancel)
-
     if cancel is not None:
         cancel.raise_if_cancelled()
     if not copy:
@@ -424,7 +438,6 @@ def import_pack(
     prog.set(steps, f"registered {name}")
     log.info("registered model pack %s: %s", name, spec.to_json())
     return spec
-
 
 
 def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,

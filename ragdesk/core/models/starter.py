@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback, ProgressUpdate
+from ragdesk.core.snapshots import import_snapshot
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -270,78 +271,92 @@ def ensure_starter_snapshot(
     (the app asks at once; the command line does not).
     """
     combined = _CombinedProgress(progress)
-    pending = [1 + int(prepare)]
-    pending_lock = threading.Lock()
-    generator_done = threading.Event()
-    errors: list[BaseException] = []
-
-    counted: set[str] = set()
-
-    def one_part_done(part: str) -> None:
-        with pending_lock:
-            if part in counted:
-                return
-            counted.add(part)
-            pending[0] -= 1
-            last = pending[0] == 0
-        if last and on_answerable is not None:
-            on_answerable()
-
-    def generator() -> None:
-        try:
-            # Kept in memory, the generator can answer before its copy is on disk.
-            extra: dict[str, Any] = ({"keep_loaded": True,
-                                      "on_loaded": lambda: one_part_done("generator")}
-                                     if keep_generator else {})
-            prepare_generator(data, progress=combined.side, cancel=cancel, **extra)
-        except BaseException as exc:  # re-raised on the calling thread at the end
-            errors.append(exc)
-        finally:
-            # Also after a failure: a waiting question then loads the generator itself and
-            # reports the real problem, instead of waiting for good. Counted before the
-            # encoding may start, so that "answerable" comes first.
-            try:
-                one_part_done("generator")
-            finally:
-                generator_done.set()
-
-    thread = None
-    if prepare:
-        _import_for_threads()
-        thread = threading.Thread(target=generator, name="ragdesk-starter-generator",
-                                  daemon=True)
-        thread.start()
-    else:
-        generator_done.set()
-
-    def staged(name: str) -> None:
-        catalog.set_active(name)
-        one_part_done("snapshot")
-        # Encoding waits for the conversion: on two cores it would only slow down the
-        # conversion, which is what the first answer waits for.
-        while not generator_done.wait(0.2):
-            if cancel is not None:
-                cancel.raise_if_cancelled()
-
+    setup = _StagedSetup(parts=1 + int(prepare), on_answerable=on_answerable, cancel=cancel)
+    thread = setup.start_generator(data, combined.side, keep_generator) if prepare else None
     record = None
     try:
         ready = [s for s in catalog.list_snapshots() if s.state == "ready"]
         if ready:
             if catalog.active_snapshot() is None:
                 catalog.set_active(ready[0].name)
-            one_part_done("snapshot")
+            setup.part_done("snapshot")
         else:
-            from ragdesk.core.snapshots import import_snapshot
-
-            encoder = load_encoder("passage")
-            record = import_snapshot(data, catalog, SNAPSHOT_NAME, name=SNAPSHOT_NAME,
-                                     encoder=encoder, fmt="vital-articles", limit=limit,
-                                     default_pack="starter", progress=combined.main,
-                                     cancel=cancel, staged=True, on_stage=staged)
+            record = import_snapshot(
+                data, catalog, SNAPSHOT_NAME, name=SNAPSHOT_NAME,
+                encoder=load_encoder("passage"), fmt="vital-articles", limit=limit,
+                default_pack="starter", progress=combined.main, cancel=cancel, staged=True,
+                on_stage=lambda name: setup.staged(catalog, name))
             catalog.set_active(record.name)
     finally:
         if thread is not None:
             thread.join()
-    if errors:
-        raise errors[0]
+    if setup.errors:
+        raise setup.errors[0]
     return record
+
+
+class _StagedSetup:
+    """The two parts of the starter setup that must both be done before a question can be
+    answered (the BM25 stage of the snapshot and the generator), counted across threads."""
+
+    def __init__(self, parts: int, on_answerable: Callable[[], None] | None,
+                 cancel: CancelToken | None) -> None:
+        self._pending = parts
+        self._counted: set[str] = set()
+        self._lock = threading.Lock()
+        self._on_answerable = on_answerable
+        self._cancel = cancel
+        # Set at once when there is no generator to prepare.
+        self.generator_done = threading.Event()
+        if parts == 1:
+            self.generator_done.set()
+        self.errors: list[BaseException] = []
+
+    def start_generator(self, data: DataDir, progress: ProgressCallback,
+                        keep_generator: bool) -> threading.Thread:
+        """Assemble and convert the generator on a thread of its own."""
+        _import_for_threads()
+        # Kept in memory, the generator can answer before its copy is on disk.
+        extra: dict[str, Any] = ({"keep_loaded": True,
+                                  "on_loaded": lambda: self.part_done("generator")}
+                                 if keep_generator else {})
+        thread = threading.Thread(
+            target=self.run_generator, name="ragdesk-starter-generator", daemon=True,
+            args=(lambda: prepare_generator(data, progress=progress, cancel=self._cancel,
+                                            **extra),))
+        thread.start()
+        return thread
+
+    def part_done(self, part: str) -> None:
+        with self._lock:
+            if part in self._counted:
+                return
+            self._counted.add(part)
+            self._pending -= 1
+            last = self._pending == 0
+        if last and self._on_answerable is not None:
+            self._on_answerable()
+
+    def run_generator(self, prepare: Callable[[], object]) -> None:
+        try:
+            prepare()
+        except BaseException as exc:  # re-raised on the calling thread at the end
+            self.errors.append(exc)
+        finally:
+            # Also after a failure: a waiting question then loads the generator itself and
+            # reports the real problem, instead of waiting for good. Counted before the
+            # encoding may start, so that "answerable" comes first.
+            try:
+                self.part_done("generator")
+            finally:
+                self.generator_done.set()
+
+    def staged(self, catalog: Catalog, name: str) -> None:
+        """The snapshot answers with BM25: make it active, then hold the encoding back."""
+        catalog.set_active(name)
+        self.part_done("snapshot")
+        # Encoding waits for the conversion: on two cores it would only slow down the
+        # conversion, which is what the first answer waits for.
+        while not self.generator_done.wait(0.2):
+            if self._cancel is not None:
+                self._cancel.raise_if_cancelled()

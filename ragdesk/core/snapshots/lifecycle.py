@@ -74,7 +74,28 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
     data.staging_dir.mkdir(parents=True, exist_ok=True)
     data.snapshots_dir.mkdir(parents=True, exist_ok=True)
     by_slug = {r.slug: r for r in catalog.list_snapshots()}
+    _finish_removals(data, catalog, by_slug, report)
+    for slug, rec in list(by_slug.items()):
+        _settle_unfinished(data, catalog, slug, rec, report)
+    # Folders are looked at first and the catalog read after: an import adds its catalog row
+    # before it creates its staging folder, so a folder seen here has its row already.
+    for d in sorted(data.staging_dir.iterdir()):
+        if d.name.startswith("."):
+            continue
+        row = _row_for_slug(catalog, d.name)
+        if row is None or row.state == SnapshotState.READY.value:
+            _rmtree(d) if d.is_dir() else d.unlink(missing_ok=True)
+            report.removed_staging.append(d.name)
+    for d in sorted(data.snapshots_dir.iterdir()):
+        _adopt(catalog, d, report)
+    if any((report.removed_staging, report.marked_failed, report.completed, report.adopted)):
+        log.info("recovered data directory %s: %s", data.root, report)
+    return report
 
+
+def _finish_removals(data: DataDir, catalog: Catalog, by_slug: dict[str, SnapshotRecord],
+                     report: RecoveryReport) -> None:
+    """Removals that crashed after renaming the folder aside: drop the row and the folder."""
     for trash in sorted(data.staging_dir.glob(REMOVE_PREFIX + "*")):
         slug = trash.name[len(REMOVE_PREFIX):]
         rec = by_slug.pop(slug, None)
@@ -84,65 +105,58 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
         _rmtree(trash)
         report.removed_staging.append(trash.name)
 
-    for slug, rec in list(by_slug.items()):
-        if rec.state == SnapshotState.READY.value:
-            continue
-        importing = rec.state == SnapshotState.IMPORTING.value
-        if importing:
-            if locks.import_running(data, rec.slug):
-                continue
-            for job in catalog.list_jobs(state="running"):
-                if job.snapshot_id == rec.id:
-                    catalog.update_job(job.id, state="interrupted", message="process ended")
-        final = data.snapshot_dir(slug)
-        if (final / MANIFEST_FILE).exists():
-            # Only a complete staging folder is ever renamed here: the import got that far.
-            try:
-                mark_ready(catalog, rec.name, read_manifest(final))
-                report.completed.append(rec.name)
-                continue
-            except RagdeskError:
-                log.warning("snapshot folder %s has an unreadable manifest", final)
-        if not importing:
-            continue
-        # A staged snapshot keeps its stage: its passages and BM25 index in the staging
-        # folder are complete and still answer; the resume encodes the rest.
-        catalog.update_snapshot(
-            rec.name, state=SnapshotState.FAILED,
-            error="The import was interrupted; run the same import again to resume it.")
-        report.marked_failed.append(rec.name)
 
-    # Folders are looked at first and the catalog read after: an import adds its catalog row
-    # before it creates its staging folder, so a folder seen here has its row already.
-    for d in sorted(data.staging_dir.iterdir()):
-        if d.name.startswith("."):
-            continue
-        rec = _row_for_slug(catalog, d.name)
-        if rec is None or rec.state == SnapshotState.READY.value:
-            _rmtree(d) if d.is_dir() else d.unlink(missing_ok=True)
-            report.removed_staging.append(d.name)
-
-    for d in sorted(data.snapshots_dir.iterdir()):
-        if d.name.startswith(".") or not d.is_dir() or not (d / MANIFEST_FILE).exists():
-            continue
-        if _row_for_slug(catalog, d.name) is not None:
-            continue
+def _settle_unfinished(data: DataDir, catalog: Catalog, slug: str, rec: SnapshotRecord,
+                       report: RecoveryReport) -> None:
+    """A snapshot not marked ready: ready after all (its folder is complete), or an import
+    no process runs any more (failed, resumable)."""
+    if rec.state == SnapshotState.READY.value:
+        return
+    importing = rec.state == SnapshotState.IMPORTING.value
+    if importing:
+        if locks.import_running(data, rec.slug):
+            return
+        for job in catalog.list_jobs(state="running"):
+            if job.snapshot_id == rec.id:
+                catalog.update_job(job.id, state="interrupted", message="process ended")
+    final = data.snapshot_dir(slug)
+    if (final / MANIFEST_FILE).exists():
+        # Only a complete staging folder is ever renamed here: the import got that far.
         try:
-            manifest = read_manifest(d)
+            mark_ready(catalog, rec.name, read_manifest(final))
+            report.completed.append(rec.name)
+            return
         except RagdeskError:
-            log.warning("ignoring %s: its manifest cannot be read", d)
-            continue
-        if manifest.slug != d.name or catalog.find_snapshot(manifest.name) is not None:
-            log.warning("ignoring %s: it does not match the catalog", d)
-            continue
-        catalog.add_snapshot(manifest.name, f"snapshots/{d.name}", slug=d.name,
-                             state=SnapshotState.IMPORTING,
-                             source=str(manifest.source.get("label") or ""))
-        mark_ready(catalog, manifest.name, manifest)
-        report.adopted.append(manifest.name)
-    if any((report.removed_staging, report.marked_failed, report.completed, report.adopted)):
-        log.info("recovered data directory %s: %s", data.root, report)
-    return report
+            log.warning("snapshot folder %s has an unreadable manifest", final)
+    if not importing:
+        return
+    # A staged snapshot keeps its stage: its passages and BM25 index in the staging
+    # folder are complete and still answer; the resume encodes the rest.
+    catalog.update_snapshot(
+        rec.name, state=SnapshotState.FAILED,
+        error="The import was interrupted; run the same import again to resume it.")
+    report.marked_failed.append(rec.name)
+
+
+def _adopt(catalog: Catalog, d: Path, report: RecoveryReport) -> None:
+    """A complete snapshot folder the catalog does not know (a restored catalog): add it."""
+    if d.name.startswith(".") or not d.is_dir() or not (d / MANIFEST_FILE).exists():
+        return
+    if _row_for_slug(catalog, d.name) is not None:
+        return
+    try:
+        manifest = read_manifest(d)
+    except RagdeskError:
+        log.warning("ignoring %s: its manifest cannot be read", d)
+        return
+    if manifest.slug != d.name or catalog.find_snapshot(manifest.name) is not None:
+        log.warning("ignoring %s: it does not match the catalog", d)
+        return
+    catalog.add_snapshot(manifest.name, f"snapshots/{d.name}", slug=d.name,
+                         state=SnapshotState.IMPORTING,
+                         source=str(manifest.source.get("label") or ""))
+    mark_ready(catalog, manifest.name, manifest)
+    report.adopted.append(manifest.name)
 
 
 def remove_snapshot(data: DataDir, catalog: Catalog, name: str) -> None:

@@ -82,71 +82,101 @@ def quantize_snapshot(
     folder, slug = snapshot_folder(data, catalog, name)
     manifest = read_manifest(folder)
     emb = load_embeddings(folder, manifest)
-    n, dim = emb.shape
+    n = emb.shape[0]
     prog = Progress(None, "exact search for the tuning queries", progress)
     prog.set(0)
-    if query_vectors is not None:
-        sample = np.ascontiguousarray(query_vectors, dtype=np.float32)
-        if sample.ndim != 2 or sample.shape[1] != dim or len(sample) == 0:
-            raise BadInputError(f"The tuning queries have shape {sample.shape}; the snapshot "
-                                f"{name!r} holds {dim}-d vectors.")
-        tuned_on = f"{len(sample)} given queries"
-    else:
-        sample = fv.sample_queries(emb, queries)
-        tuned_on = f"{len(sample)} sampled passages turned to cosine {fv.PROXY_COSINE}"
+    sample, tuned_on = _tuning_queries(emb, query_vectors, queries, name)
     _, exact_ids = fv.exact_search(emb, sample, fv.RECALL_K)
-
     tuning: list[dict[str, Any]] = []
     if variant == fv.FLAT:
         entry = manifest.variants[fv.FLAT]
         file, nbytes, chosen, recall, build_s = entry.file, entry.bytes, {}, 1.0, 0.0
+        if make_default and manifest.default_variant != fv.FLAT:
+            with locks.snapshot_lock(data.snapshots_dir, slug):
+                manifest = read_manifest(folder)
+                manifest.default_variant = fv.FLAT
+                write_manifest(folder, manifest)
     else:
-        unknown = set(params) - set(BUILD_KEYS[variant]) - {SEARCH_KEYS[variant], "rerank"}
-        if unknown:
-            raise BadInputError(f"{variant} has no parameter {sorted(unknown)[0]!r}.",
-                                hint=f"It takes {', '.join(BUILD_KEYS[variant])}, "
-                                f"{SEARCH_KEYS[variant]} and rerank.")
-        build = fv.default_params(variant, n, dim)
-        build.update({k: int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
-        _check_build(variant, build, n, dim)
-        t0 = time.perf_counter()
-        index = fv.build_index(variant, build, emb, progress, cancel)
-        build_s = time.perf_counter() - t0
-        searcher = fv.RerankSearcher(emb, index, variant, build, 0)
-        knob = SEARCH_KEYS[variant]
-        prog.set(0, f"measuring recall@20 of {variant}")
-        res = fv.tune(
-            searcher, sample, exact_ids, target=target_recall,
-            knobs=(int(params[knob]),) if knob in params else None,
-            reranks=(int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)
-        chosen = {**build, **res.params}
-        recall, tuning = res.recall, res.table
-        file = fv.index_file(variant)
-        path = folder / file
+        built = _build_and_tune(variant, params, emb, sample, exact_ids, target_recall, prog,
+                                progress, cancel)
+        chosen, recall, tuning, build_s = built.chosen, built.recall, built.tuning, built.build_s
         if cancel is not None:
             cancel.raise_if_cancelled()
-        with locks.snapshot_lock(data.snapshots_dir, slug):
-            fv.write_index(index, path)
-            nbytes = path.stat().st_size
-            checksum = sha256_file(path)
-            # A crash between the rename above and this manifest write leaves a valid index
-            # whose checksum `verify` reports as stale; running quantize again fixes it.
-            manifest = read_manifest(folder)
-            manifest.files[file] = {"size": nbytes, "sha256": checksum}
-            manifest.variants[variant] = VariantEntry(file, nbytes, chosen, recall,
-                                                      round(build_s, 3))
-            if make_default:
-                manifest.default_variant = variant
-            write_manifest(folder, manifest)
-    if variant == fv.FLAT and make_default and manifest.default_variant != fv.FLAT:
-        with locks.snapshot_lock(data.snapshots_dir, slug):
-            manifest = read_manifest(folder)
-            manifest.default_variant = fv.FLAT
-            write_manifest(folder, manifest)
+        file, nbytes = _store_variant(data, slug, folder, variant, built, make_default)
     catalog.upsert_variant(name, variant, file, bytes=nbytes, bytes_per_passage=nbytes / n,
                            recall_at_20=recall, params=chosen)
     return QuantizeResult(name, variant, file, nbytes, nbytes / n, recall, chosen,
                           round(build_s, 3), tuned_on, tuning)
+
+
+def _tuning_queries(emb: np.ndarray, query_vectors: np.ndarray | None, queries: int,
+                    name: str) -> tuple[np.ndarray, str]:
+    """The queries recall is measured on, and what they are (for the record)."""
+    if query_vectors is None:
+        sample = fv.sample_queries(emb, queries)
+        return sample, f"{len(sample)} sampled passages turned to cosine {fv.PROXY_COSINE}"
+    sample = np.ascontiguousarray(query_vectors, dtype=np.float32)
+    if sample.ndim != 2 or sample.shape[1] != emb.shape[1] or len(sample) == 0:
+        raise BadInputError(f"The tuning queries have shape {sample.shape}; the snapshot "
+                            f"{name!r} holds {emb.shape[1]}-d vectors.")
+    return sample, f"{len(sample)} given queries"
+
+
+@dataclass
+class _Built:
+    """A built index and the search settings tuned for it."""
+
+    index: Any
+    chosen: dict[str, Any]
+    recall: float
+    tuning: list[dict[str, Any]]
+    build_s: float
+
+
+def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sample: np.ndarray,
+                    exact_ids: np.ndarray, target_recall: float, prog: Progress,
+                    progress: ProgressCallback | None, cancel: CancelToken | None) -> _Built:
+    unknown = set(params) - set(BUILD_KEYS[variant]) - {SEARCH_KEYS[variant], "rerank"}
+    if unknown:
+        raise BadInputError(f"{variant} has no parameter {sorted(unknown)[0]!r}.",
+                            hint=f"It takes {', '.join(BUILD_KEYS[variant])}, "
+                            f"{SEARCH_KEYS[variant]} and rerank.")
+    n, dim = emb.shape
+    build = fv.default_params(variant, n, dim)
+    build.update({k: int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
+    _check_build(variant, build, n, dim)
+    t0 = time.perf_counter()
+    index = fv.build_index(variant, build, emb, progress, cancel)
+    build_s = time.perf_counter() - t0
+    searcher = fv.RerankSearcher(emb, index, variant, build, 0)
+    knob = SEARCH_KEYS[variant]
+    prog.set(0, f"measuring recall@20 of {variant}")
+    res = fv.tune(
+        searcher, sample, exact_ids, target=target_recall,
+        knobs=(int(params[knob]),) if knob in params else None,
+        reranks=(int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)
+    return _Built(index, {**build, **res.params}, res.recall, res.table, build_s)
+
+
+def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: _Built,
+                   make_default: bool) -> tuple[str, int]:
+    """Write the index and record it in the manifest; (its file name, its size)."""
+    file = fv.index_file(variant)
+    path = folder / file
+    with locks.snapshot_lock(data.snapshots_dir, slug):
+        fv.write_index(built.index, path)
+        nbytes = path.stat().st_size
+        checksum = sha256_file(path)
+        # A crash between the rename above and this manifest write leaves a valid index
+        # whose checksum `verify` reports as stale; running quantize again fixes it.
+        manifest = read_manifest(folder)
+        manifest.files[file] = {"size": nbytes, "sha256": checksum}
+        manifest.variants[variant] = VariantEntry(file, nbytes, built.chosen, built.recall,
+                                                  round(built.build_s, 3))
+        if make_default:
+            manifest.default_variant = variant
+        write_manifest(folder, manifest)
+    return file, nbytes
 
 
 def read_question_texts(path: Path, limit: int | None = None) -> list[str]:

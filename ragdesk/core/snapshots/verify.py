@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,13 @@ from ragdesk.core.errors import CorruptSnapshotError, RagdeskError, UnfinishedIm
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots.index import SnapshotIndex
-from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, read_manifest, sha256_file
+from ragdesk.core.snapshots.locks import import_running
+from ragdesk.core.snapshots.manifest import (
+    EMBEDDINGS_FILE,
+    Manifest,
+    read_manifest,
+    sha256_file,
+)
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 
 log = logging.getLogger(__name__)
@@ -102,6 +109,25 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
         return _finish(report, raise_on_error)
     report.checked.append("manifest.json")
 
+    _check_files(folder, manifest, report, progress, cancel)
+    if rec.passages != manifest.passages:
+        report.problems.append(f"the catalog lists {rec.passages:,} passages, the manifest "
+                               f"{manifest.passages:,}.")
+    if rec.dim is not None and rec.dim != manifest.dim:
+        report.problems.append(f"the catalog says {rec.dim}-d vectors, the manifest "
+                               f"{manifest.dim}-d.")
+    if report.problems:
+        return _finish(report, raise_on_error)
+    for variant in sorted(manifest.variants):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        _check_variant(name, folder, manifest, variant, report)
+    return _finish(report, raise_on_error)
+
+
+def _check_files(folder: Path, manifest: Manifest, report: VerifyReport,
+                 progress: ProgressCallback | None, cancel: CancelToken | None) -> None:
+    """Every file the snapshot needs is listed, present, of its size and checksum."""
     needed = {PASSAGES_FILE, EMBEDDINGS_FILE} | {v.file for v in manifest.variants.values()}
     for f in sorted(needed - set(manifest.files)):
         report.problems.append(f"{f}: not listed in the manifest's checksums.")
@@ -125,42 +151,32 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
                                    "the file is corrupt.")
         else:
             report.checked.append(f"{fname} checksum")
-    if rec.passages != manifest.passages:
-        report.problems.append(f"the catalog lists {rec.passages:,} passages, the manifest "
-                               f"{manifest.passages:,}.")
-    if rec.dim is not None and rec.dim != manifest.dim:
-        report.problems.append(f"the catalog says {rec.dim}-d vectors, the manifest "
-                               f"{manifest.dim}-d.")
-    if report.problems:
-        return _finish(report, raise_on_error)
 
-    for variant in sorted(manifest.variants):
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        try:
-            index = SnapshotIndex(name, folder, manifest, variant)
-        except RagdeskError as exc:
-            report.problems.append(f"index {variant}: {exc.message}")
-            continue
-        try:
-            if index._passages.count() != manifest.passages:
-                report.problems.append(f"{PASSAGES_FILE}: holds a different number of passages "
-                                       f"than the manifest's {manifest.passages:,}.")
-            _check_answers(index, report)
-        except RagdeskError as exc:
-            report.problems.append(f"index {variant}: {exc.message}")
-        except Exception as exc:  # a damaged index can fail in any way; report it
-            log.debug("verify %s/%s", name, variant, exc_info=True)
-            report.problems.append(f"index {variant}: search failed ({exc}).")
-        finally:
-            index.close()
-    return _finish(report, raise_on_error)
+
+def _check_variant(name: str, folder: Path, manifest: Manifest, variant: str,
+                   report: VerifyReport) -> None:
+    """The variant opens, holds the manifest's passages and answers searches."""
+    try:
+        index = SnapshotIndex(name, folder, manifest, variant)
+    except RagdeskError as exc:
+        report.problems.append(f"index {variant}: {exc.message}")
+        return
+    try:
+        if index._passages.count() != manifest.passages:
+            report.problems.append(f"{PASSAGES_FILE}: holds a different number of passages "
+                                   f"than the manifest's {manifest.passages:,}.")
+        _check_answers(index, report)
+    except RagdeskError as exc:
+        report.problems.append(f"index {variant}: {exc.message}")
+    except Exception as exc:  # a damaged index can fail in any way; report it
+        log.debug("verify %s/%s", name, variant, exc_info=True)
+        report.problems.append(f"index {variant}: search failed ({exc}).")
+    finally:
+        index.close()
 
 
 def _unfinished(data: DataDir, rec: SnapshotRecord, report: VerifyReport,
                 raise_on_error: bool) -> VerifyReport:
-    from ragdesk.core.snapshots.locks import import_running
-
     if import_running(data, rec.slug):
         problem = "its import is still running."
         hint = "Wait for the import to finish, then verify it."

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +25,9 @@ from ragdesk.core.errors import AlreadyExistsError, BadInputError
 from ragdesk.core.models import PackSpec, get_pack, load_generator, load_question_encoder
 from ragdesk.core.models.packs import check_pack_name, register_pack
 from ragdesk.core.progress import CancelToken, ProgressCallback
-from ragdesk.core.snapshots import open_snapshot
+from ragdesk.core.snapshots import SnapshotIndex, open_snapshot
 from ragdesk.core.training import checkpoint as ck
-from ragdesk.core.training.data import Example, read_examples
+from ragdesk.core.training.data import read_examples
 from ragdesk.core.training.trainer import RagTrainer, Reporter, TrainConfig, TrainState
 
 if TYPE_CHECKING:
@@ -87,81 +88,104 @@ def train_pack(
     config = (config or TrainConfig()).check()
     out_dir = Path(out).expanduser().resolve()
     examples = read_examples(train_path, limit=train_limit)
-    dev: list[Example] | None = None
-    if eval_path is not None:
-        dev = read_examples(eval_path, limit=eval_limit)
+    dev = None if eval_path is None else read_examples(eval_path, limit=eval_limit)
     spec = get_pack(catalog, pack, data)
     pack_name = name or f"{pack}-ft"
     if register:
         _check_target_name(catalog, pack_name, out_dir, check_pack_name)
     index = open_snapshot(data, catalog, snapshot)
     try:
-        if config.n_docs > int(index.size):  # before minutes of model loading
-            raise BadInputError(
-                f"Asked for {config.n_docs} passages per question, but the snapshot "
-                f"{index.name!r} holds only {index.size}.",
-                hint=f"Use --docs {index.size} or fewer.")
+        _check_n_docs(config, index)
         ident = {"pack": spec.name, "snapshot": index.name,
                  "train_file": str(Path(train_path).resolve()), "n_train": len(examples)}
-        ck.clean_staging(out_dir)
-        latest = ck.latest_checkpoint(out_dir)
-        state = TrainState()
-        if latest is not None:
-            saved = ck.read_state(latest)
-            _check_resume(saved, config, ident, latest)
-            state = TrainState.from_json(saved["state"])
-            qref: str = str(latest / ck.QUESTION_ENCODER_DIR)
-            gref: str = str(latest / ck.GENERATOR_DIR)
-            if report is not None:
-                report(f"resuming from {latest} (step {state.step}, epoch {state.epoch + 1})")
-        else:
-            if out_dir.exists() and (out_dir / FINAL_DIR).exists():
-                raise AlreadyExistsError(
-                    f"{out_dir} already holds a finished training run.",
-                    hint="Pass another --out folder.")
-            qref, gref = spec.question_encoder, spec.generator
-        encoder = load_question_encoder(qref)
-        generator = load_generator(gref, progress=progress, cancel=cancel)
-        trainer = RagTrainer(encoder, generator, index, config, device=device, state=state)
-        if latest is not None:
-            ck.load_optimizer_state(trainer.optimizer, latest / ck.OPTIMIZER_FILE,
-                                    saved["optimizer_param_groups"])
-
-        def save(t: RagTrainer) -> None:
-            path = ck.write_checkpoint(
-                out_dir, t.state.step, t.encoder, t.generator, t.optimizer,
-                {"version": 1, "config": config.to_json(), **ident,
-                 "state": t.state.to_json()},
-                keep=config.keep_checkpoints)
-            log.info("checkpoint written: %s", path)
-
-        eval_set = dev
-        generate = dev is not None
-        if eval_set is None:
-            eval_set = examples[:GUARD_SAMPLE]  # retrieval statistics only, for the guard
-        trainer.run(examples, eval_set, generate_eval=generate, save=save, report=report,
-                    progress=progress, cancel=cancel)
+        start = _start_point(out_dir, config, ident, spec, report)
+        encoder = load_question_encoder(start.question_encoder)
+        generator = load_generator(start.generator, progress=progress, cancel=cancel)
+        trainer = RagTrainer(encoder, generator, index, config, device=device,
+                             state=start.state)
+        if start.checkpoint is not None:
+            ck.load_optimizer_state(trainer.optimizer, start.checkpoint / ck.OPTIMIZER_FILE,
+                                    start.saved["optimizer_param_groups"])
+        # Without a dev set: retrieval statistics only, on a sample, for the guard.
+        eval_set = dev if dev is not None else examples[:GUARD_SAMPLE]
+        trainer.run(examples, eval_set, generate_eval=dev is not None,
+                    save=_saver(out_dir, config, ident), report=report, progress=progress,
+                    cancel=cancel)
         final = _write_final(out_dir, trainer, ident, config)
         registered = None
         if register:
-            registered = register_pack(catalog, PackSpec(
-                name=pack_name, kind="custom",
-                question_encoder=str(final / ck.QUESTION_ENCODER_DIR),
-                passage_encoder=spec.passage_encoder,
-                generator=str(final / ck.GENERATOR_DIR),
-                generator_kind=generator.kind,
-                description=f"{spec.name} fine-tuned on {Path(train_path).name} "
-                            f"({len(examples)} questions) against the snapshot {index.name!r}.",
-                encoder_family=encoder.info.family, encoder_dim=encoder.info.dim,
-                default_mode=config.mode,
-                details={"base_pack": spec.name, "snapshot": index.name,
-                         "trained_in": str(out_dir), "mode": config.mode}),
-                replace=True).name
+            registered = _register_result(
+                catalog, pack_name, final, spec, trainer, config,
+                f"{spec.name} fine-tuned on {Path(train_path).name} ({len(examples)} "
+                f"questions) against the snapshot {index.name!r}.",
+                {"base_pack": spec.name, "snapshot": index.name, "trained_in": str(out_dir),
+                 "mode": config.mode})
             if report is not None:
                 report(f"registered the model pack {registered!r}")
-        return TrainResult(out_dir, final, registered, trainer.state, latest)
+        return TrainResult(out_dir, final, registered, trainer.state, start.checkpoint)
     finally:
         index.close()
+
+
+def _check_n_docs(config: TrainConfig, index: SnapshotIndex) -> None:
+    if config.n_docs > int(index.size):  # before minutes of model loading
+        raise BadInputError(
+            f"Asked for {config.n_docs} passages per question, but the snapshot "
+            f"{index.name!r} holds only {index.size}.",
+            hint=f"Use --docs {index.size} or fewer.")
+
+
+@dataclass
+class _Start:
+    """Where a run starts: the base pack's models, or the latest checkpoint's."""
+
+    question_encoder: str
+    generator: str
+    state: TrainState
+    checkpoint: Path | None = None
+    saved: dict[str, Any] = field(default_factory=dict)
+
+
+def _start_point(out_dir: Path, config: TrainConfig, ident: dict[str, Any], spec: PackSpec,
+                 report: Reporter | None) -> _Start:
+    ck.clean_staging(out_dir)
+    latest = ck.latest_checkpoint(out_dir)
+    if latest is None:
+        if out_dir.exists() and (out_dir / FINAL_DIR).exists():
+            raise AlreadyExistsError(f"{out_dir} already holds a finished training run.",
+                                     hint="Pass another --out folder.")
+        return _Start(spec.question_encoder, spec.generator, TrainState())
+    saved = ck.read_state(latest)
+    _check_resume(saved, config, ident, latest)
+    state = TrainState.from_json(saved["state"])
+    if report is not None:
+        report(f"resuming from {latest} (step {state.step}, epoch {state.epoch + 1})")
+    return _Start(str(latest / ck.QUESTION_ENCODER_DIR), str(latest / ck.GENERATOR_DIR),
+                  state, latest, saved)
+
+
+def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, Any]
+           ) -> Callable[[RagTrainer], None]:
+    def save(t: RagTrainer) -> None:
+        path = ck.write_checkpoint(
+            out_dir, t.state.step, t.encoder, t.generator, t.optimizer,
+            {"version": 1, "config": config.to_json(), **ident, "state": t.state.to_json()},
+            keep=config.keep_checkpoints)
+        log.info("checkpoint written: %s", path)
+
+    return save
+
+
+def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
+                     trainer: RagTrainer, config: TrainConfig, description: str,
+                     details: dict[str, Any]) -> str:
+    info = trainer.encoder.info
+    return register_pack(catalog, PackSpec(
+        name=name, kind="custom", question_encoder=str(final / ck.QUESTION_ENCODER_DIR),
+        passage_encoder=base.passage_encoder, generator=str(final / ck.GENERATOR_DIR),
+        generator_kind=trainer.generator.kind, description=description,
+        encoder_family=info.family, encoder_dim=info.dim, default_mode=config.mode,
+        details=details), replace=True).name
 
 
 def _check_target_name(catalog: Catalog, name: str, out_dir: Path, check: Any) -> None:

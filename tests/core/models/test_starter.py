@@ -117,13 +117,12 @@ def test_real_starter_encoder(catalog: Catalog) -> None:
 
 def test_existing_snapshot_is_left_alone(data: DataDir, catalog: Catalog,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import ragdesk.core.snapshots as snapshots
     from ragdesk.core.catalog import SnapshotState
 
     def refuse(*a: object, **k: object) -> None:
         raise AssertionError("imported although a snapshot exists")
 
-    monkeypatch.setattr(snapshots, "import_snapshot", refuse)
+    monkeypatch.setattr(starter, "import_snapshot", refuse)
     prepared: list[DataDir] = []
     monkeypatch.setattr(starter, "prepare_generator",
                         lambda d, progress=None, cancel=None: prepared.append(d))

@@ -20,6 +20,7 @@ from ragdesk.core.encoders import load_encoder
 from ragdesk.core.errors import Cancelled, DensePendingError, NotFoundError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressUpdate
+from ragdesk.core.retrieval import retrieve
 from ragdesk.core.snapshots import (
     SnapshotLibrary,
     import_snapshot,
@@ -29,7 +30,6 @@ from ragdesk.core.snapshots import (
 )
 from ragdesk.core.snapshots.index import SnapshotIndex
 from ragdesk.core.snapshots.staged import StagedSnapshot
-from ragdesk.core.retrieval import retrieve
 from ragdesk.core.sparse.store import bm25_folder, ensure_sparse, forget_loaded
 from tests.core.snapshots.util import naive_passages, open_data, write_jsonl
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.sparse.bm25 import BM25Index
 from ragdesk.core.retrieval.fusion import fuse_scores, rank_candidates, rrf
 from ragdesk.core.retrieval.hybrid import ScoredHit, dense_scored, retrieve, retrieve_batch
+from ragdesk.core.sparse.bm25 import BM25Index
 from ragdesk.core.sparse.store import forget_loaded
 from ragdesk.core.types import Hit
 
@@ -125,8 +125,8 @@ def _naive_features(snap: FakeSnapshot, question: str, q: np.ndarray, depth: int
 @pytest.mark.parametrize("depth", [6, 40])
 def test_hybrid_features_and_ranking_match_a_naive_recomputation(
         fake_snapshot: FakeSnapshot, depth: int) -> None:
-    from ragdesk.core.sparse.features import FEATURE_NAMES
     from ragdesk.core.retrieval.rerank import Reranker
+    from ragdesk.core.sparse.features import FEATURE_NAMES
 
     forget_loaded()
     rng = np.random.default_rng(depth)
