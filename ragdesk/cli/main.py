@@ -126,6 +126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "Give a folder (--data-dir DIR), or leave the option out to use "
                                f"${ENV_VAR} or the platform's user data folder.")
         ctx = AppContext(args.data_dir, on_notice=_warn)
+        from ragdesk.core.preferences import apply_environment
+
+        apply_environment(ctx.settings)  # device, HF cache, threads: before torch is imported
         setup_logging(None, args.verbose)
         if args.self_test:
             from ragdesk.selftest import run_self_test
