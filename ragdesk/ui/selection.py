@@ -5,6 +5,7 @@ same passage everywhere. The selected answer goes to :class:`AppState` for every
 
 from __future__ import annotations
 
+import shiboken6
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget
 
@@ -44,6 +45,8 @@ class AnswerSelection(QObject):
         card.activated.connect(self.select)
         card.copyRequested.connect(self.copyRequested)
         card.heatmapRequested.connect(self._show_heatmap_for)
+        # A card deleted elsewhere (compare's previous pair, a cleared chat) is not selected.
+        card.destroyed.connect(lambda _obj=None, c=card: self.forget(c))
 
     def select(self, card: AnswerCard, force: bool = False) -> None:
         if card is self.card and not force:
@@ -75,6 +78,8 @@ class AnswerSelection(QObject):
     def forget(self, card: AnswerCard) -> None:
         if self.card is card:
             self.card = None
+            if shiboken6.isValid(self.state):  # not while the window itself is deleted
+                self.state.select_answer(None)
 
     def clear(self) -> None:
         self.card = None

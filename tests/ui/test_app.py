@@ -343,6 +343,19 @@ def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) ->
     assert window.chat.cards == []  # compare answers stay out of the conversation
     assert window.active_snapshot == "wiki-a"
 
+    # A compare answer clicked becomes the selection; comparing again deletes its card, and
+    # the selection lets go of it rather than touching a deleted widget.
+    old = d.cards[0]
+    old.activated.emit(old)
+    assert window.selection.card is old and window.selected_answer is left
+    finished.clear()
+    qtbot.mouseClick(d.go, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(finished) == 2, timeout=ANSWER_TIMEOUT_MS)
+    qtbot.waitUntil(lambda: window.selection.card is None, timeout=5_000)
+    assert window.state.selected_answer is None
+    answer = ask(qtbot, window, "and the louvre?")
+    assert window.selected_answer is answer
+
 
 class StallMeter:
     """A 5 ms timer on the GUI thread; the longest gap between ticks is how long the event
