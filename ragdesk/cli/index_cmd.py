@@ -249,13 +249,14 @@ def _question_vectors(args: argparse.Namespace, ctx: AppContext) -> Any:
 
 
 def cmd_switch(args: argparse.Namespace, ctx: AppContext) -> int:
-    from ragdesk.core.snapshots import SnapshotLibrary, set_default_variant
+    from ragdesk.core.session import Session
+    from ragdesk.core.snapshots import set_default_variant
 
     if args.variant:
         set_default_variant(ctx.data, ctx.catalog, args.name, args.variant)
-    lib = SnapshotLibrary(ctx.data, ctx.catalog)
+    session = Session(ctx)
     try:
-        index = lib.switch(args.name)
+        index = session.library.switch(args.name)
         if args.json:
             print_json({"active": index.name, "passages": int(index.size),
                         "variant": index.variant})
@@ -263,7 +264,7 @@ def cmd_switch(args: argparse.Namespace, ctx: AppContext) -> int:
         print(f"Active snapshot: {terminal_safe(index.name)} ({index.size:,} passages, "
               f"{index.variant} index).")
     finally:
-        lib.close()
+        session.close()
     return 0
 
 
