@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -25,54 +24,22 @@ from sqlalchemy import Connection, text
 from ragdesk.core.atomic import write_bytes_atomic
 from ragdesk.core.catalog import Catalog
 from ragdesk.core.catalog.catalog import utcnow
+
+# The values live in ragdesk.core.conversation_types; their old home re-exports them.
+from ragdesk.core.conversation_types import (
+    HIT_END,
+    HIT_START,
+    UNTITLED,
+    ConversationRecord,
+    SearchHit,
+    StoredAnswer,
+)
 from ragdesk.core.errors import BadInputError, NotFoundError
 from ragdesk.core.export import answer_from_json, conversation_json, conversation_markdown
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
-UNTITLED = "New conversation"
 TITLE_CHARS = 80  # a conversation named after its first question keeps this much of it
 KEEP_DELETED_DAYS = 30  # a deleted conversation can be restored for this long
-# Search snippets mark matched words with these two characters (never in user text that
-# came through a text box), so a front end can escape the snippet first and then highlight.
-HIT_START = "\x02"
-HIT_END = "\x03"
-
-
-@dataclass(frozen=True)
-class ConversationRecord:
-    id: int
-    title: str  # what to show: the name given, else the first question, else UNTITLED
-    named: bool  # whether the title was given (renamed) rather than taken from a question
-    created_at: str
-    updated_at: str
-    answers: int
-    deleted_at: str | None = None
-
-
-@dataclass(frozen=True)
-class StoredAnswer:
-    id: int
-    conversation_id: int
-    position: int  # 0-based order in its conversation
-    answer: Answer
-    pack: str | None
-    options: dict[str, Any] = field(default_factory=dict)
-    created_at: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        d = self.answer.to_json()
-        d.update(pack=self.pack, options=self.options, created=self.created_at)
-        return d
-
-
-@dataclass(frozen=True)
-class SearchHit:
-    answer_id: int
-    conversation_id: int
-    conversation_title: str
-    question: str
-    snippet: str  # matched words between HIT_START and HIT_END
-    created_at: str
 
 
 def fts_query(user_text: str) -> str | None:

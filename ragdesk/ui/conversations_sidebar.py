@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -29,14 +29,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ragdesk.core.conversations import (
-    HIT_END,
-    HIT_START,
-    ConversationRecord,
-    ConversationStore,
-    SearchHit,
-)
+from ragdesk.core.conversation_types import HIT_END, HIT_START, ConversationRecord, SearchHit
 from ragdesk.ui.background import Background
+
+
+class ConversationSource(Protocol):
+    """What the sidebar calls (in the background) of the conversation store the backend
+    hands out (:class:`ragdesk.core.conversations.ConversationStore`)."""
+
+    def list_conversations(self) -> list[ConversationRecord]: ...
+    def search_titles(self, query: str) -> list[ConversationRecord]: ...
+    def search(self, query: str) -> list[SearchHit]: ...
+    def new_conversation(self) -> ConversationRecord: ...
+    def rename(self, conversation_id: int, title: str) -> ConversationRecord: ...
+    def delete(self, conversation_id: int) -> None: ...
+    def get(self, conversation_id: int) -> ConversationRecord: ...
+    def restore(self, conversation_id: int) -> ConversationRecord: ...
+
 
 SEARCH_DELAY_MS = 200  # a search starts this long after the last key press
 UNDO_MS = 15_000  # how long the "Deleted … Undo" bar stays (the data stays until purged)
@@ -67,7 +76,7 @@ class ConversationsSidebar(QWidget):
     refreshed = Signal()  # the list shows the store as it was just read (tests wait on it)
     search_done = Signal()
 
-    def __init__(self, store: ConversationStore, background: Background,
+    def __init__(self, store: ConversationSource, background: Background,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ConversationsSidebar")
