@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import (
     add_answer_options,
-    grounded_setting,
+    add_decoding_options,
+    answer_options,
     print_json,
     terminal_safe,
 )
 from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import DEFAULT_STYLE, PRECISION_KEY
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
-
-RETRIEVERS = ("dense", "sparse", "hybrid")
+    from ragdesk.core.options import AnswerOptions
+    from ragdesk.core.types import Answer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,33 +32,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Retrieves K passages for the question and generates an answer that "
                     "marginalizes over them (RAG-Token or RAG-Sequence). Prints the answer, "
                     "the passages as numbered citations and, for every answer token, the "
-                    "passage it mostly came from. Defaults come from the settings.")
+                    "passage it mostly came from. Defaults come from the settings. When "
+                    "`ragdesk serve` runs on the same data directory with its own default "
+                    "models, the question goes to it and no model loads here.")
     p.add_argument("question", metavar="QUESTION")
     p.add_argument("--snapshot", metavar="NAME", help="snapshot to use (default: the active one)")
     p.add_argument("--pack", metavar="P",
-                   help="model pack (default: the snapshot's own, else the chosen one)")
+                   help="model pack (default: the chosen one, else the snapshot's own)")
     p.add_argument("--question-encoder", metavar="M",
                    help="question encoder: hub id, folder or RAG checkpoint (overrides the pack)")
     p.add_argument("--generator", metavar="M",
                    help="generator: hub id, folder, RAG checkpoint or .gguf (overrides the pack)")
-    p.add_argument("--mode", choices=("token", "sequence"), help="RAG-Token or RAG-Sequence")
-    p.add_argument("--decoding", choices=("thorough", "fast"), help="RAG-Sequence decoding")
-    p.add_argument("--docs", type=int, metavar="K", help="passages to retrieve")
+    add_decoding_options(p)
     p.add_argument("--beams", type=int, metavar="N", help="beam size (1: greedy)")
-    p.add_argument("--max-new-tokens", type=int, metavar="N", help="longest answer in tokens")
-    p.add_argument("--retriever", choices=RETRIEVERS,
-                   help="dense (the question encoder), sparse (BM25) or hybrid")
     add_answer_options(p)
     p.add_argument("--json", action="store_true",
                    help="print the answer, its tokens with sources, and the passages as JSON")
     p.set_defaults(func=cmd_ask)
-
-
-def _setting(value: Any, ctx: AppContext, key: str, default: Any) -> Any:
-    if value is not None:
-        return value
-    got = ctx.settings.get(key)
-    return default if got is None else got
 
 
 def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
@@ -71,41 +61,25 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     # Bytes that are not UTF-8 (ragdesk ask $'\xff') arrive as lone surrogates: a clear
     # refusal (exit 2) now instead of a tokenizer TypeError after the models have loaded.
     check_question(args.question)
-    mode = str(_setting(args.mode, ctx, "mode", "token"))
-    decoding = str(_setting(args.decoding, ctx, "decoding", "thorough"))
-    n_docs = int(_setting(args.docs, ctx, "n_docs", 5))
-    beams = int(_setting(args.beams, ctx, "num_beams", 1))
-    max_new = int(_setting(args.max_new_tokens, ctx, "max_new_tokens", 32))
-    retriever = str(_setting(args.retriever, ctx, "retriever", "dense"))
-    style = str(_setting(args.style, ctx, "style", DEFAULT_STYLE))
-    grounded = grounded_setting(args.grounded, ctx)
-    from ragdesk.core.engine.causal_decoder import default_precision
-
-    precision = str(_setting(args.precision, ctx, PRECISION_KEY, None) or default_precision())
-
     # Everything that can be checked without a model is checked before one loads (loading the
     # starter pack takes seconds; a typo should not).
-    from ragdesk.core.engine.causal_decoder import check_precision
-    from ragdesk.core.engine.generators import check_style
-    from ragdesk.core.engine.options import DecodeOptions
-    from ragdesk.core.models.packs import check_pack_matches_snapshot, chosen_pack, get_pack
-    from ragdesk.core.options import check_mode
+    opts = answer_options(args, ctx)
     from ragdesk.core.retrieval import check_n_docs
     from ragdesk.core.snapshots import open_snapshot
 
-    check_mode(mode, decoding)
-    check_style(style)
-    DecodeOptions(beams, max_new, 0).check()
-    if retriever not in RETRIEVERS:
-        raise BadInputError(f"Unknown retriever {retriever!r} in the settings.",
-                            hint="Use --retriever dense, sparse or hybrid.")
-    check_precision(precision)
-    if n_docs < 1:
-        raise BadInputError(f"--docs must be at least 1, not {n_docs}.")
     snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)  # none active, damaged
-    check_n_docs(n_docs, snapshot)
-    pack_name = (args.pack or ctx.catalog.get_snapshot(snapshot.name).default_pack
-                 or chosen_pack(ctx.settings))
+    check_n_docs(opts.n_docs, snapshot)
+    if _models_of_the_pack(args):
+        answered = _ask_running_server(args, ctx, opts, snapshot.name, t_start)
+        if answered is not None:
+            snapshot.close()
+            return answered
+    from ragdesk.core.engine.causal_decoder import default_precision
+    from ragdesk.core.models.packs import check_pack_matches_snapshot, get_pack
+    from ragdesk.core.session import resolve_pack_name
+
+    precision = opts.precision or default_precision()
+    pack_name = resolve_pack_name(ctx, args.pack, snapshot.name)
     pack = None
     if args.pack or args.question_encoder is None or args.generator is None:
         pack = get_pack(ctx.catalog, pack_name, ctx.data)  # a named pack must exist
@@ -148,10 +122,11 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
 
     try:
         t_ask = time.perf_counter()
-        ans = engine.answer(args.question, mode=mode, decoding=decoding, n_docs=n_docs,
-                            num_beams=beams, max_new_tokens=max_new, retriever=retriever,
-                            snapshot=snapshot, on_token=on_token, style=style,
-                            grounded=grounded, temperature=args.temperature)
+        ans = engine.answer(args.question, mode=opts.mode, decoding=opts.decoding,
+                            n_docs=opts.n_docs, num_beams=opts.num_beams,
+                            max_new_tokens=opts.max_new_tokens, retriever=opts.retriever,
+                            snapshot=snapshot, on_token=on_token, style=opts.style,
+                            grounded=opts.grounded, temperature=opts.temperature)
         t_done = time.perf_counter()
     finally:
         engine.close()
@@ -167,16 +142,60 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
               f"{t.get('retrieve_s', 0):.2f} s, prompts {t.get('encode_s', 0):.2f} s, "
               f"decoding {t.get('decode_s', 0):.2f} s{ttft}); total "
               f"{time.perf_counter() - t_start:.2f} s", file=sys.stderr)
+    return _print_answer(args, ans, bool(streamed), {
+        "pack": pack_name if pack is not None else None, "precision": _precision_of(gen)})
+
+
+def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
+                  json_extra: dict[str, Any]) -> int:
     if args.json:
-        out = ans.to_json()
-        out["pack"] = pack_name if pack is not None else None
-        out["precision"] = _precision_of(gen)
-        print_json(out)
+        print_json({**ans.to_json(), **json_extra})
         return 0
     if not streamed:
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     _print_sources(ans)
     return 0
+
+
+def _models_of_the_pack(args: argparse.Namespace) -> bool:
+    """Whether the models come from the pack the session picks (a running server has those
+    loaded; other models or a reduced precision are this command's own business)."""
+    return not (args.pack or args.question_encoder or args.generator or args.precision)
+
+
+def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
+                        snapshot: str, t_start: float) -> int | None:
+    """Answer through `ragdesk serve` on this data directory when one is ready; None: there
+    is none (or it refused before answering), load the models here."""
+    from ragdesk.cli.ask_remote import RemoteRequest, ask_remote, find_server, note
+
+    found = find_server(ctx.data.root)
+    if found is None:
+        return None
+    url, headers = found
+    streamed: list[str] = []
+
+    def on_token(tok: Any) -> None:
+        if not args.json:
+            streamed.append(tok.text)
+            _stream_to_stdout(tok)
+
+    t_ask = time.perf_counter()
+    ans = ask_remote(url, headers, RemoteRequest(
+        args.question, snapshot, opts.mode, opts.decoding, opts.n_docs, opts.num_beams,
+        opts.max_new_tokens, opts.retriever, opts.style, opts.grounded, opts.temperature),
+        on_token)
+    if ans is None:
+        return None
+    if streamed:
+        print(flush=True)
+    note(url)
+    if args.verbose:
+        t = ans.timings
+        print(f"ragdesk: answered in {time.perf_counter() - t_ask:.2f} s by the server "
+              f"(prompts {t.get('encode_s', 0):.2f} s, decoding {t.get('decode_s', 0):.2f} s); "
+              f"total {time.perf_counter() - t_start:.2f} s", file=sys.stderr)
+    return _print_answer(args, ans, bool(streamed), {"server": url})
 
 
 def _precision_of(gen: Any) -> str:

@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.cpu import passive_openmp_waits
-    from ragdesk.server import ServerConfig, check_bind
+    from ragdesk.server import ServerConfig, check_bind, discovery
     from ragdesk.server.run import serve
 
     # An empty --api-key is refused (check_bind); an empty variable means no key.
@@ -84,7 +84,13 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 
+    custom = any(x is not None for x in (args.pack, args.question_encoder, args.generator))
+
     def ready(url: str) -> None:
+        # `ragdesk ask` on this data directory asks this server instead of loading models
+        discovery.publish(data_dir, discovery.ServerInfo(
+            url=url, pid=os.getpid(), auth=bool(api_key), snapshot=args.snapshot,
+            custom_models=custom))
         if args.json:  # for a script that started the server (with --port 0, say)
             print_json({"url": f"{url}/v1", "health": f"{url}/health"})
             sys.stdout.flush()
@@ -93,7 +99,10 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
 
     # uvicorn shuts down on Ctrl-C, then raises it again; here it is the normal way to stop.
     with contextlib.suppress(KeyboardInterrupt):
-        serve(config, loader, on_ready=ready)
+        try:
+            serve(config, loader, on_ready=ready)
+        finally:
+            discovery.withdraw(data_dir, os.getpid())
     print("ragdesk: server stopped.", file=sys.stderr)
     return 0
 

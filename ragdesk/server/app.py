@@ -224,8 +224,11 @@ async def _sse(events: asyncio.Queue[tuple[str, Any]], cancel: CancelToken,
                 yield _event(chunk(cid, model, {"content": value.text},
                                    extra={"token": token_source(value)}))
             elif kind == "done":
+                # the whole answer as Answer.to_json gives it: `ragdesk ask` rebuilds the
+                # same Answer from it as if it had answered itself
                 yield _event(chunk(cid, model, {}, "stop",
-                                   extra={**answer_info(value), "text": value.text}))
+                                   extra={**answer_info(value), "text": value.text,
+                                          "answer": value.to_json()}))
                 yield "data: [DONE]\n\n"
                 return
             else:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.documents import Location, citation_uri
+from ragdesk.core.options import DEFAULT_STYLE, STYLES
 from ragdesk.server.config import MODEL_ID, ServerConfig
 
 
@@ -45,6 +46,10 @@ class AskRequest:
     max_new_tokens: int
     retriever: str
     snapshot: str | None
+    style: str = DEFAULT_STYLE
+    grounded: bool | None = None  # None: automatic (on for causal generators)
+    temperature: float | None = None  # None: the snapshot's τ
+
 
 
 def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -108,7 +113,22 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
                             config.max_new_tokens_limit),
         retriever=str_option(extra, "retriever", d.retriever, ("dense", "sparse", "hybrid")),
         snapshot=snapshot_of_model(model),
+        style=str_option(extra, "style", DEFAULT_STYLE, STYLES),
+        grounded=_optional(extra, "grounded", bool),
+        temperature=_optional(extra, "temperature", float),
     )
+
+
+def _optional(d: dict[str, Any], key: str, kind: type[bool] | type[float]) -> Any:
+    value = d.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, bool) if kind is bool else (
+        isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
+    if not ok:
+        what = "true or false" if kind is bool else "a positive number"
+        raise RequestError(f"'ragdesk.{key}' must be {what}.", f"ragdesk.{key}")
+    return kind(value)
 
 
 def snapshot_of_model(model: str) -> str | None:
@@ -136,7 +156,7 @@ def citation(rank: int, doc: Any, location: Location | None,
 
 
 def token_source(tok: Any) -> dict[str, Any]:
-    return {"text": tok.text, "source": int(tok.source),
+    return {"id": int(tok.id), "text": tok.text, "source": int(tok.source),
             "posterior": [round(float(p), 6) for p in tok.posterior]}
 
 

@@ -1,0 +1,146 @@
+"""`ragdesk ask` through a running `ragdesk serve` on the same data directory.
+
+Loading the models is most of a command-line answer's time (the answer itself takes about a
+second on a laptop); a server that already holds them answers at once. ``ask`` uses one only
+when the answer would be the same as its own: the server was started without models of its
+own choosing, the options it is asked for are ones the API carries, and it is ready. Anything
+else (no server, a stale file, a server still loading or failing) falls back to loading the
+models here, so this path can only make ``ask`` faster, never different.
+
+Standard library only (``http.client``): the point is to import nothing heavy.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ragdesk.core.types import Answer, AnswerToken
+
+API_KEY_ENV = "RAGDESK_API_KEY"
+NO_SERVER_ENV = "RAGDESK_NO_SERVER"  # set to ask without a server even when one runs
+HEALTH_TIMEOUT_S = 0.5
+ANSWER_TIMEOUT_S = 600.0
+
+
+@dataclass(frozen=True)
+class RemoteRequest:
+    question: str
+    snapshot: str
+    mode: str
+    decoding: str
+    n_docs: int
+    num_beams: int
+    max_new_tokens: int
+    retriever: str
+    style: str
+    grounded: bool | None
+    temperature: float | None
+
+
+def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
+    """(url, headers) of a ready server on ``data_root`` that ``ask`` may use, else None."""
+    from ragdesk.server.discovery import read
+
+    if os.environ.get(NO_SERVER_ENV):
+        return None
+    info = read(data_root)
+    if info is None or info.custom_models:
+        return None
+    headers = {"Content-Type": "application/json"}
+    if info.auth:
+        key = os.environ.get(API_KEY_ENV)
+        if not key:
+            return None
+        headers["Authorization"] = f"Bearer {key}"
+    try:
+        status, body = _request(info.url, "GET", "/health", None, headers, HEALTH_TIMEOUT_S)
+        ready = status == 200 and json.loads(body).get("status") == "ready"
+    except (OSError, ValueError, http.client.HTTPException):
+        return None  # a stale file: the server is gone
+    return (info.url, headers) if ready else None
+
+
+def ask_remote(url: str, headers: dict[str, str], req: RemoteRequest,
+               on_token: Callable[[AnswerToken], None]) -> Answer | None:
+    """The server's answer, streamed token by token to ``on_token``; None when the server
+    refused or failed before the first token (the caller answers locally then)."""
+    from ragdesk.core.export import answer_from_json
+
+    body = {"model": f"ragdesk/{req.snapshot}", "stream": True,
+            "messages": [{"role": "user", "content": req.question}],
+            "max_tokens": req.max_new_tokens,
+            "ragdesk": {"mode": req.mode, "decoding": req.decoding, "n_docs": req.n_docs,
+                        "num_beams": req.num_beams, "retriever": req.retriever,
+                        "style": req.style, "grounded": req.grounded,
+                        "temperature": req.temperature}}
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
+                                      timeout=ANSWER_TIMEOUT_S)
+    streamed = False
+    try:
+        conn.request("POST", "/v1/chat/completions", json.dumps(body), headers)
+        resp = conn.getresponse()
+        if resp.status != 200:
+            return None
+        for event in _events(resp):
+            extra = event.get("ragdesk") or {}
+            if "token" in extra:
+                tok = extra["token"]
+                streamed = True
+                on_token(AnswerToken(int(tok.get("id", -1)), str(tok["text"]),
+                                     [float(p) for p in tok["posterior"]]))
+            elif "answer" in extra:
+                return answer_from_json(extra["answer"])
+            elif "error" in event:
+                if streamed:
+                    raise RemoteFailed(str(event["error"].get("message", "")))
+                return None
+        return None
+    except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+        if streamed:
+            raise RemoteFailed(str(exc)) from exc
+        return None
+    finally:
+        conn.close()
+
+
+class RemoteFailed(Exception):
+    """The server failed in the middle of an answer (tokens were already printed)."""
+
+
+def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a server-sent event stream, up to ``[DONE]``."""
+    for raw in resp:
+        line = raw.decode("utf-8").strip()
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+
+
+def _request(url: str, method: str, path: str, body: str | None, headers: dict[str, str],
+             timeout: float) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
+                                      timeout=timeout)
+    try:
+        conn.request(method, path, body, headers)
+        resp = conn.getresponse()
+        return resp.status, resp.read()
+    finally:
+        conn.close()
+
+
+def note(url: str) -> None:
+    print(f"ragdesk: answered by the running server at {url} (ragdesk serve; "
+          f"{NO_SERVER_ENV}=1 loads the models here instead)", file=sys.stderr)
