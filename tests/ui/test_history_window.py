@@ -183,13 +183,17 @@ def test_the_inspector_shows_the_neighbouring_passages_of_the_cited_article(  # 
 def test_new_conversation_keeps_the_old_one_and_exports_it(  # type: ignore[no-untyped-def]
         qtbot, window, monkeypatch, tmp_path) -> None:
     from ragdesk.ui import history
+    from ragdesk.ui.explore.install import STEPS_TITLE, step_through_view
 
     w = window
+    steps = w.add_explore_view(STEPS_TITLE, step_through_view)
     answer, cid, _ = ask_saved(qtbot, w, "who wrote hamlet?")
-    cleared: list[bool] = []
-    w.state.answerCleared.connect(lambda: cleared.append(True))
+    steps.trigger()
+    view = w.explore_dock(STEPS_TITLE).widget()
+    assert view.answers() == [answer]
     w.act_new.trigger()
-    assert not w.chat.cards and w.selection.card is None and cleared
+    assert not w.chat.cards and w.selection.card is None
+    assert view.answers() == []  # the step-through lets go of the cleared answer
     qtbot.waitUntil(lambda: w.history.current_id not in (None, cid), timeout=WAIT_MS)
     wait_listed(qtbot, w, cid)
     _, cid2, _ = ask_saved(qtbot, w, "who wrote faust?")
