@@ -80,6 +80,25 @@ class SettingsDialog(QDialog):
         self.errors: dict[str, QLabel] = {}
 
         outer = QVBoxLayout(self)
+        outer.addWidget(self._where_group(themes))
+        outer.addWidget(self._answers_group())
+
+        self.setMinimumWidth(560)  # room for a full folder path
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
+        self.status.hide()
+        outer.addWidget(self.status)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
+                                        | QDialogButtonBox.StandardButton.Apply
+                                        | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.clicked.connect(self._on_button)
+        outer.addWidget(self.buttons)
+        self.show_preferences(self.current)
+
+    # ---- building ----------------------------------------------------------------------
+
+    def _where_group(self, themes: Sequence[str]) -> QGroupBox:
         where = QGroupBox("Where and how models run")
         form = QFormLayout(where)
         self.data_dir = QLineEdit()
@@ -109,8 +128,9 @@ class SettingsDialog(QDialog):
         for name in themes:
             self.theme.addItem(name.capitalize(), name)
         form.addRow(self._label("T&heme", self.theme), self.theme)
-        outer.addWidget(where)
+        return where
 
+    def _answers_group(self) -> QGroupBox:
         answers = QGroupBox("Default answer options")
         aform = QFormLayout(answers)
         self.answer_combos: dict[str, QComboBox] = {}
@@ -128,22 +148,7 @@ class SettingsDialog(QDialog):
             self.answer_spins[key] = spin
             aform.addRow(self._label(ANSWER_LABELS[key], spin), spin)
             self._note_row(aform, f"answer.{key}")
-        outer.addWidget(answers)
-
-        self.setMinimumWidth(560)  # room for a full folder path
-        self.status = QLabel()
-        self.status.setWordWrap(True)
-        self.status.setTextFormat(Qt.TextFormat.PlainText)
-        self.status.hide()
-        outer.addWidget(self.status)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok
-                                        | QDialogButtonBox.StandardButton.Apply
-                                        | QDialogButtonBox.StandardButton.Cancel)
-        self.buttons.clicked.connect(self._on_button)
-        outer.addWidget(self.buttons)
-        self.show_preferences(self.current)
-
-    # ---- building ----------------------------------------------------------------------
+        return answers
 
     @staticmethod
     def _label(text: str, buddy: QWidget) -> QLabel:
