@@ -21,13 +21,7 @@ from collections.abc import Callable
 from ragdesk.core.app import AppContext
 from ragdesk.core.encoders import EncoderInfo, TextEncoder, check_query_space
 from ragdesk.core.engine import Engine
-from ragdesk.core.models import (
-    PackSpec,
-    check_pack_matches_snapshot,
-    get_pack,
-    load_generator,
-    load_question_encoder,
-)
+from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
 from ragdesk.core.models.packs import SETTINGS_KEY, STARTER
 from ragdesk.core.options import PRECISION_KEY
 from ragdesk.core.snapshots import SnapshotLibrary
@@ -101,7 +95,7 @@ class Session:
         """The pack's question encoder, checked against the snapshot before and after
         loading (the pack's declared space, then the loaded model's)."""
         self.check_fits(pack, snapshot_encoder, snapshot)
-        encoder = load_question_encoder(pack.question_encoder)
+        encoder = loading.load_question_encoder(pack.question_encoder)
         check_query_space(snapshot, snapshot_encoder, encoder.info)
         return encoder
 
@@ -124,8 +118,10 @@ class Session:
             spec = self.pack(pack, snapshot)
             question_encoder = question_encoder or spec.question_encoder
             generator = generator or spec.generator
-        qenc = load_question_encoder(str(question_encoder))
-        gen = load_generator(str(generator), precision=self.app.settings.get(PRECISION_KEY))
+        # Through the module: a test that forbids loading (monkeypatch) reaches every caller.
+        qenc = loading.load_question_encoder(str(question_encoder))
+        gen = loading.load_generator(str(generator),
+                                     precision=self.app.settings.get(PRECISION_KEY))
         log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name,
                  gen.kind)
         return Engine(qenc, gen, library=self.library, snapshot=snapshot, on_close=on_close)

@@ -111,14 +111,13 @@ def test_closing_an_engine_of_load_engine_closes_its_data_directory(
 
 def test_encoder_space_is_checked_before_a_model_loads(app: AppContext, tiny_models: Any,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from ragdesk.core import session as session_mod
-    from ragdesk.core.models import PackSpec
+    from ragdesk.core.models import PackSpec, loading
     from ragdesk.core.snapshots import open_snapshot
 
     def refuse(*a: object, **k: object) -> None:
         raise AssertionError("a model was loaded before the check")
 
-    monkeypatch.setattr(session_mod, "load_question_encoder", refuse)
+    monkeypatch.setattr(loading, "load_question_encoder", refuse)
     wrong = PackSpec(name="st", kind="custom", question_encoder=str(tiny_models.st_encoder),
                      passage_encoder=None, generator=str(tiny_models.bart),
                      generator_kind="seq2seq", encoder_family="sentence-transformers",

@@ -34,12 +34,12 @@ from ragdesk.core.errors import (
     RagdeskError,
     is_disk_full,
 )
+from ragdesk.core.models.packs import PackSpec, get_pack
 from ragdesk.core.models.refs import hf_cache_dir, split_revision
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
-    from ragdesk.core.models.packs import PackSpec
     from ragdesk.core.paths import DataDir
 
 log = logging.getLogger(__name__)
@@ -246,8 +246,6 @@ def download_repos(repos: list[str], *, progress: ProgressCallback | None = None
 def download_pack(catalog: Catalog, name: str, *, progress: ProgressCallback | None = None,
                   cancel: CancelToken | None = None, data: DataDir | None = None) -> list[Path]:
     """Download every hub model of the pack ``name``; see :func:`download_repos`."""
-    from ragdesk.core.models.packs import get_pack
-
     return download_spec(get_pack(catalog, name, data), progress=progress, cancel=cancel)
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.atomic import fsync_dir
+from ragdesk.core.encoders import EncoderInfo, TextEncoder, passage_input
 from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
@@ -40,6 +41,7 @@ from ragdesk.core.errors import (
     RagdeskError,
     is_disk_full,
 )
+from ragdesk.core.models import loading
 from ragdesk.core.models.packs import (
     KIND_CUSTOM,
     PackSpec,
@@ -62,7 +64,6 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
-    from ragdesk.core.encoders import EncoderInfo, TextEncoder
     from ragdesk.core.paths import DataDir
 
 log = logging.getLogger(__name__)
@@ -117,21 +118,16 @@ def _check_complete_encoder(ref: str, info: ModelInfo) -> None:
 
 
 def validate_question_encoder(ref: str) -> TextEncoder:
-    from ragdesk.core.models.loading import load_question_encoder
-
     info = inspect_model(resolve_ref(ref))
-    encoder = load_question_encoder(ref)
+    encoder = loading.load_question_encoder(ref)
     _check_complete_encoder(ref, info)
     _check_vectors(encoder.encode([PROBE_QUESTION]), encoder.dim, f"question encoder {ref!r}")
     return encoder
 
 
 def validate_passage_encoder(ref: str) -> TextEncoder:
-    from ragdesk.core.encoders import passage_input
-    from ragdesk.core.models.loading import load_passage_encoder
-
     info = inspect_model(resolve_ref(ref))
-    encoder = load_passage_encoder(ref)
+    encoder = loading.load_passage_encoder(ref)
     _check_complete_encoder(ref, info)
     vectors = encoder.encode([passage_input(encoder, *PROBE_PASSAGE)])  # type: ignore[arg-type]
     _check_vectors(vectors, encoder.dim, f"passage encoder {ref!r}")
@@ -143,9 +139,7 @@ def validate_generator(ref: str, progress: ProgressCallback | None = None,
     """Load the generator and run one forward pass; returns its kind (seq2seq / causal)."""
     import torch
 
-    from ragdesk.core.models.loading import load_generator_parts
-
-    parts = load_generator_parts(ref, progress=progress, cancel=cancel)
+    parts = loading.load_generator_parts(ref, progress=progress, cancel=cancel)
     model, tok = parts.model, parts.tokenizer
     text = f"{PROBE_PASSAGE[0]} / {PROBE_PASSAGE[1]} // {PROBE_QUESTION}"
     ids = tok(text, return_tensors="pt")["input_ids"]

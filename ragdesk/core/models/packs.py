@@ -29,6 +29,8 @@ from ragdesk.core.errors import (
     MissingModelError,
     NotFoundError,
 )
+from ragdesk.core.models import starter
+from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
 from ragdesk.core.paths import DataDir
 
@@ -134,8 +136,6 @@ BUILTIN_PACKS: dict[str, PackSpec] = {
 
 
 def starter_spec(data: DataDir) -> PackSpec:
-    from ragdesk.core.models import starter
-
     return PackSpec(
         name=STARTER, kind=KIND_STARTER,
         question_encoder=str(starter.encoder_path()), passage_encoder=str(starter.encoder_path()),
@@ -257,19 +257,29 @@ def _part_status(role: str, ref: str) -> PartStatus:
         return PartStatus(role, ref, False, None, None)
     size = files_bytes(resolved.path)
     if resolved.is_gguf:
-        from ragdesk.core.models.gguf_files import cache_dir_for
-
         converted = cache_dir_for(resolved.path)
         if converted.is_dir():
             size += files_bytes(converted)
     return PartStatus(role, ref, True, str(resolved.path), size)
 
 
+def _starter_parts(spec: PackSpec) -> tuple[PartStatus, ...]:
+    enc, enc_bytes = starter.encoder_files()
+    enc_where = str(enc) if enc_bytes is not None else None
+    gguf_bytes = starter.generator_bytes(Path(spec.generator))
+    return (
+        PartStatus(ROLE_QUESTION, spec.question_encoder, enc_bytes is not None, enc_where,
+                   enc_bytes),
+        PartStatus(ROLE_PASSAGE, spec.passage_encoder or spec.question_encoder,
+                   enc_bytes is not None, enc_where, enc_bytes),
+        PartStatus(ROLE_GENERATOR, spec.generator, gguf_bytes is not None,
+                   str(Path(spec.generator)), gguf_bytes),
+    )
+
+
 def pack_status(spec: PackSpec, data: DataDir | None = None) -> PackStatus:
     if spec.kind == KIND_STARTER:
-        from ragdesk.core.models import starter
-
-        parts = tuple(starter.part_statuses(spec))
+        parts = _starter_parts(spec)
     else:
         parts = tuple(_part_status(role, ref) for role, ref in spec.parts())
     installed = all(p.installed for p in parts)

