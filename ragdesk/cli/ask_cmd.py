@@ -74,11 +74,70 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
         if answered is not None:
             snapshot.close()
             return answered
+    try:
+        return _answer_here(args, ctx, opts, snapshot, t_start)
+    finally:
+        snapshot.close()
+
+
+def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
+                 snapshot: Any, t_start: float) -> int:
+    """Load the models in this process and answer."""
+    from ragdesk.core.engine import Engine
     from ragdesk.core.engine.causal_decoder import default_precision
+    from ragdesk.core.models.loading import load_generator, load_question_encoder
+    from ragdesk.core.snapshots import SnapshotLibrary
+
+    qenc_ref, gen_ref, pack_name = _model_refs(args, ctx, snapshot)
+    marks = {"checked": time.perf_counter()}
+    with _quiet_loading(args.verbose):
+        encoder = load_question_encoder(qenc_ref)
+        snapshot.check_query_encoder(encoder.info)
+        marks["encoder"] = time.perf_counter()
+        gen = load_generator(gen_ref, precision=opts.precision or default_precision())
+    marks["loaded"] = time.perf_counter()
+    engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
+                    snapshot=snapshot.name, owns_library=True)
+    streamed: list[str] = []
+
+    def on_token(tok: Any) -> None:
+        marks.setdefault("first", time.perf_counter())
+        if not args.json:
+            streamed.append(tok.text)
+            _stream_to_stdout(tok)
+
+    try:
+        marks["ask"] = time.perf_counter()
+        ans = engine.ask(args.question, opts, snapshot=snapshot, on_token=on_token)
+        marks["done"] = time.perf_counter()
+    finally:
+        engine.close()
+    if streamed:
+        print(flush=True)  # end the streamed line before the timings go to stderr
+    if args.verbose:
+        _print_timings(ans, gen, marks, t_start)
+    return _print_answer(args, ans, bool(streamed), {
+        "pack": pack_name, "precision": _precision_of(gen)})
+
+
+def _print_timings(ans: Answer, gen: Any, marks: dict[str, float], t_start: float) -> None:
+    t, m = ans.timings, marks
+    ttft = f"; first token after {m['first'] - m['ask']:.2f} s" if "first" in m else ""
+    print(f"ragdesk: checks {m['checked'] - t_start:.2f} s; loaded the question encoder in "
+          f"{m['encoder'] - m['checked']:.2f} s and the generator ({gen.kind}, "
+          f"{_precision_of(gen)}) in {m['loaded'] - m['encoder']:.2f} s; answered in "
+          f"{m['done'] - m['ask']:.2f} s (retrieval {t.get('retrieve_s', 0):.2f} s, prompts "
+          f"{t.get('encode_s', 0):.2f} s, decoding {t.get('decode_s', 0):.2f} s{ttft}); total "
+          f"{time.perf_counter() - t_start:.2f} s", file=sys.stderr)
+
+
+def _model_refs(args: argparse.Namespace, ctx: AppContext, snapshot: Any
+                ) -> tuple[str, str, str | None]:
+    """(question encoder, generator, pack name or None when both models were given), the
+    pack checked to fit the snapshot; says on stderr what answers."""
     from ragdesk.core.models.packs import check_pack_matches_snapshot, get_pack
     from ragdesk.core.session import resolve_pack_name
 
-    precision = opts.precision or default_precision()
     pack_name = resolve_pack_name(ctx, args.pack, snapshot.name)
     pack = None
     if args.pack or args.question_encoder is None or args.generator is None:
@@ -96,54 +155,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
                                      ("generator", gen_ref, args.generator)))
     print(f"ragdesk: snapshot {snapshot.name!r} ({snapshot.size:,} passages), {used}",
           file=sys.stderr)
-    t_checked = time.perf_counter()
-
-    from ragdesk.core.engine import Engine
-    from ragdesk.core.models.loading import load_generator, load_question_encoder
-    from ragdesk.core.snapshots import SnapshotLibrary
-
-    with _quiet_loading(args.verbose):
-        encoder = load_question_encoder(qenc_ref)
-        snapshot.check_query_encoder(encoder.info)
-        t_enc = time.perf_counter()
-        gen = load_generator(gen_ref, precision=precision)
-    t_loaded = time.perf_counter()
-    engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
-                    snapshot=snapshot.name, owns_library=True)
-    first: list[float] = []
-    streamed: list[str] = []
-
-    def on_token(tok: Any) -> None:
-        if not first:
-            first.append(time.perf_counter())
-        if not args.json:
-            streamed.append(tok.text)
-            _stream_to_stdout(tok)
-
-    try:
-        t_ask = time.perf_counter()
-        ans = engine.answer(args.question, mode=opts.mode, decoding=opts.decoding,
-                            n_docs=opts.n_docs, num_beams=opts.num_beams,
-                            max_new_tokens=opts.max_new_tokens, retriever=opts.retriever,
-                            snapshot=snapshot, on_token=on_token, style=opts.style,
-                            grounded=opts.grounded, temperature=opts.temperature)
-        t_done = time.perf_counter()
-    finally:
-        engine.close()
-        snapshot.close()
-    if streamed:
-        print(flush=True)  # end the streamed line before the timings go to stderr
-    if args.verbose:
-        t = ans.timings
-        ttft = f"; first token after {first[0] - t_ask:.2f} s" if first else ""
-        print(f"ragdesk: checks {t_checked - t_start:.2f} s; loaded the question encoder in "
-              f"{t_enc - t_checked:.2f} s and the generator ({gen.kind}, {_precision_of(gen)}) "
-              f"in {t_loaded - t_enc:.2f} s; answered in {t_done - t_ask:.2f} s (retrieval "
-              f"{t.get('retrieve_s', 0):.2f} s, prompts {t.get('encode_s', 0):.2f} s, "
-              f"decoding {t.get('decode_s', 0):.2f} s{ttft}); total "
-              f"{time.perf_counter() - t_start:.2f} s", file=sys.stderr)
-    return _print_answer(args, ans, bool(streamed), {
-        "pack": pack_name if pack is not None else None, "precision": _precision_of(gen)})
+    return qenc_ref, gen_ref, (pack_name if pack is not None else None)
 
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,

@@ -1,0 +1,106 @@
+"""`ragdesk ask` wall time against the engine's own answer time, with the starter pack.
+
+Issue 16's target: the command's wall time (model loading included) at most 1.5x the time the
+engine itself spends answering. Two ways of running the command, alternated question by
+question on a warm file cache:
+
+* alone: `ask` loads the question encoder and the generator itself (RAGDESK_NO_SERVER=1);
+* with a server: `ragdesk serve` runs on the same data directory and `ask` hands it the
+  question (the server started once, before the rounds; its start-up is reported apart).
+
+The engine's answer time is the answer's own timings (retrieval, prompts, decoding) as the
+JSON output reports them.
+
+    RAGDESK_DATA_DIR=/path/to/data python -m bench.ask_wall_bench [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from bench import machine, machine_line, md_table, write_results
+
+QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudice",
+             "when did apollo 11 land on the moon", "what is the capital of senegal",
+             "who discovered penicillin"]
+PORT = 8797
+
+
+def _ask(question: str, env: dict[str, str]) -> tuple[float, float]:
+    """(wall seconds, the engine's answer seconds) of one `ragdesk ask --json`."""
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json"],
+                         env=env, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    t = json.loads(out.stdout)["timings"]
+    return wall, sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s"))
+
+
+def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{PORT}/health", timeout=1) as r:
+                if json.loads(r.read())["status"] == "ready":
+                    return proc, time.perf_counter() - t0
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise SystemExit("ragdesk serve exited before it was ready")
+        time.sleep(0.5)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args(argv)
+    base = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
+    alone_env = {**base, "RAGDESK_NO_SERVER": "1"}
+    load_before = os.getloadavg()[0]
+    server, server_start = _start_server(base)
+    rows: dict[str, list[tuple[float, float]]] = {"alone": [], "server": []}
+    try:
+        for _ in range(args.rounds):
+            for q in QUESTIONS:
+                rows["alone"].append(_ask(q, alone_env))
+                rows["server"].append(_ask(q, base))
+                print(f"{q!r}: alone {rows['alone'][-1]}, server {rows['server'][-1]}",
+                      flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    summary: dict[str, Any] = {}
+    for way, runs in rows.items():
+        walls = [w for w, _ in runs]
+        answers = [a for _, a in runs]
+        summary[way] = {"wall_median_s": statistics.median(walls),
+                        "answer_median_s": statistics.median(answers),
+                        "ratio_median": statistics.median(w / a for w, a in runs)}
+    m = machine()
+    data = {"summary": summary, "server_start_s": server_start, "runs": rows,
+            "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
+            "load_after": os.getloadavg()[0], "machine": m}
+    md = ("# `ragdesk ask` wall time against the engine's answer time (starter pack)\n\n"
+          f"{machine_line(m)}; load average {load_before:.2f} before, "
+          f"{data['load_after']:.2f} after; {len(QUESTIONS)} questions x {args.rounds} rounds, "
+          "alternating.\n\n" + md_table(
+              ["ask", "wall (median)", "engine's answer (median)", "wall / answer (median)"],
+              [[way, f"{s['wall_median_s']:.2f} s", f"{s['answer_median_s']:.2f} s",
+                f"{s['ratio_median']:.2f}x"] for way, s in summary.items()]) +
+          f"\n\n`ragdesk serve` was ready {server_start:.1f} s after it started (once).\n")
+    write_results("ask_wall", data, md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()
