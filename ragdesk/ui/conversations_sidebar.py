@@ -96,17 +96,7 @@ class ConversationsSidebar(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.setSpacing(6)
-        top = QHBoxLayout()
-        self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText("Search questions and answers")
-        self.search_box.setClearButtonEnabled(True)
-        self.search_box.setAccessibleName("Search conversations")
-        top.addWidget(self.search_box, 1)
-        self.new_button = QToolButton()
-        self.new_button.setText("New")
-        self.new_button.setToolTip("Start a new conversation (the current one stays saved)")
-        top.addWidget(self.new_button)
-        lay.addLayout(top)
+        lay.addLayout(self._search_row())
 
         self.list = QListWidget()
         self.list.setAccessibleName("Conversations")
@@ -121,6 +111,54 @@ class ConversationsSidebar(QWidget):
         self.empty_label.hide()
         lay.addWidget(self.empty_label)
 
+        self._build_undo_bar(lay)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self._run_search)
+
+        self._build_actions()
+        self.search_box.textChanged.connect(self._on_search_text)
+        self.search_box.returnPressed.connect(self._run_search)
+        self.new_button.clicked.connect(self.new_conversation)
+        self.list.itemActivated.connect(self._on_activated)
+        self.list.itemClicked.connect(self._on_activated)
+        self.list.itemChanged.connect(self._on_item_changed)
+        self.list.customContextMenuRequested.connect(self._context_menu)
+        self.undo_button.clicked.connect(self.undo_delete)
+
+    # ---- state -----------------------------------------------------------------------
+
+    def _search_row(self) -> QHBoxLayout:
+        top = QHBoxLayout()
+        self.search_box = QLineEdit()
+        self.search_box.setPlaceholderText("Search questions and answers")
+        self.search_box.setClearButtonEnabled(True)
+        self.search_box.setAccessibleName("Search conversations")
+        top.addWidget(self.search_box, 1)
+        self.new_button = QToolButton()
+        self.new_button.setText("New")
+        self.new_button.setToolTip("Start a new conversation (the current one stays saved)")
+        top.addWidget(self.new_button)
+        return top
+
+    def _build_actions(self) -> None:
+        self.act_rename = QAction("&Rename", self)
+        self.act_rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
+        self.act_rename.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.act_rename.triggered.connect(self._rename_selected)
+        self.act_delete = QAction("&Delete", self)
+        self.act_delete.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
+        self.act_delete.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.act_delete.triggered.connect(self._delete_selected)
+        self.act_export_md = QAction("Export as &Markdown…", self)
+        self.act_export_md.triggered.connect(lambda: self._export_selected("markdown"))
+        self.act_export_json = QAction("Export as &JSON…", self)
+        self.act_export_json.triggered.connect(lambda: self._export_selected("json"))
+        self.list.addAction(self.act_rename)
+        self.list.addAction(self.act_delete)
+
+    def _build_undo_bar(self, lay: QVBoxLayout) -> None:
         self.undo_bar = QFrame()
         self.undo_bar.setFrameShape(QFrame.Shape.StyledPanel)
         ub = QHBoxLayout(self.undo_bar)
@@ -137,37 +175,6 @@ class ConversationsSidebar(QWidget):
         self._undo_timer.setSingleShot(True)
         self._undo_timer.setInterval(UNDO_MS)
         self._undo_timer.timeout.connect(self._hide_undo)
-
-        self._search_timer = QTimer(self)
-        self._search_timer.setSingleShot(True)
-        self._search_timer.setInterval(SEARCH_DELAY_MS)
-        self._search_timer.timeout.connect(self._run_search)
-
-        self.act_rename = QAction("&Rename", self)
-        self.act_rename.setShortcut(QKeySequence(Qt.Key.Key_F2))
-        self.act_rename.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        self.act_rename.triggered.connect(self._rename_selected)
-        self.act_delete = QAction("&Delete", self)
-        self.act_delete.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
-        self.act_delete.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        self.act_delete.triggered.connect(self._delete_selected)
-        self.act_export_md = QAction("Export as &Markdown…", self)
-        self.act_export_md.triggered.connect(lambda: self._export_selected("markdown"))
-        self.act_export_json = QAction("Export as &JSON…", self)
-        self.act_export_json.triggered.connect(lambda: self._export_selected("json"))
-        self.list.addAction(self.act_rename)
-        self.list.addAction(self.act_delete)
-
-        self.search_box.textChanged.connect(self._on_search_text)
-        self.search_box.returnPressed.connect(self._run_search)
-        self.new_button.clicked.connect(self.new_conversation)
-        self.list.itemActivated.connect(self._on_activated)
-        self.list.itemClicked.connect(self._on_activated)
-        self.list.itemChanged.connect(self._on_item_changed)
-        self.list.customContextMenuRequested.connect(self._context_menu)
-        self.undo_button.clicked.connect(self.undo_delete)
-
-    # ---- state -----------------------------------------------------------------------
 
     @property
     def searching(self) -> bool:
