@@ -17,13 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (
-    QDialog,
-    QDockWidget,
-    QMainWindow,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QVBoxLayout, QWidget
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, Hit
@@ -60,6 +54,7 @@ if TYPE_CHECKING:
     from ragdesk.ui.index_manager import IndexManagerDialog
 
 log = logging.getLogger(__name__)
+
 
 class MainWindow(QMainWindow):
     def __init__(self, backend: Backend, *, apply_theme: bool = True,
