@@ -27,10 +27,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 
-# Three conversations: the first with two questions, so that search finds an older answer.
+# Three conversations: the first with two questions, so that search finds an older answer;
+# the last one's article (Chernobyl disaster) is one of the snapshot's longer ones.
 CONVERSATIONS = (("Who painted the Mona Lisa?", "When did the Roman Empire fall?"),
                  ("What is photosynthesis?",),
-                 ("Who wrote Hamlet?",))
+                 ("What happened in the Chernobyl disaster?",))
 SEARCH = "roman"
 
 
@@ -43,30 +44,33 @@ def copy_data(src: Path, dest: Path) -> Path:
             shutil.copy2(src / name, dest / name)
     shutil.copytree(src / "snapshots", dest / "snapshots", symlinks=True)
     (dest / "models").symlink_to((src / "models").resolve())
+    _undo_draft_schema(dest / "catalog.sqlite")
     return dest
 
 
-def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
-    from PySide6.QtCore import QPoint, QRect, Qt
-    from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication
+def _undo_draft_schema(catalog: Path) -> None:
+    """A catalog migrated by a development draft of schema 4 (its answers table lacks
+    token_ids, and holds nothing) goes back to 3 in the copy, so the released step runs."""
+    import sqlite3
 
-    screen = QGuiApplication.primaryScreen()
-    width, height = (int(v) for v in size.split("x"))
+    con = sqlite3.connect(catalog)
+    try:
+        cols = [r[1] for r in con.execute("PRAGMA table_info(answers)")]
+        if not cols or "token_ids" in cols:
+            return
+        if con.execute("SELECT COUNT(*) FROM answers").fetchone()[0]:
+            raise SystemExit(f"{catalog}: a draft conversations schema with answers in it")
+        for table in ("answers_fts", "answer_passages", "answers", "conversations"):
+            con.execute(f"DROP TABLE IF EXISTS {table}")
+        con.execute("PRAGMA user_version = 3")
+        con.commit()
+        print("the copy's draft conversation tables were dropped (schema 3 again)")
+    finally:
+        con.close()
 
-    def save(name: str, widget: Any = None) -> None:
-        if widget is None:
-            r = QRect(0, 0, width, height)
-        else:
-            r = QRect(widget.mapToGlobal(QPoint(0, 0)), widget.frameSize())
-            r.adjust(-1, -30, 1, 1)  # the window manager's title bar
-        path = out / f"{name}-{size}.png"
-        screen.grabWindow(0, r.x(), r.y(), r.width(), r.height()).save(str(path))
-        print("saved", path, flush=True)
 
-    w.showMaximized()
-    yield ("until", (lambda: w.isVisible() and w._first_load_done, 120, "snapshots"))
-    yield ("sleep", 1500)
+def ask_all(w: Any) -> Iterator[Any]:
+    """Ask :data:`CONVERSATIONS`, each after "New conversation"."""
     for i, questions in enumerate(CONVERSATIONS):
         if i:
             w.new_conversation()
@@ -77,6 +81,26 @@ def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
             yield ("until", (lambda: w.chat.cards and w.chat.cards[-1].state in
                              ("done", "failed", "cancelled"), 900, f"the answer to {q}"))
             yield ("sleep", 1500)  # the save and the sidebar's refresh
+
+
+def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
+    from PySide6.QtCore import QRect, Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    screen = QGuiApplication.primaryScreen()
+    width, height = (int(v) for v in size.split("x"))
+
+    def save(name: str, widget: Any = None) -> None:
+        r = QRect(0, 0, width, height) if widget is None else widget.frameGeometry()
+        path = out / f"{name}-{size}.png"
+        screen.grabWindow(0, r.x(), r.y(), r.width(), r.height()).save(str(path))
+        print("saved", path, flush=True)
+
+    w.showMaximized()
+    yield ("until", (lambda: w.isVisible() and w._first_load_done, 120, "snapshots"))
+    yield ("sleep", 1500)
+    yield from ask_all(w)
     sidebar = w.history.sidebar
     yield ("until", (lambda: len(sidebar.conversations()) >= len(CONVERSATIONS), 60,
                      "the sidebar"))
@@ -168,7 +192,8 @@ def main() -> int:
     time.sleep(1.0)
     try:
         with tempfile.TemporaryDirectory(prefix="ragdesk-shots-") as tmp:
-            data = copy_data(Path(args.data_dir), Path(tmp) / "data")
+            # The settings dialog shows this folder: a name that reads well in the README.
+            data = copy_data(Path(args.data_dir), Path(tmp) / "ragdesk-demo")
             argv = ["--size", args.size, "--out", str(Path(args.out).resolve()),
                     "--data-dir", str(data), "--inside"]
             return subprocess.run([sys.executable, __file__, *argv], env=env,

@@ -102,6 +102,9 @@ class ConversationsSidebar(QWidget):
         self.list.setAccessibleName("Conversations")
         self.list.setEditTriggers(QListWidget.EditTrigger.EditKeyPressed)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        # A long first question is elided (its tooltip has it whole), not scrolled sideways.
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         lay.addWidget(self.list, 1)
 
         self.empty_label = QLabel()
@@ -132,7 +135,10 @@ class ConversationsSidebar(QWidget):
     def _search_row(self) -> QHBoxLayout:
         top = QHBoxLayout()
         self.search_box = QLineEdit()
-        self.search_box.setPlaceholderText("Search questions and answers")
+        # Short enough for the dock's narrowest width; the tooltip says what is searched.
+        self.search_box.setPlaceholderText("Search conversations")
+        self.search_box.setToolTip("Finds every question and answer with these words "
+                                   "(the last one as a prefix), and conversation names")
         self.search_box.setClearButtonEnabled(True)
         self.search_box.setAccessibleName("Search conversations")
         top.addWidget(self.search_box, 1)

@@ -120,7 +120,7 @@ class SettingsDialog(QDialog):
         form.addRow(self._label("&Threads", self.threads), self.threads)
         self._note_row(form, "threads")
         self.hf_cache = QLineEdit()
-        self.hf_cache.setPlaceholderText("Hugging Face's default (~/.cache/huggingface/hub)")
+        self.hf_cache.setPlaceholderText("Default: ~/.cache/huggingface/hub")
         form.addRow(self._label("Hugging Face &cache", self.hf_cache),
                     self._with_browse(self.hf_cache, "Choose the Hugging Face cache folder"))
         self._note_row(form, "hf_cache")
