@@ -18,7 +18,8 @@ from ragdesk.core.app import AppContext
 from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.preferences import apply_environment
-from ragdesk.ui.backend import Backend, ErrorReport
+from ragdesk.ui.backend import Backend
+from ragdesk.ui.reports import ErrorReport
 
 if TYPE_CHECKING:
     from ragdesk.ui.main_window import MainWindow
