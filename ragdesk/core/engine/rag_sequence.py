@@ -253,13 +253,7 @@ def rag_sequence_generate(
         best_i = int(torch.topk(scores, 1)[1][0])
     t_score = time.perf_counter()
     best = cands[best_i]
-    if token_lp is not None:
-        lp = token_lp[:, best_i, :len(best.tokens)].T  # [T, K]
-        posteriors = running_posteriors(doc_lp, lp, _scored(best.tokens, pad,
-                                                            _is_bos(best.tokens, bos)))
-    else:
-        posteriors = _fast_prefix_posteriors(best.tokens, per_passage, doc_lp, pad, bos)
-    emitter.emit(best.tokens, posteriors)
+    emitter.emit(best.tokens, _posteriors(best, best_i, token_lp, per_passage, doc_lp, pad, bos))
     timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc,
                **({"rescore_s": t_score - t_dec} if token_lp is not None else {})}
     return Answer(
@@ -268,6 +262,17 @@ def rag_sequence_generate(
         logprob=float(scores[best_i]), mode="sequence", decoding=decoding, snapshot=snapshot,
         timings=timings, cancelled=cancelled, temperature=temperature, style=style,
         grounded=grounded)
+
+
+def _posteriors(best: Candidate, best_i: int, token_lp: torch.Tensor | None,
+                per_passage: list[list[Hypothesis]], doc_lp: torch.Tensor, pad: int,
+                bos: int | None) -> torch.Tensor:
+    """The running p(z | x, y_<=i) of the chosen answer: from the rescored token log-probs
+    (thorough), else from what each passage's own search scored (fast)."""
+    if token_lp is None:
+        return _fast_prefix_posteriors(best.tokens, per_passage, doc_lp, pad, bos)
+    lp = token_lp[:, best_i, :len(best.tokens)].T  # [T, K]
+    return running_posteriors(doc_lp, lp, _scored(best.tokens, pad, _is_bos(best.tokens, bos)))
 
 
 def _score(ctx: PassageContext, cands: list[Candidate], doc_lp: torch.Tensor,
