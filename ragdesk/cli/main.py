@@ -126,14 +126,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                "Give a folder (--data-dir DIR), or leave the option out to use "
                                f"${ENV_VAR} or the platform's user data folder.")
         ctx = AppContext(args.data_dir, on_notice=_warn)
-        from ragdesk.core.preferences import apply_environment
-
-        apply_environment(ctx.settings)  # device, HF cache, threads: before torch is imported
         setup_logging(None, args.verbose)
         if args.self_test:
             from ragdesk.selftest import run_self_test
 
+            # Before the settings are read: the self-test works in a folder of its own and
+            # leaves the user's data directory untouched (not even created).
             return run_self_test()
+        from ragdesk.core.preferences import apply_environment
+
+        apply_environment(ctx.settings)  # device, HF cache, threads: before torch is imported
         ctx.data.ensure()
         setup_logging(ctx.data.logs_dir, args.verbose)
         log.debug("ragdesk %s, data dir %s, argv %s", __version__, ctx.data.root, argv)
