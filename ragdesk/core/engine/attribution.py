@@ -82,3 +82,9 @@ class TokenEmitter:
 
     def text(self) -> str:
         return self.generator.decode(self.ids).strip()
+
+    def keep(self, n: int) -> None:
+        """Keep only the first ``n`` answer tokens (the answer ends there after all)."""
+        del self.ids[n:]
+        del self.tokens[n:]
+        self._text = self.generator.decode(self.ids)

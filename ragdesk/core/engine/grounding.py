@@ -96,8 +96,9 @@ class AnswerKind:
         starts: list[int] = []
         words = [(m.start(), _bare(m.group(0).replace(",", ""))) for m in _TOKEN.finditer(source)]
         for i, (_, w) in enumerate(words):
-            if not self.is_key(w) or (w in _WEAK and not (
-                    i + 1 < len(words) and any(c.isdigit() for c in words[i + 1][1]))):
+            after = words[i + 1][1] if i + 1 < len(words) else ""
+            if not self.is_key(w) or (w in _WEAK and not any(c.isdigit() for c in after)) or (
+                    self.name == "time" and _ORDINAL.match(w) and not after.startswith("centur")):
                 continue
             j = i
             starts.append(words[i][0])
@@ -119,6 +120,8 @@ def _bare(word: str) -> str:
 _TOKEN = re.compile(r"\S+")
 # months that are also common words count only before a number ("May 1945", not "may be")
 _WEAK = frozenset(("may", "march"))
+# an ordinal is a time only as a century ("the 18th century", not "the 36th president")
+_ORDINAL = re.compile(r"^\d+(st|nd|rd|th)$")
 
 
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
@@ -129,8 +132,10 @@ _NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eigh
             "seventy", "eighty", "ninety", "hundred", "thousand", "million", "billion",
             "dozen", "dozens", "hundreds", "thousands", "millions", "billions", "single",
             "once", "twice", "half")
-TIME = AnswerKind("time", frozenset(("the", "early", "late", "mid", "around", "about",
-                                     "circa", "c.")), frozenset(_MONTHS),
+# no "the" before a time: SQuAD-style matching drops it anyway ("the 1960s" = "1960s"), and
+# the starter pack's generator, given it, starts sentences with it ("The 36th vice president")
+TIME = AnswerKind("time", frozenset(("early", "late", "mid", "around", "about", "circa",
+                                     "c.")), frozenset(_MONTHS),
                   frozenset(("bc", "ad", "bce", "ce", "century", "centuries", "and", "to",
                              "or", "-", "–", "of", "in")))
 NUMBER = AnswerKind("number", frozenset(("about", "around", "over", "more", "than", "nearly",
@@ -261,3 +266,21 @@ def span_processors(generator: Any, passages: Sequence[PassageText], grounded: b
                                     for p in passages):
         kind = None  # no span could satisfy it: an untyped span beats none
     return [SpanConstraint(generator.tokenizer, passages, s.eos_token_ids, passthrough, kind)]
+
+
+def end_at_a_whole_span(emitter: Any, constraint: Sequence[SpanConstraint]) -> None:
+    """Cut a grounded answer that ran into a dead end back to where it could last end.
+
+    The constraint checks text, so a model can take a token that starts the passage's next
+    word and then find no token that finishes it ("the temperature a" of "at"): the search
+    stops there. The answer keeps its longest start that may end (a whole span, not open, of
+    its kind); the tokens were streamed already, the final answer is the cut one."""
+    if not constraint or not emitter.ids:
+        return
+    rule = constraint[0]
+    for n in range(len(emitter.ids), 0, -1):
+        text = rule.tokenizer.decode(emitter.ids[:n], skip_special_tokens=True)
+        if can_end(text, rule.kind):
+            if n < len(emitter.ids):
+                emitter.keep(n)
+            return

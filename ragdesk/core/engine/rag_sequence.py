@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running_posteriors
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator, PassageContext
-from ragdesk.core.engine.grounding import SpanConstraint, span_processors
+from ragdesk.core.engine.grounding import SpanConstraint, end_at_a_whole_span, span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.options import DEFAULT_OPTIONS, check_mode
@@ -254,6 +254,8 @@ def rag_sequence_generate(
     t_score = time.perf_counter()
     best = cands[best_i]
     emitter.emit(best.tokens, _posteriors(best, best_i, token_lp, per_passage, doc_lp, pad, bos))
+    if not cancelled:
+        end_at_a_whole_span(emitter, constraint)
     timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc,
                **({"rescore_s": t_score - t_dec} if token_lp is not None else {})}
     return Answer(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator, PassageContext
-from ragdesk.core.engine.grounding import span_processors
+from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
 from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
@@ -91,6 +91,7 @@ def rag_token_generate(
     posteriors = token_posteriors(best.extras)
     if not cancelled:
         emitter.emit(best.tokens, posteriors)
+        end_at_a_whole_span(emitter, constraint)
     logprob = _logprob(best, generator.settings.pad_token_id)
     return Answer(
         question=question, text=emitter.text(), token_ids=list(emitter.ids),

@@ -265,14 +265,16 @@ def test_answer_kinds_start_at_a_date_or_a_number() -> None:
     from ragdesk.core.engine.grounding import NUMBER, TIME, can_end, normalize_span
 
     src = normalize_span("It may be old. The war began in June 1914 and ended in the late "
-                         "1910s, after about 2,000 days; one of the wars.")
+                         "1910s, after about 2,000 days; one of the wars. Its 36th general "
+                         "lived in the 18th century.")
 
     def starts(kind: Any) -> list[str]:
         return [src[at:].split()[0] for at in kind.anchors(src)]
 
-    # "may be" is no date; "in" is no lead word, so no answer reads "in June 1914"
-    assert starts(TIME) == ["june", "1914", "the", "late", "1910s,", "about", "2,000"]
-    assert starts(NUMBER) == ["1914", "1910s,", "about", "2,000", "one"]
+    # "may be" is no date, "36th" alone no time; "in" and "the" lead no time answer (no
+    # "in June 1914", no "The 36th general")
+    assert starts(TIME) == ["june", "1914", "late", "1910s,", "about", "2,000", "18th"]
+    assert starts(NUMBER) == ["1914", "1910s,", "about", "2,000", "one", "36th", "the", "18th"]
     assert can_end("28 June 1914", TIME) and not can_end("the late", TIME)
     assert not can_end("Jun", TIME) and not can_end("the", TIME)
     assert can_end("eight", NUMBER) and not can_end("over", NUMBER)
@@ -332,3 +334,27 @@ def test_a_month_followed_by_its_year_does_not_end_a_when_answer(causal_gen: Any
     assert not may_stop_after("July", "The war began on 28 July 1914 in Europe.")
     assert may_stop_after("July 1914", "The war began on 28 July 1914 in Europe.")
     assert may_stop_after("July", "The festival takes place every July in the city.")
+
+
+def test_a_dead_end_answer_is_cut_back_to_a_whole_span(causal_gen: Any) -> None:
+    """The constraint checks text, so a model can start the passage's next word with a token
+    that nothing finishes ("the temperature a" of "at"); the answer then ends where it last
+    could."""
+    from ragdesk.core.engine.attribution import TokenEmitter
+    from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
+
+    tok = causal_gen.tokenizer
+    passages = [PassageText("Boiling", "Water boils at the temperature at which it turns.")]
+    rule = span_processors(causal_gen, passages, True, "what is the boiling point")
+    emitter = TokenEmitter(causal_gen, None)
+    ids = tok("the temperature a", add_special_tokens=False)["input_ids"]
+    emitter.ids, emitter.tokens = list(ids), [None] * len(ids)  # type: ignore[list-item]
+    end_at_a_whole_span(emitter, rule)
+    assert emitter.text() == "the temperature"
+    assert len(emitter.tokens) == len(emitter.ids)
+    whole = tok("the temperature", add_special_tokens=False)["input_ids"]
+    emitter.ids, emitter.tokens = list(whole), [None] * len(whole)  # type: ignore[list-item]
+    end_at_a_whole_span(emitter, rule)
+    assert emitter.ids == whole  # nothing to cut
+    end_at_a_whole_span(emitter, [])  # free decoding: never cut
+    assert emitter.ids == whole
