@@ -161,6 +161,7 @@ class PassageInspector(QWidget):
         """Offer the cited passage's whole article in a second tab, read with ``load`` when
         the tab is shown (reading it for every click would be wasted on the disk)."""
         self.article_view, self._load_article = view, load
+        view.browser.setFont(self.body.font())  # the article reads like the passage tab
         self.tabs.addTab(view, "Whole article")
         self.tabs.setTabToolTip(1, "The passages of the cited article around this one")
         self.tabs.tabBar().setVisible(True)
