@@ -64,16 +64,17 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     # Everything that can be checked without a model is checked before one loads (loading the
     # starter pack takes seconds; a typo should not).
     opts = answer_options(args, ctx)
+    name = args.snapshot or ctx.catalog.active_snapshot()
+    if name is not None and _models_of_the_pack(args):
+        # before the snapshot's index is opened here: the server has it open already
+        answered = _ask_running_server(args, ctx, opts, name, t_start)
+        if answered is not None:
+            return answered
     from ragdesk.core.retrieval import check_n_docs
     from ragdesk.core.snapshots import open_snapshot
 
     snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)  # none active, damaged
     check_n_docs(opts.n_docs, snapshot)
-    if _models_of_the_pack(args):
-        answered = _ask_running_server(args, ctx, opts, snapshot.name, t_start)
-        if answered is not None:
-            snapshot.close()
-            return answered
     try:
         return _answer_here(args, ctx, opts, snapshot, t_start)
     finally:
