@@ -38,3 +38,18 @@ def test_importing_the_core_loads_no_qt_module() -> None:
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_wiring_an_engine_loads_no_ml_library_until_it_is_used() -> None:
+    """The session, the engine and the retrievers import cheaply: torch, transformers, faiss
+    and bm25s (with scipy) load only when a model, an index or BM25 is used, so `ragdesk
+    --help` and the window's first paint never wait for them."""
+    code = (
+        "import sys\n"
+        "import ragdesk.core.session, ragdesk.core.engine, ragdesk.core.retrieval\n"
+        "heavy = ('torch', 'transformers', 'faiss', 'bm25s', 'scipy')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert res.stdout.strip() == "[]", res.stdout + res.stderr
