@@ -226,4 +226,10 @@ def test_settings_dialog_applies_theme_and_answer_defaults(qtbot, window) -> Non
     assert w.theme_actions["dark"].isChecked()
     assert w.controls.params().n_docs == 4
     qtbot.waitUntil(lambda: w.settings.get("n_docs") == 4, timeout=WAIT_MS)
-    assert "Settings saved" in w.status_text.text()
+    assert "Settings saved and applied" in w.status_text.text()
+    # A new Hugging Face cache waits for the next start, and the window says so.
+    dialog.hf_cache.setText(str(Path(w.backend.data.root) / "hf-cache"))
+    with qtbot.waitSignal(dialog.applied, timeout=WAIT_MS) as sig:
+        dialog.buttons.button(QDialogButtonBox.StandardButton.Apply).click()
+    assert sig.args[1] == ["Hugging Face cache"]
+    assert "restart ragdesk to use the new Hugging Face cache" in w.status_text.text()
