@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ragdesk.core.options import MODES
 from ragdesk.core.posterior import log_probs
 
 if TYPE_CHECKING:
     import torch
-
-MODES = ("token", "sequence")
 
 
 def doc_log_probs(doc_scores: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:

@@ -22,12 +22,13 @@ import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
+from ragdesk.core.options import MODES
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.evaluate import EvalResult, evaluate
 from ragdesk.core.training.forward import answer_ids, answer_logprobs, question_vectors
 from ragdesk.core.training.guard import ACTIONS, CollapseThresholds, check_collapse
-from ragdesk.core.training.loss import MODES, rag_nll
+from ragdesk.core.training.loss import rag_nll
 
 if TYPE_CHECKING:
     import torch
