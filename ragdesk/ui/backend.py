@@ -29,11 +29,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# ragdesk.core.documents.DOCUMENTS_FILE (a folder snapshot's record); importing that package
+# to list the snapshots would cost the first listing a second.
+DOCUMENTS_FILE = "documents.json"
+
 IMPORT_FORMATS: dict[str, str] = {
     "jsonl": "JSON lines, one {\"title\", \"text\"} per line (*.jsonl *.json)",
     "dpr-tsv": "DPR passages TSV: id, text, title (*.tsv)",
     "wiki-xml": "MediaWiki XML dump (*.xml *.xml.bz2)",
     "vital-articles": "Wikipedia Vital Articles from the starter pack (no file needed)",
+    "docs": "Folder of documents (PDF, DOCX, Markdown, HTML, text)",
 }
 
 VARIANTS: dict[str, str] = {
@@ -68,6 +73,7 @@ class SnapshotInfo:
     # Why the current model pack cannot query this snapshot; None when it can.
     unusable_reason: str | None = None
     stage: str | None = None  # "sparse": not ready, but answers with BM25 meanwhile
+    documents: bool = False  # imported from a folder of documents: it can be re-imported
 
     @property
     def ready(self) -> bool:
@@ -89,6 +95,63 @@ class PackInfo:
     question_encoder: str | None = None
     passage_encoder: str | None = None
     generator: str | None = None
+
+
+@dataclass(frozen=True)
+class FolderImportSummary:
+    """What importing a folder of documents did, file by file (the core's
+    ``FolderImportResult`` without the catalog record)."""
+
+    name: str
+    passages: int
+    encoded: int
+    reused: int
+    added: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    other_files: int = 0
+
+    @property
+    def text(self) -> str:
+        """One paragraph for the index manager's message line."""
+        counts = [f"{len(files)} {what}" for what, files in (
+            ("added", self.added), ("changed", self.changed), ("removed", self.removed),
+            ("unchanged", self.unchanged)) if files]
+        files = ", ".join(counts) or "no files"
+        out = (f"Imported “{self.name}” from the folder: {files}; "
+               f"{self.passages:,} passages, {self.encoded:,} encoded now.")
+        if self.warnings:
+            out += " Not imported: " + "; ".join(self.warnings)
+        return out
+
+
+@dataclass(frozen=True)
+class CitationPlace:
+    """Where a cited passage of a folder snapshot sits in its file, and the ``file:`` URI
+    that opens the file there (None when the imported folder is unknown)."""
+
+    path: str  # relative to the imported folder
+    page: int | None = None
+    heading: str | None = None
+    uri: str | None = None
+
+    @property
+    def file_name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def short(self) -> str:
+        """The place within the file: "p. 2", or the heading."""
+        if self.page is not None:
+            return f"p. {self.page}"
+        return self.heading or ""
+
+    @property
+    def label(self) -> str:
+        """"report.pdf · p. 2", "guide.md · Install" or "notes.txt"."""
+        return " · ".join(p for p in (self.file_name, self.short) if p)
 
 
 @dataclass
@@ -206,7 +269,8 @@ class Backend:
                 error=r.error, active=r.active, default_pack=r.default_pack,
                 variants=tuple(VariantInfo(v.variant, v.bytes, v.bytes_per_passage,
                                            v.recall_at_20) for v in r.variants),
-                unusable_reason=reason, stage=r.stage))
+                unusable_reason=reason, stage=r.stage,
+                documents=(self.data.snapshot_dir(r.slug) / DOCUMENTS_FILE).is_file()))
         return out
 
     def _pack_spec(self, name: str) -> Any:
@@ -346,6 +410,45 @@ class Backend:
         rec = import_snapshot(self.data, self.catalog, source, name=name, encoder=encoder,
                               fmt=fmt, limit=limit, progress=progress, cancel=cancel)
         return str(rec.name)
+
+    def import_folder(self, folder: str, *, name: str, encoder: str | None,
+                      progress: ProgressCallback, cancel: CancelToken) -> FolderImportSummary:
+        """Import (or re-import: only new and changed files are encoded) a folder of
+        documents as the snapshot ``name``; files that cannot be read are named in
+        ``warnings`` and the rest imports."""
+        from ragdesk.core.documents import import_folder
+
+        r = import_folder(self.data, self.catalog, folder, name=name, encoder=encoder or None,
+                          progress=progress, cancel=cancel)
+        return FolderImportSummary(
+            name=str(r.record.name), passages=r.passages, encoded=r.encoded, reused=r.reused,
+            added=tuple(r.added), changed=tuple(r.changed), removed=tuple(r.removed),
+            unchanged=tuple(r.unchanged), warnings=tuple(r.warnings),
+            other_files=r.other_files)
+
+    def citation_places(self, docs: Sequence[RetrievedDoc]) -> dict[int, CitationPlace]:
+        """Where each cited passage from a folder of documents sits in its file, by rank
+        (passages of other snapshots are left out). Reads the snapshot's passage table only,
+        never its index: a reads lane."""
+        from ragdesk.core.documents import citation_uri, document_root, locate_in_folder
+
+        out: dict[int, CitationPlace] = {}
+        active = self.catalog.active_snapshot()
+        of = [d.snapshot or active for d in docs]
+        for name in {n for n in of if n is not None}:
+            record = self.catalog.find_snapshot(name)
+            if record is None:
+                continue  # removed since the answer: its stored passages are all there is
+            folder = self.data.snapshot_dir(record.slug)
+            ranks = [k for k, n in enumerate(of) if n == name]
+            found = locate_in_folder(folder, [docs[k].id for k in ranks])
+            root = document_root(folder) if found else None
+            for k in ranks:
+                loc = found.get(docs[k].id)
+                if loc is not None:
+                    out[k] = CitationPlace(loc.path, loc.page, loc.heading,
+                                           citation_uri(root, loc) if root else None)
+        return out
 
     def quantize(self, name: str, variant: str, progress: ProgressCallback,
                  cancel: CancelToken) -> Any:

@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.units import human_bytes, plural
-from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, SnapshotInfo
+from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, FolderImportSummary, SnapshotInfo
 from ragdesk.ui.dialogs import JobPanel, confirm
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import FailureHandler, Lane, OpRunner
@@ -68,7 +68,7 @@ def detect_format(path: str) -> str | None:
 
 
 def suggest_name(path: str, taken: Sequence[str]) -> str:
-    stem = Path(path).name
+    stem = Path(path.rstrip("/\\")).name
     for ext in (".bz2", ".gz", ".jsonl", ".json", ".tsv", ".xml"):
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
@@ -92,11 +92,13 @@ class ImportDialog(QDialog):
     """Source file and format, snapshot name, and the passage encoder to build it with."""
 
     def __init__(self, parent: QWidget | None, *, taken: Sequence[str],
-                 encoders: Sequence[str], default_encoder: str | None) -> None:
+                 encoders: Sequence[str], default_encoder: str | None,
+                 reimport: SnapshotInfo | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ImportDialog")
         self.setWindowTitle("Import a snapshot")
         self.taken = list(taken)
+        self.reimport = reimport
         self._name_edited = False
         lay = QVBoxLayout(self)
         intro = QLabel("Passages are split into 100-word chunks, encoded in batches and "
@@ -137,7 +139,22 @@ class ImportDialog(QDialog):
         lay.addLayout(form)
 
         self._buttons(lay)
+        if reimport is not None:
+            self._set_reimport(reimport)
         self.resize(620, self.sizeHint().height())
+
+    def _set_reimport(self, s: SnapshotInfo) -> None:
+        """The same folder into the same snapshot: only new and changed files are encoded,
+        deleted ones leave it."""
+        self.setWindowTitle(f"Re-import {s.name}")
+        self.format.setCurrentIndex(self.format.findData("docs"))
+        self.format.setEnabled(False)
+        self.source.setText(s.source or "")
+        self.name.setText(s.name)
+        self.name.setReadOnly(True)
+        self._name_edited = True
+        self.taken = [t for t in self.taken if t != s.name]
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Re-&import")
 
     def _buttons(self, lay: QVBoxLayout) -> None:
         self.error = QLabel()
@@ -187,11 +204,16 @@ class ImportDialog(QDialog):
         return ImportSpec(
             source=None if fmt == "vital-articles" else self.source.text().strip(),
             name=self.name.text().strip(), encoder=self.encoder_ref(), fmt=fmt,
-            limit=self.limit.value() or None)
+            limit=None if fmt == "docs" else self.limit.value() or None)
 
     def validate(self) -> str | None:
         s = self.spec()
-        if s.fmt != "vital-articles":
+        if s.fmt == "docs":
+            if not s.source:
+                return "Choose the folder to import."
+            if not Path(s.source).is_dir():
+                return f"{s.source} is not a folder."
+        elif s.fmt != "vital-articles":
             if not s.source:
                 return "Choose the file to import."
             if not Path(s.source).is_file():
@@ -212,9 +234,15 @@ class ImportDialog(QDialog):
         self.accept()
 
     def _on_format(self, _i: int) -> None:
-        file_based = self.format.currentData() != "vital-articles"
+        fmt = self.format.currentData()
+        file_based = fmt != "vital-articles"
         for w in (self.source, self.browse, self.source_label):
             w.setEnabled(file_based)
+        # A folder is imported whole; its files are re-read on every re-import.
+        self.limit.setEnabled(fmt != "docs")
+        self.source.setPlaceholderText(
+            "A folder of PDF, DOCX, Markdown, HTML and text files" if fmt == "docs"
+            else "A .jsonl, .tsv, .xml or .xml.bz2 file")
         if not file_based and not self._name_edited:
             self.name.setText(suggest_name("vital-articles", self.taken))
 
@@ -226,6 +254,11 @@ class ImportDialog(QDialog):
             self.name.setText(suggest_name(text, self.taken))
 
     def _browse(self) -> None:
+        if self.format.currentData() == "docs":
+            folder = QFileDialog.getExistingDirectory(self, "Folder of documents")
+            if folder:
+                self.source.setText(folder)
+            return
         filters = ";;".join([
             "Passages (*.jsonl *.json *.tsv *.xml *.bz2)",
             "JSON lines (*.jsonl *.json)", "DPR TSV (*.tsv)",
@@ -339,6 +372,10 @@ class IndexManagerDialog(QDialog):
 
         self.import_button = button("import", "&Import…", "Import passages as a new snapshot",
                                     self.open_import)
+        self.reimport_button = button("refresh", "Re-im&port…",
+                                      "Import this snapshot's folder of documents again: "
+                                      "new and changed files are encoded, deleted ones leave",
+                                      self.open_reimport)
         self.quantize_button = button("quantize", "&Quantize…",
                                       "Build a smaller index variant from the stored vectors",
                                       self.open_quantize)
@@ -446,22 +483,43 @@ class IndexManagerDialog(QDialog):
         self.switch_button.setToolTip(s.unusable_reason if s is not None and s.unusable_reason
                                       else "Make this the active snapshot")
         self.remove_button.setEnabled(s is not None and s.state != "importing")
+        self.reimport_button.setEnabled(bool(s is not None and s.documents and s.source
+                                             and s.state != "importing"))
 
     # ---- actions ---------------------------------------------------------------------------
 
-    def open_import(self) -> ImportDialog:
+    def open_import(self, reimport: SnapshotInfo | None = None) -> ImportDialog:
         pack = self.state.pack_info()
         encoders = [p.passage_encoder for p in self.state.packs if p.passage_encoder]
+        default = pack.passage_encoder if pack else None
+        if reimport is not None:
+            default = self._built_with(reimport) or default
         self.import_dialog = ImportDialog(
             self, taken=[s.name for s in self.snapshots], encoders=list(dict.fromkeys(encoders)),
-            default_encoder=pack.passage_encoder if pack else None)
+            default_encoder=default, reimport=reimport)
         self.import_dialog.accepted.connect(
             lambda: self.start_import(self.import_dialog.spec()) if self.import_dialog else None)
         self.import_dialog.open()
         return self.import_dialog
 
+    def open_reimport(self) -> ImportDialog | None:
+        s = self.selected()
+        return self.open_import(reimport=s) if s is not None and s.documents else None
+
+    def _built_with(self, s: SnapshotInfo) -> str | None:
+        """The passage encoder a snapshot was built with, as a pack names it: the same
+        encoder again keeps the vectors of unchanged files."""
+        for p in self.state.packs:
+            if p.passage_encoder and s.encoder and p.passage_encoder == s.encoder:
+                return p.passage_encoder
+        pack = self.state.pack_info(s.default_pack) if s.default_pack else None
+        return pack.passage_encoder if pack is not None else None
+
     def start_import(self, spec: ImportSpec) -> None:
         self.message.setText("")
+        if spec.fmt == "docs" and spec.source:
+            self._import_folder(spec.source, spec.name, spec.encoder)
+            return
 
         def imported(name: str) -> None:
             self.message.setText(f"Imported “{name}”.")
@@ -470,6 +528,15 @@ class IndexManagerDialog(QDialog):
         self.library.start_import(spec.source, name=spec.name, encoder=spec.encoder,
                                   fmt=spec.fmt, limit=spec.limit, on_done=imported,
                                   on_failure=self._failed(f"Importing {spec.name}"))
+
+    def _import_folder(self, folder: str, name: str, encoder: str) -> None:
+        def imported(summary: FolderImportSummary) -> None:
+            self.message.setText(summary.text)
+            self.select(summary.name)
+
+        self.library.start_folder_import(folder, name=name, encoder=encoder or None,
+                                         on_done=imported,
+                                         on_failure=self._failed(f"Importing {name}"))
 
     def open_quantize(self) -> QuantizeDialog | None:
         s = self.selected()

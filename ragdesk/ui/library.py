@@ -17,7 +17,13 @@ from typing import Any, TypeVar
 from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.progress import ProgressUpdate
-from ragdesk.ui.backend import Backend, PackInfo, SnapshotInfo, VerifyReport
+from ragdesk.ui.backend import (
+    Backend,
+    FolderImportSummary,
+    PackInfo,
+    SnapshotInfo,
+    VerifyReport,
+)
 from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.state import AppState
@@ -130,6 +136,10 @@ class Library(QObject):
                                                 limit=limit, progress=ctx.progress,
                                                 cancel=ctx.cancel)
 
+        op = self._job(f"Importing {name}", work, on_failure).progress(self._first_progress())
+        return _then(op, on_done).run(self.ops)
+
+    def _first_progress(self) -> Callable[[ProgressUpdate], None]:
         shown = [False]
 
         def first_progress(_u: ProgressUpdate) -> None:
@@ -138,7 +148,19 @@ class Library(QObject):
                 shown[0] = True
                 self.reload_snapshots()
 
-        op = self._job(f"Importing {name}", work, on_failure).progress(first_progress)
+        return first_progress
+
+    def start_folder_import(self, folder: str, *, name: str, encoder: str | None,
+                            on_done: Callable[[FolderImportSummary], None] | None = None,
+                            on_failure: OnFailure | None = None) -> Op[FolderImportSummary]:
+        """Import a folder of documents, or re-import it into the snapshot of that name
+        (new and changed files are encoded, the rest kept)."""
+        op = self._job(f"Importing {name}",
+                       lambda c: self.backend.import_folder(folder, name=name, encoder=encoder,
+                                                            progress=c.progress,
+                                                            cancel=c.cancel), on_failure)
+        op.progress(self._first_progress()).success(
+            lambda summary: self.activity.emit(summary.text))
         return _then(op, on_done).run(self.ops)
 
     def start_quantize(self, name: str, variant: str, *,
