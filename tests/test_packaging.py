@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import configparser
 import importlib.util
+import json
 import os
 import plistlib
 import re
@@ -407,6 +408,72 @@ def test_nothing_ragdesk_imports_is_excluded() -> None:
     clashes = {name for name in _ragdesk_imports()
                if any(name == ex or name.startswith(ex + ".") for ex in excluded)}
     assert clashes == set()
+
+
+# Imports, in a fresh interpreter where the excluded modules are absent as in the bundle, every
+# third-party module that ragdesk names anywhere (lazy imports included), then loads uvicorn's
+# configuration as `ragdesk serve` builds it and lists the modules uvicorn imported by name.
+_WITHOUT_EXCLUDED = r"""
+import ast, importlib, json, sys
+from importlib.machinery import PathFinder
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+import bundle_rules as rules
+
+def excluded(name):
+    return any(name == ex or name.startswith(ex + ".") for ex in rules.EXCLUDES)
+
+class Absent(PathFinder):
+    # PathFinder minus the excluded modules: importlib.util.find_spec says None for them, so
+    # optional probes (transformers' is_*_available) see what the bundle's would.
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        return None if excluded(name) else super().find_spec(name, path, target)
+
+sys.meta_path[sys.meta_path.index(PathFinder)] = Absent
+for name in [m for m in sys.modules if excluded(m)]:
+    del sys.modules[name]
+failed = {}
+for name in sys.argv[2:]:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed[name] = f"{type(exc).__name__}: {exc}"
+
+import uvicorn.config
+from ragdesk.server.config import ServerConfig
+from ragdesk.server.run import _uvicorn_config
+
+by_name = []
+resolve = uvicorn.config.import_from_string
+uvicorn.config.import_from_string = lambda s: by_name.append(s) or resolve(s)
+async def app(scope, receive, send): pass
+config = _uvicorn_config(app, ServerConfig())
+config.load()
+config.get_loop_factory()
+print(json.dumps({"failed": failed,
+                  "by_name": [s.split(":")[0] for s in by_name if isinstance(s, str)]}))
+"""
+
+
+def test_what_ragdesk_imports_loads_without_the_excluded_modules() -> None:
+    """The exclusions reach into dependencies: uvicorn imports click when it loads, so
+    excluding click breaks `ragdesk serve` though ragdesk never names it."""
+    third_party = sorted(n for n in _ragdesk_imports()
+                         if n.split(".")[0] not in sys.stdlib_module_names
+                         and n.split(".")[0] != "ragdesk")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "QT_QPA_PLATFORM": "offscreen"}
+    proc = subprocess.run([sys.executable, "-c", _WITHOUT_EXCLUDED, str(PACKAGING),
+                           *third_party], capture_output=True, text=True, cwd=REPO, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found["failed"] == {}
+    # what uvicorn imports from strings is invisible to the analysis: hidden imports
+    assert found["by_name"] and set(found["by_name"]) <= set(rules.UVICORN_IMPORTS)
+    spec = (PACKAGING / "ragdesk.spec").read_text(encoding="utf-8")
+    assert "+ rules.UVICORN_IMPORTS" in spec
 
 
 def test_licenses_are_collected(tmp_path: Path) -> None:
