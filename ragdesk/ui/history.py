@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QDockWidget, QFileDialog, QWidget
 
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.options import AnswerOptions
+from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import Background, op_background
 from ragdesk.ui.chat import AnswerCard, ChatView
@@ -85,7 +86,11 @@ class History(QObject):
         self._target = _Target()
         self._gen = 0  # a conversation read after another was opened is dropped
         self._answer_ids: dict[int, int] = {}  # card request id -> stored answer id
+        # Answers stopped by leaving their conversation: saved, as stopped, where they began.
+        self._leaving: dict[int, tuple[_Target, str, dict[str, Any]]] = {}
         conversation.chatAnswered.connect(self.save)
+        conversation.answerFinished.connect(self._left_finished)
+        conversation.answerFailed.connect(lambda rid, _r: self._leaving.pop(rid, None))
         sidebar.conversation_selected.connect(self.open)
         sidebar.answer_selected.connect(self.open_answer)
         sidebar.conversation_deleted.connect(self._deleted)
@@ -127,9 +132,13 @@ class History(QObject):
 
     # ---- opening -----------------------------------------------------------------------
 
-    def clear_chat(self) -> None:
-        """Empty the chat (answers in flight stop); what was saved stays saved."""
+    def clear_chat(self, *, keep_running: bool = True) -> None:
+        """Empty the chat; what was saved stays saved. Answers in flight stop, and what they
+        had written is saved in their conversation (unless ``keep_running`` is False)."""
         for card in self.chat.cards:
+            if keep_running and card.answer is None and card.state.active:
+                self._leaving[card.request_id] = (self._target, self._pack(),
+                                                  card.params.to_settings())
             self.conversation.forget(card)
         self.chat.clear()
         self.selection.clear()
@@ -140,10 +149,13 @@ class History(QObject):
         self.clear_chat()
         self._gen += 1
         target = self._target = _Target()
+        # An empty conversation is reused, unless an answer stopped by leaving it is on its
+        # way there.
+        fresh = self.store.create if self._leaving else self.store.new_conversation
 
         def create() -> int:
             if target.id is None:
-                target.id = self.store.new_conversation().id
+                target.id = fresh().id
             return target.id
 
         def created(cid: int) -> None:
@@ -204,21 +216,28 @@ class History(QObject):
 
     def save(self, card: AnswerCard) -> None:
         """Store a finished answer of the chat in the conversation shown."""
-        answer = card.answer
-        if answer is None:
-            return
-        target, pack, rid = self._target, self._pack(), card.request_id
-        options = card.params.to_settings()
+        if card.answer is not None:
+            self._store(card.answer, self._target, self._pack(), card.params.to_settings(),
+                        card.request_id)
+
+    def _left_finished(self, rid: int, answer: Answer) -> None:
+        left = self._leaving.pop(rid, None)
+        if left is not None and answer.tokens:
+            self._store(answer, *left, rid)
+
+    def _store(self, answer: Answer, target: _Target, pack: str, options: dict[str, Any],
+               rid: int) -> None:
         store = self.store
 
         def work() -> Any:
+            # A conversation of its own: an empty one may be another target's already.
             if target.id is None:
-                target.id = store.new_conversation().id
+                target.id = store.create().id
             try:
                 return store.add_answer(target.id, answer, pack=pack, options=options)
             except NotFoundError:
                 # Deleted from the sidebar while the answer was written: keep the answer.
-                target.id = store.new_conversation().id
+                target.id = store.create().id
                 return store.add_answer(target.id, answer, pack=pack, options=options)
 
         def stored(s: Any) -> None:
@@ -235,7 +254,7 @@ class History(QObject):
 
     def _deleted(self, conversation_id: int) -> None:
         if conversation_id == self._target.id:
-            self.clear_chat()
+            self.clear_chat(keep_running=False)
             self._target = _Target()
 
     def _restored(self, conversation_id: int) -> None:

@@ -233,3 +233,26 @@ def test_settings_dialog_applies_theme_and_answer_defaults(qtbot, window) -> Non
         dialog.buttons.button(QDialogButtonBox.StandardButton.Apply).click()
     assert sig.args[1] == ["Hugging Face cache"]
     assert "restart ragdesk to use the new Hugging Face cache" in w.status_text.text()
+
+
+def test_new_conversation_during_an_answer_keeps_what_it_wrote(qtbot, window) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    w = window
+    first, cid, _ = ask_saved(qtbot, w, "who discovered penicillin?")
+    w.backend.gate = threading.Event()  # the answer pauses after its first token
+    w.question.setPlainText("who wrote the origin of species?")
+    with qtbot.waitSignal(w.conversation.tokenStreamed, timeout=ANSWER_TIMEOUT_MS):
+        w.send()
+    with qtbot.waitSignal(w.history.saved, timeout=ANSWER_TIMEOUT_MS) as sig:
+        w.new_conversation()
+        w.backend.gate.set()
+    assert sig.args[0] == cid  # saved where it was asked, not in the new conversation
+    assert not w.chat.cards
+    qtbot.waitUntil(lambda: w.history.current_id not in (None, cid), timeout=WAIT_MS)
+    assert w.backend.conversations.answers(w.history.current_id) == []
+    with qtbot.waitSignal(w.history.opened, timeout=WAIT_MS):
+        w.history.open(cid)
+    cards = w.chat.cards
+    assert [c.question for c in cards] == [first.question, "who wrote the origin of species?"]
+    assert cards[1].answer.cancelled and cards[1].state == "cancelled"
