@@ -55,6 +55,17 @@ def test_a_conversation_survives_closing_and_reopening_the_window(qtbot, window)
     first, cid, _ = ask_saved(qtbot, window, "who wrote the origin of species?")
     second, cid2, _ = ask_saved(qtbot, window, "and who discovered penicillin?")
     assert cid2 == cid
+    sidebar = window.history.sidebar
+    with qtbot.waitSignal(sidebar.refreshed, timeout=WAIT_MS):
+        sidebar.rename(cid, "Scientists")
+    # View ▸ Conversations hides and shows the sidebar.
+    toggle = window.sidebar_dock.toggleViewAction()
+    view_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&View")
+    assert toggle in view_menu.actions() and toggle.shortcut().toString() == "Ctrl+Shift+4"
+    toggle.trigger()
+    assert not window.sidebar_dock.isVisible()
+    toggle.trigger()
+    assert window.sidebar_dock.isVisible()
     again = reopen(qtbot, window)
     try:
         assert again.history.current_id == cid
@@ -66,7 +77,8 @@ def test_a_conversation_survives_closing_and_reopening_the_window(qtbot, window)
         assert len(card.chip_widgets()) == len(second.docs)
         assert again.heatmap.map.tokens == card.answer.tokens
         wait_listed(qtbot, again, cid)
-        assert again.history.sidebar.list.currentItem().data(Qt.ItemDataRole.UserRole) == cid
+        current = again.history.sidebar.list.currentItem()
+        assert current.data(Qt.ItemDataRole.UserRole) == cid and current.text() == "Scientists"
         # Stepping through answers goes over the reopened ones.
         again.selection.step(-1)
         assert again.selection.card is cards[0]
