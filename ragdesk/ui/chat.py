@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
+    QAction,
     QColor,
     QFont,
     QFontMetrics,
@@ -37,7 +38,9 @@ from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
+from ragdesk.ui.backend import CitationPlace
 from ragdesk.ui.card_state import CardState
+from ragdesk.ui.citations import open_place
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
 from ragdesk.ui.resources import icon
@@ -379,6 +382,23 @@ class CitationChip(ElidedButton):
             + f"<br/><br/>{html.escape(elide(doc.text, 240))}")
         c = passage_color(k).name()
         self.setStyleSheet(f"QPushButton#CitationChip {{ border-left: 4px solid {c}; }}")
+        self.place: CitationPlace | None = None
+
+    def set_place(self, place: CitationPlace) -> None:
+        """Name the page or heading of a folder snapshot's passage beside its title, and
+        offer to open the file there (the context menu)."""
+        self.place = place
+        doc = self.doc
+        where = f" · {elide(place.short, 28)}" if place.short else ""
+        self.set_parts(f"[{self.k + 1}]  ", elide(doc.title, 60), f"{where}   {doc.prob:.2f}")
+        self.setToolTip(self.toolTip().replace(
+            "<br/><br/>", f"<br/>{html.escape(place.label)}<br/><br/>", 1))
+        if place.uri:
+            act = QAction(f"Open {place.file_name}" + (
+                f" at page {place.page}" if place.page is not None else ""), self)
+            act.triggered.connect(lambda: open_place(place))
+            self.addAction(act)
+            self.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
 
 
 class AnswerCard(QFrame):
@@ -389,6 +409,7 @@ class AnswerCard(QFrame):
     activated = Signal(object)  # card (clicked: becomes the selected answer)
     copyRequested = Signal(object)
     heatmapRequested = Signal(object)
+    answered = Signal(object)  # Answer: finished (its chips exist)
 
     def __init__(self, request_id: int, question: str, params: AnswerOptions,
                  snapshot: str | None, parent: QWidget | None = None) -> None:
@@ -517,6 +538,7 @@ class AnswerCard(QFrame):
         self.copy_button.setEnabled(True)
         self.heat_button.setEnabled(bool(answer.tokens))
         self._update_meta()
+        self.answered.emit(answer)
 
     def fail(self, message: str, cancelled: bool = False) -> None:
         self.state = CardState.CANCELLED if cancelled else CardState.FAILED
@@ -560,6 +582,12 @@ class AnswerCard(QFrame):
         w = item.widget() if item is not None else None
         assert isinstance(w, CitationChip)
         return w
+
+    def set_places(self, places: dict[int, CitationPlace]) -> None:
+        """Where the cited passages sit in their files, by rank (folder snapshots only)."""
+        for k, chip in enumerate(self.chip_widgets()):
+            if k in places:
+                chip.set_place(places[k])
 
     def chip_widgets(self) -> list[CitationChip]:
         out = []

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
+    QPushButton,
     QSizePolicy,
     QTabWidget,
     QTextBrowser,
@@ -26,11 +27,15 @@ from ragdesk.core.articles import Article
 from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.article_view import ArticleView
+from ragdesk.ui.backend import CitationPlace
 from ragdesk.ui.chat import elide
+from ragdesk.ui.citations import open_place
+from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
 # Reads a cited passage's article (run in the background); None: nothing beyond the passage.
 ArticleLoader = Callable[[RetrievedDoc], Callable[[], Article] | None]
+PlaceSource = Callable[[Answer | None], dict[int, CitationPlace]]
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Function words would light up every passage; they say nothing about where an answer came from.
 _STOP_TEXT = """a an and are as at be by for from has have he her his i in is it its
@@ -131,6 +136,7 @@ class PassageInspector(QWidget):
         self.title.setFont(tf)
         head.addWidget(self.title, 1)
         lay.addLayout(head)
+        lay.addLayout(self._build_place_row())
 
         self._build_facts()
         lay.addLayout(self.facts)
@@ -186,6 +192,49 @@ class PassageInspector(QWidget):
         doc = a.docs[k]
         view.show_passage(doc, self._load_article(doc), rank=k)
 
+    def _build_place_row(self) -> QHBoxLayout:
+        """"report.pdf · p. 2" and the button that opens the file there (folder snapshots)."""
+        self._places: PlaceSource | None = None
+        row = QHBoxLayout()
+        self.place_label = QLabel()
+        self.place_label.setObjectName("InspectorPlace")
+        self.place_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.open_button = QPushButton(icon("folder"), "Open file at page")
+        self.open_button.setObjectName("OpenCitedFile")
+        self.open_button.clicked.connect(self.open_place)
+        row.addWidget(self.place_label, 1)
+        row.addWidget(self.open_button)
+        self.place_label.setVisible(False)
+        self.open_button.setVisible(False)
+        return row
+
+    def set_place_source(self, places: PlaceSource) -> None:
+        """``places(answer)``: where its cited passages sit in their files, by rank."""
+        self._places = places
+
+    def places_changed(self, answer: Answer) -> None:
+        if answer is self.answer and self.k is not None:
+            self._show_place()
+
+    def place(self) -> CitationPlace | None:
+        if self._places is None or self.k is None:
+            return None
+        return self._places(self.answer).get(self.k)
+
+    def _show_place(self) -> None:
+        place = self.place()
+        self.place_label.setText(place.label if place is not None else "")
+        self.place_label.setVisible(place is not None)
+        self.open_button.setVisible(bool(place is not None and place.uri))
+        if place is not None:
+            self.open_button.setText("Open file at page" if place.page is not None
+                                     else "Open file")
+            self.open_button.setToolTip(place.uri or "")
+
+    def open_place(self) -> bool:
+        place = self.place()
+        return open_place(place) if place is not None else False
+
     def _build_facts(self) -> None:
         self.facts = QFormLayout()
         self.facts.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
@@ -212,6 +261,7 @@ class PassageInspector(QWidget):
         for v in self.fact_labels.values():
             v.setText("–")
         self.share_bar.set_value(0.0, QColor("#888"))
+        self._show_place()
         self.body.setHtml("<p style='color:gray'>Click a citation chip or a coloured word of "
                           "an answer to read the passage it came from.</p>")
         self._refresh_article()
@@ -261,6 +311,7 @@ class PassageInspector(QWidget):
         f["snapshot"].setText(doc.snapshot or a.snapshot or "–")
         f["id"].setText(str(doc.id))
         self.share_bar.set_value(mean, color)
+        self._show_place()
         pal = self.palette()
         mark = mix(pal.color(QPalette.ColorRole.Base), passage_tint(k, pal), 1.0)
         self.body.setHtml(f"<div style='line-height:140%'>"

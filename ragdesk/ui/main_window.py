@@ -27,6 +27,7 @@ from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import op_background
 from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.citations import install_citations
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.composer import Composer, CopyPassThrough
 from ragdesk.ui.controls import ControlsPanel
@@ -127,6 +128,7 @@ class MainWindow(QMainWindow):
         self.selection: AnswerSelection = AnswerSelection(
             self.state, self.chat, self.inspector, self.inspector_dock, self.heatmap,
             self.heatmap_dock, self)
+        self.citations = install_citations(self)  # "report.pdf · p. 2" and opening it
         self.status = StatusLine(self.statusBar(), self.state, self.ops)
         self.status_text, self.status_job = self.status.text, self.status.job
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
@@ -265,6 +267,7 @@ class MainWindow(QMainWindow):
 
     def wire_card(self, card: AnswerCard) -> None:
         self.selection.wire(card)
+        self.citations.watch(card)
         card.text.installEventFilter(self._copy_filter)
 
     def _ask_example(self, q: str) -> None:

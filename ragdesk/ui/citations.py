@@ -1,0 +1,94 @@
+"""Where a cited passage of a folder snapshot sits in its file ("report.pdf · p. 2"), shown
+on the answer's citation chips and in the inspector, and the action that opens the file
+there (``file:…/report.pdf#page=2``, which PDF viewers and browsers honour).
+
+The places are read once per finished answer on the reads lane (a few rows of the
+snapshot's passage table), never on the GUI thread; answers from other snapshots get none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+
+from ragdesk.core.types import Answer, RetrievedDoc
+from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.ops import Op, OpRunner
+from ragdesk.ui.reports import ErrorReport
+
+if TYPE_CHECKING:
+    from ragdesk.ui.chat import AnswerCard
+    from ragdesk.ui.main_window import MainWindow
+
+log = logging.getLogger(__name__)
+
+PlaceLookup = Callable[[Sequence[RetrievedDoc]], dict[int, CitationPlace]]
+
+
+def open_place(place: CitationPlace) -> bool:
+    """Open the cited file at its page or heading with the desktop's viewer."""
+    if not place.uri:
+        return False
+    # Looked up on the class at call time, so tests can stand in for the desktop.
+    return bool(QDesktopServices.openUrl(QUrl(place.uri)))
+
+
+class CitationPlaces(QObject):
+    """Looks up the places of each finished answer's citations and hands them to its card;
+    :meth:`places` answers the inspector."""
+
+    placesFound = Signal(object)  # Answer whose places arrived
+
+    def __init__(self, ops: OpRunner, lookup: PlaceLookup,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.ops = ops
+        self.lookup = lookup
+        # Keyed by id(answer); the answer is kept with its places so the id is not reused.
+        self._found: dict[int, tuple[Answer, dict[int, CitationPlace]]] = {}
+
+    def watch(self, card: AnswerCard) -> None:
+        """Look up ``card``'s places when it is answered (now, for a reopened answer)."""
+        card.answered.connect(lambda _a, c=card: self._look_up(c))
+        if card.answer is not None:
+            self._look_up(card)
+
+    def places(self, answer: Answer | None) -> dict[int, CitationPlace]:
+        entry = self._found.get(id(answer)) if answer is not None else None
+        return entry[1] if entry is not None and entry[0] is answer else {}
+
+    def _look_up(self, card: AnswerCard) -> None:
+        answer = card.answer
+        if answer is None or not answer.docs:
+            return
+        docs = list(answer.docs)
+
+        def found(places: dict[int, CitationPlace]) -> None:
+            if not places:
+                return
+            key = id(answer)
+            self._found[key] = (answer, places)
+            card.destroyed.connect(lambda _o=None: self._found.pop(key, None))
+            card.set_places(places)
+            self.placesFound.emit(answer)
+
+        def failed(report: ErrorReport) -> None:
+            # Only a decoration is missing; the answer and its passages are all there.
+            log.info("citation places unavailable: %s", report.message)
+
+        # Parented to the card: a card deleted meanwhile is not touched.
+        Op(lambda _c: self.lookup(docs), parent=card, title="Citation places").success(
+            found).failure(failed).run(self.ops)
+
+
+def install_citations(window: MainWindow) -> CitationPlaces:
+    """The window's citation places: the inspector shows the selected passage's, and every
+    card (asked, compared or reopened) is watched through ``window.wire_card``."""
+    places = CitationPlaces(window.ops, window.backend.citation_places, window)
+    window.inspector.set_place_source(places.places)
+    places.placesFound.connect(window.inspector.places_changed)
+    return places
