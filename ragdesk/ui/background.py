@@ -36,8 +36,10 @@ def op_background(runner: OpRunner, parent: QObject | None = None, *,
         def body(_ctx: OpContext) -> Any:
             return fn()
 
+        # A write is one short transaction: closing the window waits for it (a saved answer
+        # or a rename queued just before closing must not be dropped); reads may be.
         op: Op[Any] = Op(body, lane=Lane.WRITES if write else Lane.READS, title=title,
-                         parent=parent).success(on_done)
+                         parent=parent, cancellable=not write).success(on_done)
         if on_error is not None:
             def failed(report: ErrorReport) -> None:
                 if not report.cancelled:
