@@ -39,6 +39,7 @@ def inside(args: argparse.Namespace) -> int:
     from ragdesk.core.logging_setup import setup_logging
     from ragdesk.core.progress import ProgressUpdate
     from ragdesk.ui.app import run_app
+    from ragdesk.ui.ops import Lane
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -126,7 +127,7 @@ def inside(args: argparse.Namespace) -> int:
         yield ("sleep", 500)
         from ragdesk.ui.index_manager import ImportSpec
 
-        enc = next((pk.passage_encoder for pk in w.packs if pk.name == w.pack), None)
+        enc = next((pk.passage_encoder for pk in w.state.packs if pk.name == w.state.pack), None)
         name = f"layout-check-{int(time.time())}"
         m.start_import(ImportSpec(str(src), name, enc or "", "jsonl", None))
         yield ("until", (lambda: m.job_panel.last_update is not None
@@ -142,9 +143,9 @@ def inside(args: argparse.Namespace) -> int:
         m.hide()
         yield ("sleep", 500)
         save("11-status-bar-job")
-        w.jobs.cancel()
-        yield ("until", (lambda: not w.jobs.busy, 300, "the import to stop"))
-        w.remove_snapshot(name)
+        w.ops.cancel(Lane.JOBS)
+        yield ("until", (lambda: not w.ops.busy(Lane.JOBS), 300, "the import to stop"))
+        w.library.remove_snapshot(name)
 
         # First-run dialog, with its progress panel shown as a running setup shows it.
         fr = w.open_first_run()
@@ -155,7 +156,7 @@ def inside(args: argparse.Namespace) -> int:
 
         job = SimpleNamespace(id=999, title="Building the starter snapshot", cancellable=True)
         fr.job = job
-        fr._job_started(job)
+        fr.job_panel.start(job)
         fr._job_progress(job, ProgressUpdate(4032, 12324, "encoding passages", 51.0, 2760.0))
         fr.later.setText("Continue in the &background")
         yield ("sleep", 800)
@@ -165,7 +166,7 @@ def inside(args: argparse.Namespace) -> int:
         yield ("sleep", 300)
 
         # Compare (with the small snapshot when there is one).
-        usable = [s for s in w.snapshots if s.ready and not s.unusable_reason]
+        usable = [s for s in w.state.snapshots if s.ready and not s.unusable_reason]
         if len(usable) >= 2:
             d = w.open_compare()
             d.question.clear()

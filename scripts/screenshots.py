@@ -214,6 +214,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     from PySide6.QtWidgets import QApplication, QWidget
 
     from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.ops import Lane
 
     screen = QGuiApplication.primaryScreen()
 
@@ -283,7 +284,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     yield ("until", (lambda: w.index_manager is not None and w.index_manager.isVisible(), 20,
                      "the index manager"))
     m = w.index_manager
-    encoder = next((pk.passage_encoder for pk in w.packs if pk.name == w.pack), None)
+    encoder = next((pk.passage_encoder for pk in w.state.packs if pk.name == w.state.pack), None)
     m.start_import(ImportSpec(str(import_file), "more-articles", encoder or "", "jsonl", None))
     yield ("until", (lambda: m.job_panel.last_update is not None
                      and "encod" in m.job_panel.last_update.message
@@ -292,13 +293,13 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     yield ("sleep", 1500 if not tiny else 300)
     yield ("until", (lambda: m.job_panel.last_update is not None, 5, "progress"))
     save("index-manager.png", m.frameGeometry())
-    w.jobs.cancel()
-    yield ("until", (lambda: not w.jobs.busy, 300, "the import to stop"))
+    w.ops.cancel(Lane.JOBS)
+    yield ("until", (lambda: not w.ops.busy(Lane.JOBS), 300, "the import to stop"))
     yield from run("key", "Escape")
     yield ("sleep", 300)
 
     # Compare two snapshots.
-    usable = [s for s in w.snapshots if s.ready and not s.unusable_reason]
+    usable = [s for s in w.state.snapshots if s.ready and not s.unusable_reason]
     if len(usable) >= 2:
         yield from focus(w)
         yield from run("key", "--clearmodifiers", "ctrl+shift+k")
