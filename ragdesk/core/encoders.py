@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ class EncoderInfo:
     id: str
     revision: str | None
     family: str  # "dpr" or "sentence-transformers"
-    pooling: str  # "cls-pooler", "cls" or "mean"
+    pooling: str  # "cls-pooler" (DPR), or one of POOLINGS
     normalize: bool
     dim: int
 
@@ -112,27 +112,176 @@ def detect_family(folder: Path) -> str:
     )
 
 
-def _st_pooling(folder: Path) -> tuple[str, bool]:
-    pooling, normalize = "mean", False
+# sentence-transformers pooling modes ragdesk computes (Pooling's ``pooling_mode``)
+POOLINGS = ("mean", "cls", "max", "lasttoken")
+_LEGACY_POOLING_KEYS = {  # the boolean keys of older Pooling configs, in their order
+    "pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken",
+}
+# Dense activations by the name sentence-transformers saves (the class's import path)
+_ACTIVATIONS = {"Identity": "identity", "Tanh": "tanh", "ReLU": "relu", "GELU": "gelu",
+                "Sigmoid": "sigmoid"}
+
+
+def pool_tokens(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One vector per row of right-padded token vectors [batch, tokens, dim]: the one pooling
+    implementation (the transformers forward, the fused kernel and training all use it).
+
+    Computed as sentence-transformers' ``Pooling`` does for right-padded rows.
+    """
+    import torch
+
+    if pooling == "cls":
+        return hidden[:, 0]
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    if pooling == "max":
+        return hidden.masked_fill(m == 0, float("-inf")).max(dim=1).values
+    if pooling == "lasttoken":
+        last = (mask.sum(1) - 1).clamp(min=0).to(torch.long)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    return (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """Text put in front of questions and passages (``config_sentence_transformers.json``:
+    retrieval models such as e5 were trained with "query: " / "passage: ")."""
+
+    query: str = ""
+    passage: str = ""
+
+    def for_role(self, role: str) -> str:
+        return self.query if role == "question" else self.passage
+
+
+@dataclass
+class SentenceHead:
+    """What a sentence-transformers model applies after pooling: Dense layers (LaBSE and
+    distiluse project 768 → 512 with one), then the encoder's normalization."""
+
+    dense: list[Any] = field(default_factory=list)  # torch.nn.Sequential(Linear, activation)
+    prompts: Prompts = Prompts()
+
+    def apply(self, pooled: torch.Tensor) -> torch.Tensor:
+        for layer in self.dense:
+            layer.to(pooled.device)  # a no-op once there; the model may have moved
+            pooled = layer(pooled)
+        return pooled
+
+    def save(self, folder: Path, first_idx: int) -> list[dict[str, Any]]:
+        """Write the Dense layers as sentence-transformers does; their ``modules.json`` rows."""
+        from safetensors.torch import save_file
+
+        rows = []
+        for i, layer in enumerate(self.dense, first_idx):
+            linear, act = layer[0], layer[1]
+            sub = folder / f"{i}_Dense"
+            sub.mkdir(exist_ok=True)
+            (sub / "config.json").write_text(json.dumps({
+                "in_features": linear.in_features, "out_features": linear.out_features,
+                "bias": linear.bias is not None,
+                "activation_function": f"torch.nn.{type(act).__name__}"}, indent=2))
+            save_file({f"linear.{k}": v.detach().cpu().contiguous()
+                       for k, v in linear.state_dict().items()},
+                      str(sub / "model.safetensors"))
+            rows.append({"idx": i, "name": str(i), "path": sub.name,
+                         "type": "sentence_transformers.models.Dense"})
+        return rows
+
+
+@dataclass
+class StLayout:
+    pooling: str = "mean"
+    normalize: bool = False
+    dim: int | None = None  # the last Dense layer's width, when there is one
+    head: SentenceHead = field(default_factory=SentenceHead)
+
+
+def _unsupported(folder: Path, what: str) -> MissingModelError:
+    return MissingModelError(
+        f"{folder.name} is a sentence-transformers model with {what}, which ragdesk cannot "
+        "compute; its vectors would differ from the model's own.",
+        "ragdesk reads Transformer, Pooling (mean, cls, max, lasttoken), Dense and Normalize "
+        "modules and the query/passage prompts.")
+
+
+def read_st_layout(folder: Path) -> StLayout:
+    """The modules after the transformer, read from ``modules.json`` (mean pooling when a
+    folder has none, as sentence-transformers does); a module ragdesk cannot compute is
+    refused by name rather than skipped."""
+    layout = StLayout(head=SentenceHead(prompts=_read_prompts(folder)))
     modules_path = folder / "modules.json"
-    if modules_path.exists():
-        try:
-            modules = json.loads(modules_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise MissingModelError(f"{modules_path} cannot be read: {exc}") from exc
-        for m in modules:
-            kind = str(m.get("type", ""))
-            if kind.endswith("Pooling"):
-                cfg_path = folder / m.get("path", "") / "config.json"
-                if cfg_path.exists():
-                    cfg = _read_json(cfg_path)
-                    if cfg.get("pooling_mode_cls_token"):
-                        pooling = "cls"
-                    elif cfg.get("pooling_mode_mean_tokens", True):
-                        pooling = "mean"
-            if kind.endswith("Normalize"):
-                normalize = True
-    return pooling, normalize
+    if not modules_path.exists():
+        return layout
+    try:
+        modules = json.loads(modules_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MissingModelError(f"{modules_path} cannot be read: {exc}") from exc
+    for i, m in enumerate(modules):
+        kind = str(m.get("type", "")).rsplit(".", 1)[-1]
+        sub = folder / str(m.get("path", ""))
+        if kind == "Transformer" and i == 0:
+            continue
+        if layout.normalize or kind not in ("Pooling", "Dense", "Normalize"):
+            raise _unsupported(folder, f"a {kind} module{' after Normalize' * layout.normalize}")
+        if kind == "Pooling":
+            layout.pooling = _read_pooling(folder, sub / "config.json")
+        elif kind == "Dense":
+            layout.head.dense.append(_read_dense(folder, sub))
+            layout.dim = int(layout.head.dense[-1][0].out_features)
+        else:
+            layout.normalize = True
+    return layout
+
+
+def _read_pooling(folder: Path, path: Path) -> str:
+    cfg = _read_json(path) if path.exists() else {}
+    mode = cfg.get("pooling_mode")
+    if mode is None:
+        modes = [m for key, m in _LEGACY_POOLING_KEYS.items() if cfg.get(key)]
+        mode = modes if len(modes) > 1 else (modes or ["mean"])[0]
+    if not isinstance(mode, str) or mode not in POOLINGS:
+        raise _unsupported(folder, f"pooling {mode!r}")
+    if cfg.get("include_prompt") is False:
+        raise _unsupported(folder, "pooling that leaves out the prompt's tokens")
+    return mode
+
+
+def _read_dense(folder: Path, sub: Path) -> Any:
+    import torch
+    from safetensors.torch import load_file
+
+    cfg = _read_json(sub / "config.json")
+    act = str(cfg.get("activation_function") or "Identity").rsplit(".", 1)[-1]
+    if act not in _ACTIVATIONS or cfg.get("use_residual"):
+        raise _unsupported(folder, f"a Dense layer with {act}"
+                           f"{' and a residual' * bool(cfg.get('use_residual'))}")
+    if not (sub / "model.safetensors").is_file():  # pytorch_model.bin is a pickle
+        raise _unsupported(folder, "a Dense layer whose weights are not in safetensors")
+    linear = torch.nn.Linear(int(cfg["in_features"]), int(cfg["out_features"]),
+                             bias=bool(cfg.get("bias", True)))
+    try:
+        linear.load_state_dict({k.removeprefix("linear."): v
+                                for k, v in load_file(str(sub / "model.safetensors")).items()})
+    except (RuntimeError, OSError) as exc:
+        raise MissingModelError(f"{sub} holds no usable Dense weights: {exc}") from exc
+    return torch.nn.Sequential(linear, getattr(torch.nn, act)()).eval()
+
+
+def _read_prompts(folder: Path) -> Prompts:
+    """The query and passage prompts: "query", then the first non-empty of "document",
+    "passage", "corpus" (as ``encode_query`` / ``encode_document`` choose), else the
+    default prompt, which sentence-transformers' plain ``encode`` applies to everything."""
+    path = folder / "config_sentence_transformers.json"
+    cfg = _read_json(path) if path.exists() else {}
+    prompts = cfg.get("prompts") or {}
+    if not isinstance(prompts, dict):
+        raise MissingModelError(f"{path}: its prompts are not a JSON object.")
+    default = str(prompts.get(cfg.get("default_prompt_name") or "", "") or "")
+    passage = next((str(prompts[k]) for k in ("document", "passage", "corpus")
+                    if prompts.get(k)), default)
+    return Prompts(query=str(prompts.get("query") or default), passage=passage)
 
 
 EXACT = "float32"
@@ -174,6 +323,10 @@ class TextEncoder:
         self.info = info
         self.max_length = max_length
         self.kernel: FusedBertKernel | None = None
+        # what a sentence-transformers folder adds after its model (Dense layers, prompts)
+        self.head = SentenceHead()
+        # whose prompt plain strings get: "passage" or "question" (load_encoder's role)
+        self.role = "passage"
 
     @property
     def precision(self) -> str:
@@ -186,7 +339,7 @@ class TextEncoder:
         The twin shares the model and tokenizer; ``self`` keeps its exact forward, so a
         question encoder that is also a passage encoder is never changed behind its back.
         """
-        if self.kernel is not None:
+        if self.kernel is not None or self.head.dense:
             return self
         if os.environ.get(FAST_ENV, "").strip().lower() in (EXACT, "fp32", "exact"):
             return self
@@ -195,31 +348,39 @@ class TextEncoder:
             return self
         twin = TextEncoder(self.model, self.tokenizer, self.info, self.max_length)
         twin.kernel = kernel
+        twin.head, twin.role = self.head, self.role
         return twin
 
     @property
     def dim(self) -> int:
         return self.info.dim
 
-    def _pool(self, out: Any, mask: torch.Tensor) -> torch.Tensor:
+    def pool(self, out: Any, mask: torch.Tensor) -> torch.Tensor:
+        """The text vectors from the model's output: pooling, Dense layers, normalization
+        (training's ``question_vectors`` uses this too, with gradients)."""
         import torch
 
         if self.info.pooling == "cls-pooler":
             pooled: torch.Tensor = out.pooler_output
-        elif self.info.pooling == "cls":
-            pooled = out.last_hidden_state[:, 0]
         else:
-            h = out.last_hidden_state
-            m = mask.unsqueeze(-1).to(h.dtype)
-            pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
+            pooled = pool_tokens(out.last_hidden_state, mask, self.info.pooling)
+        pooled = self.head.apply(pooled)
         if self.info.normalize:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
         return pooled
 
-    def tokenize(self, texts: list[str] | list[tuple[str, str]]) -> list[dict[str, list[int]]]:
-        """Token ids (and masks) per text, truncated, unpadded: sorting and padding come later."""
+    def tokenize(self, texts: list[str] | list[tuple[str, str]], role: str | None = None
+                 ) -> list[dict[str, list[int]]]:
+        """Token ids (and masks) per text, truncated, unpadded: sorting and padding come later.
+
+        Plain strings get the model's prompt for ``role`` (default: the encoder's own) in
+        front, as sentence-transformers puts it: before truncation.
+        """
         if not texts:
             return []
+        prompt = self.head.prompts.for_role(role or self.role)
+        if prompt and isinstance(texts[0], str):
+            texts = [prompt + str(t) for t in texts]
         if isinstance(texts[0], tuple):
             titles = [t[0] for t in texts]  # type: ignore[index]
             bodies = [t[1] for t in texts]  # type: ignore[index]
@@ -244,7 +405,7 @@ class TextEncoder:
         inputs = {k: v.to(device) for k, v in self._pad(rows).items()}
         with torch.inference_mode():
             out = self.model(**inputs)
-            pooled = self._pool(out, inputs["attention_mask"])
+            pooled = self.pool(out, inputs["attention_mask"])
         return pooled.float().cpu().numpy().astype(np.float32, copy=False)
 
     def _pad(self, rows: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
@@ -262,9 +423,10 @@ class TextEncoder:
             out[key] = t
         return out
 
-    def encode_batch(self, texts: list[str] | list[tuple[str, str]]) -> np.ndarray:
+    def encode_batch(self, texts: list[str] | list[tuple[str, str]],
+                     role: str | None = None) -> np.ndarray:
         """Encode one batch as given (no sorting); float32 [len(texts), dim]."""
-        return self.encode_tokenized(self.tokenize(texts))
+        return self.encode_tokenized(self.tokenize(texts, role))
 
     def encode(
         self,
@@ -272,15 +434,17 @@ class TextEncoder:
         batch_size: int = 64,
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,
+        role: str | None = None,
     ) -> np.ndarray:
         """Encode many texts in batches of similar token counts, which cuts padding.
 
         Every text is tokenized once up front (fast tokenizers do this in bulk); sorting by
         token count rather than characters is what keeps the padded slots near the real ones.
+        ``role``: whose prompt the texts get (see :meth:`tokenize`).
         """
         n = len(texts)
         out = np.zeros((n, self.dim), dtype=np.float32)
-        rows = self.tokenize(texts)
+        rows = self.tokenize(texts, role)
         order = token_length_order(rows)
         prog = Progress(n, "encoding", progress)
         for start in range(0, n, batch_size):
@@ -336,13 +500,14 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
                 log.warning("%s is a DPR context encoder used for questions", model_id)
             mdl = cls.from_pretrained(str(folder), use_safetensors=True,
                                   trust_remote_code=False)
-            pooling, normalize = "cls-pooler", False
+            pooling, normalize, head = "cls-pooler", False, SentenceHead()
             dim = int(getattr(cfg, "projection_dim", 0) or cfg.hidden_size)
         else:
             mdl = AutoModel.from_pretrained(str(folder), use_safetensors=True,
                                         trust_remote_code=False)
-            pooling, normalize = _st_pooling(folder)
-            dim = int(mdl.config.hidden_size)
+            layout = read_st_layout(folder)
+            pooling, normalize, head = layout.pooling, layout.normalize, layout.head
+            dim = layout.dim or int(mdl.config.hidden_size)
     except MissingModelError:
         raise
     except (OSError, ValueError, KeyError) as exc:
@@ -355,7 +520,9 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
     model_id, revision = stable_id(folder, model_id, revision)
     info = EncoderInfo(id=model_id, revision=revision, family=family, pooling=pooling,
                        normalize=normalize, dim=dim)
-    return TextEncoder(mdl, tokenizer, info, max_length=limit)
+    encoder = TextEncoder(mdl, tokenizer, info, max_length=limit)
+    encoder.head, encoder.role = head, role
+    return encoder
 
 
 # ------------------------------------------------------------ fused passage kernel --------
@@ -511,12 +678,7 @@ class FusedBertKernel:
             a = a.transpose(1, 2).reshape(b * t, c)
             x = F.layer_norm(out.add(a, x), (c,), *ln1, self.eps)
             x = F.layer_norm(down.add(inter(x, "gelu"), x), (c,), *ln2, self.eps)
-        hidden = x.view(b, t, c).float()
-        if self.pooling == "cls":
-            pooled = hidden[:, 0]
-        else:
-            m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
+        pooled = pool_tokens(x.view(b, t, c).float(), mask, self.pooling)
         if self.proj is not None:
             pooled = self.proj(pooled)
         if self.normalize:

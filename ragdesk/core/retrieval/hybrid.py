@@ -234,7 +234,7 @@ def with_dense_scores(hits: Sequence[Hit], encoder: TextEncoder, q: np.ndarray,
         return list(hits)
     # one string per passage: sentence-transformers (checked above) takes no (title, text) pair
     texts = [str(passage_input(encoder, h.title, h.text)) for h in hits]
-    vecs = encoder.encode(texts)
+    vecs = encoder.encode(texts, role="passage")  # the question encoder, with passages' prompt
     dense = vecs @ np.asarray(q, dtype=np.float32).reshape(-1)
     return [ScoredHit(id=h.id, title=h.title, text=h.text, score=h.score,
                       dense_score=float(d),

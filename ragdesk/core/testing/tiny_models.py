@@ -150,6 +150,58 @@ def build_st_encoder(root: Path, seed: int = 2) -> Path:
     return out
 
 
+def build_st_variant(root: Path, name: str, *, pooling: str = "mean",
+                     dense: tuple[tuple[int, str, bool], ...] = (), normalize: bool = True,
+                     prompts: dict[str, str] | None = None, seed: int = 3) -> Path:
+    """The tiny sentence-transformers encoder with other modules after the transformer, saved
+    as sentence-transformers 5+ saves them: ``pooling`` (a Pooling ``pooling_mode``), Dense
+    layers ``(out_features, activation class name, bias)`` with safetensors weights, Normalize,
+    and ``prompts`` in ``config_sentence_transformers.json``."""
+    import shutil
+
+    import torch
+    from safetensors.torch import save_file
+
+    base = root / "st-encoder"
+    if not base.exists():
+        build_st_encoder(root)
+    out = root / name
+    shutil.copytree(base, out)
+    shutil.rmtree(out / "2_Normalize")
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling",
+                "type": "sentence_transformers.models.Pooling"}]
+    (out / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"embedding_dimension": 24, "pooling_mode": pooling, "include_prompt": True}))
+    torch.manual_seed(seed)
+    width = 24
+    for out_features, activation, bias in dense:
+        idx = len(modules)
+        sub = out / f"{idx}_Dense"
+        sub.mkdir()
+        linear = torch.nn.Linear(width, out_features, bias=bias)
+        home = "linear" if activation == "Identity" else "activation"  # where torch defines it
+        torch.nn.init.normal_(linear.weight, std=0.5)  # far from identity: a skipped layer shows
+        save_file({f"linear.{k}": v.contiguous() for k, v in linear.state_dict().items()},
+                  str(sub / "model.safetensors"))
+        (sub / "config.json").write_text(json.dumps(
+            {"in_features": width, "out_features": out_features, "bias": bias,
+             "activation_function": f"torch.nn.modules.{home}.{activation}"}))
+        modules.append({"idx": idx, "name": str(idx), "path": sub.name,
+                        "type": "sentence_transformers.models.Dense"})
+        width = out_features
+    if normalize:
+        idx = len(modules)
+        (out / f"{idx}_Normalize").mkdir()
+        modules.append({"idx": idx, "name": str(idx), "path": f"{idx}_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+    (out / "modules.json").write_text(json.dumps(modules))
+    (out / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": prompts or {}, "default_prompt_name": None}))
+    return out
+
+
 def build_bart(root: Path, vocab: dict[str, int], merges: list[tuple[str, str]],
                seed: int = 0) -> Path:
     import torch

@@ -53,15 +53,24 @@ def save_question_encoder(encoder: TextEncoder, folder: Path) -> None:
     ]
     (folder / "1_Pooling").mkdir(exist_ok=True)
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": info.dim,
+        "word_embedding_dimension": int(encoder.model.config.hidden_size),
+        "pooling_mode": info.pooling,  # sentence-transformers 5+; the booleans for older ones
         "pooling_mode_cls_token": info.pooling == "cls",
         "pooling_mode_mean_tokens": info.pooling == "mean",
+        "pooling_mode_max_tokens": info.pooling == "max",
+        "pooling_mode_lasttoken": info.pooling == "lasttoken",
     }, indent=2))
+    modules += encoder.head.save(folder, len(modules))
     if info.normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+        idx = len(modules)
+        modules.append({"idx": idx, "name": str(idx), "path": f"{idx}_Normalize",
                         "type": "sentence_transformers.models.Normalize"})
-        (folder / "2_Normalize").mkdir(exist_ok=True)
+        (folder / f"{idx}_Normalize").mkdir(exist_ok=True)
     (folder / "modules.json").write_text(json.dumps(modules, indent=2))
+    prompts = encoder.head.prompts
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(
+        {"prompts": {"query": prompts.query, "document": prompts.passage},
+         "default_prompt_name": None}, indent=2))
     (folder / "sentence_bert_config.json").write_text(
         json.dumps({"max_seq_length": encoder.max_length, "do_lower_case": False}, indent=2))
 

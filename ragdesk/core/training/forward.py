@@ -27,29 +27,15 @@ log = logging.getLogger(__name__)
 def question_vectors(encoder: TextEncoder, questions: Sequence[str]) -> torch.Tensor:
     """q(x) for a batch of questions, float32 [B, dim], differentiable.
 
-    Tokenization and pooling follow ``TextEncoder.encode_batch`` (which runs under
-    ``torch.inference_mode`` and so cannot be used for training); a test checks that both
-    give the same vectors.
+    The tokens (prompt included) and the pooling are ``TextEncoder``'s own (its encoding runs
+    under ``torch.inference_mode`` and so cannot be used for training); a test checks that
+    both give the same vectors.
     """
-    import torch
-
     device = next(encoder.model.parameters()).device
-    enc = encoder.tokenizer(list(questions), padding=True, truncation=True,
-                            max_length=encoder.max_length, return_tensors="pt")
-    inputs = {k: v.to(device) for k, v in enc.items()
-              if k in ("input_ids", "attention_mask", "token_type_ids")}
+    rows = encoder.tokenize(list(questions), role="question")
+    inputs = {k: v.to(device) for k, v in encoder._pad(rows).items()}
     out = encoder.model(**inputs)
-    if encoder.info.pooling == "cls-pooler":
-        pooled: torch.Tensor = out.pooler_output
-    elif encoder.info.pooling == "cls":
-        pooled = out.last_hidden_state[:, 0]
-    else:
-        h = out.last_hidden_state
-        m = inputs["attention_mask"].unsqueeze(-1).to(h.dtype)
-        pooled = (h * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    if encoder.info.normalize:
-        pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
-    return pooled.float()
+    return encoder.pool(out, inputs["attention_mask"]).float()
 
 
 def _causal_end_token(gen: Any) -> int:
