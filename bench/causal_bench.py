@@ -245,7 +245,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     import ragdesk
     from ragdesk.core.engine.generators import CausalLMGenerator
-    from ragdesk.core.engine.rag_sequence import rag_sequence_generate
     from ragdesk.core.engine.rag_token import rag_token_generate
 
     torch.set_num_threads(args.threads)
@@ -270,7 +269,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if "temperature" in inspect.signature(rag_token_generate).parameters:
         extra["temperature"] = temperature
 
-    cases: dict[str, Callable[[str, list[Any]], Run]] = {}
+    cases = _cases(gens, extra)
+    order = list(cases)
+    print(f"engine loaded in {t_load:.1f} s, bfloat16 copy in {t_bf16:.1f} s, int8 packed in "
+          f"{t_pack:.1f} s; "
+          f"{len(questions)} questions, {args.rounds} rounds", file=sys.stderr, flush=True)
+    for name in order:  # warm-up: kernels chosen, memory allocated
+        cases[name](questions[0], hits[0])
+    totals, first_tok, outputs = _timed_rounds(cases, questions, hits, args.rounds)
+    end = machine()
+    return summarize(args, questions, totals, first_tok, outputs, start, end,
+                     {"engine_load_s": t_load, "int8_pack_s": t_pack, "bfloat16_copy_s": t_bf16,
+                      "temperature": temperature})
+
+
+def _cases(gens: dict[str, Any], extra: dict[str, Any]
+           ) -> dict[str, Callable[[str, list[Any]], Run]]:
+    """What is timed, by name: RAG-Token and fast RAG-Sequence per side, and the floors."""
+    from ragdesk.core.engine.rag_sequence import rag_sequence_generate
+    from ragdesk.core.engine.rag_token import rag_token_generate
+
     def token(g: Any) -> Callable[[str, list[Any]], Run]:
         return lambda q, h: _answer(rag_token_generate, g, q, h, **extra)
 
@@ -280,24 +298,26 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def floor(g: Any) -> Callable[[str, list[Any]], Run]:
         return lambda q, h: _floor(g, q, h)
 
+    cases: dict[str, Callable[[str, list[Any]], Run]] = {}
     for side, g in gens.items():
         cases[f"token.{side}"] = token(g)
         if side != "int8":  # int8: RAG-Token only (for information; not the fast path)
             cases[f"sequence_fast.{side}"] = sequence(g)
     for side in ("float32", FAST):
         cases[f"floor.{side}"] = floor(gens[side])
+    return cases
+
+
+def _timed_rounds(cases: dict[str, Callable[[str, list[Any]], Run]], questions: list[str],
+                  hits: list[list[Any]], rounds: int
+                  ) -> tuple[dict[str, list[float]], dict[str, list[float]],
+                             dict[str, list[Run]]]:
+    """Seconds per round and side, median first-token times, and the first round's runs."""
     order = list(cases)
-
-    print(f"engine loaded in {t_load:.1f} s, bfloat16 copy in {t_bf16:.1f} s, int8 packed in "
-          f"{t_pack:.1f} s; "
-          f"{len(questions)} questions, {args.rounds} rounds", file=sys.stderr, flush=True)
-    for name in order:  # warm-up: kernels chosen, memory allocated
-        cases[name](questions[0], hits[0])
-
     totals: dict[str, list[float]] = {n: [] for n in order}
     first_tok: dict[str, list[float]] = {n: [] for n in order if n.startswith("token.")}
     outputs: dict[str, list[Run]] = {}
-    for r in range(args.rounds):
+    for r in range(rounds):
         sums = dict.fromkeys(order, 0.0)
         firsts: dict[str, list[float]] = {n: [] for n in first_tok}
         for i, (q, h) in enumerate(zip(questions, hits, strict=True)):
@@ -316,10 +336,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             totals[n].append(sums[n])
         for n in first_tok:
             first_tok[n].append(statistics.median(firsts[n]))
-    end = machine()
-    return summarize(args, questions, totals, first_tok, outputs, start, end,
-                     {"engine_load_s": t_load, "int8_pack_s": t_pack, "bfloat16_copy_s": t_bf16,
-                      "temperature": temperature})
+    return totals, first_tok, outputs
 
 
 def summarize(args: argparse.Namespace, questions: list[str], totals: dict[str, list[float]],
