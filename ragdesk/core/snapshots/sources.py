@@ -103,6 +103,11 @@ def detect_format(path: Path) -> str:
         raise BadInputError("holds only white space.", path=path)
     if text.startswith(b"<"):
         return WIKI_XML
+    return _text_format(path, text)
+
+
+def _text_format(path: Path, text: bytes) -> str:
+    """A TSV or JSON file's format, from its first line and its name."""
     first = text.split(b"\n", 1)[0].rstrip(b"\r")
     if [c.strip().lower() for c in first.split(b"\t")[:3]] == [b"id", b"text", b"title"]:
         return DPR_TSV
