@@ -172,7 +172,6 @@ def main(argv: list[str] | None = None) -> int:
     from ragdesk.core.retrieval.fusion import HybridParams, fuse_scores, rank_candidates, rrf
     from ragdesk.core.retrieval.hybrid import hybrid_candidates
     from ragdesk.core.retrieval.rerank import DEFAULT_RERANKER, fit_reranker
-    from ragdesk.core.sparse.bm25 import top_k
     from ragdesk.core.sparse.features import FEATURE_NAMES
     from ragdesk.core.sparse.store import build_index
 
@@ -199,16 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     emb = np.asarray(snap.embeddings(), dtype=np.float32)
 
     t0 = time.perf_counter()
-    dense_top: list[np.ndarray] = []
-    sparse_top: list[np.ndarray] = []
-    for start in range(0, n, 256):
-        block = emb @ qv[start:start + 256].T  # [passages, b]
-        for j in range(block.shape[1]):
-            ip = block[:, j]
-            part = np.argpartition(-ip, DEPTH)[:DEPTH]
-            dense_top.append(part[np.lexsort((part, -ip[part]))])
-    for q in qtexts:
-        sparse_top.append(top_k(index.bm25.scores(q), DEPTH)[0])
+    dense_top, sparse_top = top_lists(emb, qv, qtexts, index)
     log(f"dense and BM25 top-{DEPTH}: {time.perf_counter() - t0:.1f}s")
 
     # Candidates and features for every question, through ragdesk's hybrid code.
@@ -245,14 +235,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- plain score fusion, tuned on the tuning half (answerable), by top-20 ----
     tune_idx = np.flatnonzero(tune & answerable)
-    grid: list[dict[str, Any]] = []
     t0 = time.perf_counter()
-    for nm in ("max", "minmax", "zscore"):
-        for d in FUSION_DEPTHS:
-            for w in (ZWEIGHTS if nm == "zscore" else WEIGHTS):
-                p = HybridParams(weight=w, depth=d, norm=nm)
-                grid.append({"norm": nm, "depth": d, "weight": w,
-                             **accuracy([fusion_first(int(i), p) for i in tune_idx])})
+    grid = fusion_grid(fusion_first, tune_idx)
     log(f"fusion grid of {len(grid)} settings: {time.perf_counter() - t0:.1f}s")
     best = max(grid, key=lambda g: (round(g["20"], 6), round(g["5"], 6), -g["weight"]))
     fusion = HybridParams(weight=best["weight"], depth=best["depth"], norm=best["norm"])
@@ -270,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     if not same:
         methods["hybrid re-ranker (fitted now)"] = [rerank_first(i, fitted) for i in range(n)]
         log("ragdesk's DEFAULT_RERANKER differs from the weights fitted now; paste these into "
-            "ragdesk/core/sparse/rerank.py:\n" + reranker_literal(fitted))
+            "ragdesk/core/retrieval/rerank.py:\n" + reranker_literal(fitted))
 
     def subset(mask: np.ndarray) -> dict[str, dict[str, float]]:
         idx = np.flatnonzero(mask)
@@ -302,6 +286,36 @@ def main(argv: list[str] | None = None) -> int:
     print(md)
     log(f"wrote {jp} and {mp}")
     return 0
+
+
+def top_lists(emb: np.ndarray, qv: np.ndarray, qtexts: list[str], index: Any
+              ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each question's exact dense top-DEPTH (ties by lower id) and BM25 top-DEPTH."""
+    from ragdesk.core.sparse.bm25 import top_k
+
+    dense_top: list[np.ndarray] = []
+    for start in range(0, len(qtexts), 256):
+        block = emb @ qv[start:start + 256].T  # [passages, b]
+        for j in range(block.shape[1]):
+            ip = block[:, j]
+            part = np.argpartition(-ip, DEPTH)[:DEPTH]
+            dense_top.append(part[np.lexsort((part, -ip[part]))])
+    sparse_top = [top_k(index.bm25.scores(q), DEPTH)[0] for q in qtexts]
+    return dense_top, sparse_top
+
+
+def fusion_grid(fusion_first: Any, tune_idx: np.ndarray) -> list[dict[str, Any]]:
+    """Top-k accuracy on the tuning questions of every plain score-fusion setting."""
+    from ragdesk.core.retrieval.fusion import HybridParams
+
+    grid: list[dict[str, Any]] = []
+    for nm in ("max", "minmax", "zscore"):
+        for d in FUSION_DEPTHS:
+            for w in (ZWEIGHTS if nm == "zscore" else WEIGHTS):
+                p = HybridParams(weight=w, depth=d, norm=nm)
+                grid.append({"norm": nm, "depth": d, "weight": w,
+                             **accuracy([fusion_first(int(i), p) for i in tune_idx])})
+    return grid
 
 
 def reranker_literal(r: Any) -> str:
