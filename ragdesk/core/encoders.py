@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ragdesk.core.cpu import cpu_has_native_bf16
+from ragdesk.core.devices import select_device, to_device
 from ragdesk.core.errors import EncoderMismatchError, MissingModelError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
@@ -315,10 +316,14 @@ class TextEncoder:
     ``precision`` says how the vectors are computed: ``"float32"`` is the model's own
     transformers forward (what the equality tests and question encoding use);
     :meth:`fast` returns a twin that runs a fused kernel (see :class:`FusedBertKernel`).
+
+    The model runs on ``device`` (default ``$RAGDESK_DEVICE``, see
+    :func:`ragdesk.core.devices.select_device`): bulk imports are where a GPU pays most.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, info: EncoderInfo, max_length: int) -> None:
-        self.model = model
+    def __init__(self, model: Any, tokenizer: Any, info: EncoderInfo, max_length: int,
+                 device: str | None = None) -> None:
+        self.model = to_device(model, select_device(device))
         self.tokenizer = tokenizer
         self.info = info
         self.max_length = max_length
@@ -346,7 +351,10 @@ class TextEncoder:
         kernel = FusedBertKernel.build(self.model, self.info)
         if kernel is None:
             return self
-        twin = TextEncoder(self.model, self.tokenizer, self.info, self.max_length)
+        # the model stays where it is (the kernel is built for the CPU only), whatever
+        # $RAGDESK_DEVICE says now
+        twin = TextEncoder(self.model, self.tokenizer, self.info, self.max_length,
+                           device="cpu")
         twin.kernel = kernel
         twin.head, twin.role = self.head, self.role
         return twin
@@ -473,12 +481,13 @@ def passage_input(encoder: TextEncoder, title: str, text: str) -> str | tuple[st
 
 
 def load_encoder(model: str | os.PathLike[str], role: str = "passage",
-                 max_length: int | None = None) -> TextEncoder:
+                 max_length: int | None = None, device: str | None = None) -> TextEncoder:
     """Load a passage (``role="passage"``) or question (``role="question"``) encoder.
 
     DPR folders hold a context or question encoder (``DPRContextEncoder`` /
     ``DPRQuestionEncoder``); a folder with a ``question_encoder`` subfolder (a RAG
-    checkpoint saved with ``save_pretrained``) is handled by the model registry.
+    checkpoint saved with ``save_pretrained``) is handled by the model registry. ``device``:
+    see :class:`TextEncoder` (default ``$RAGDESK_DEVICE``).
     """
     if role not in ("passage", "question"):
         raise ValueError(f"role must be 'passage' or 'question', not {role!r}")
@@ -520,7 +529,7 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
     model_id, revision = stable_id(folder, model_id, revision)
     info = EncoderInfo(id=model_id, revision=revision, family=family, pooling=pooling,
                        normalize=normalize, dim=dim)
-    encoder = TextEncoder(mdl, tokenizer, info, max_length=limit)
+    encoder = TextEncoder(mdl, tokenizer, info, max_length=limit, device=device)
     encoder.head, encoder.role = head, role
     return encoder
 
