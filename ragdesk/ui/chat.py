@@ -734,14 +734,22 @@ class ChatView(QScrollArea):
         self.empty.setVisible(True)
 
     def scroll_to_bottom(self) -> None:
-        bar = self.verticalScrollBar()
-        bar.setValue(bar.maximum())
+        self.verticalScrollBar().setValue(self._follow(self.verticalScrollBar().maximum()))
+
+    def _follow(self, hi: int) -> int:
+        """Where following the newest text stops: the bottom, unless the newest card is
+        taller than the pane; then its top (the question and the answer) stays in view and
+        the chips below are a scroll away."""
+        card = self.cards[-1] if self.cards else None
+        if card is None or card.y() <= 0:  # not laid out yet: the next range change is
+            return hi
+        return max(0, min(hi, card.y() - self.column.spacing()))
 
     def _on_scrolled(self, value: int) -> None:
         bar = self.verticalScrollBar()
-        self._stick = value >= bar.maximum() - 8
+        self._stick = value >= self._follow(bar.maximum()) - 8
 
     def _on_range(self, _lo: int, hi: int) -> None:
         # Follow streaming text down; the empty state is read from its top.
         if self._stick and self.cards:
-            self.verticalScrollBar().setValue(hi)
+            self.verticalScrollBar().setValue(self._follow(hi))

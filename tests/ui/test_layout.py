@@ -430,6 +430,25 @@ def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
     assert bar.maximum() > 0 and bar.value() == 0
 
 
+def test_a_card_taller_than_the_pane_keeps_its_question_in_view(qtbot: Any) -> None:
+    from ragdesk.ui.chat import ChatView
+
+    QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.resize(420, 220)  # 1280x720 with the heat map docked below: a short pane
+    view.show()
+    qtbot.waitExposed(view)
+    for i in range(2):
+        card = view.add_card(AnswerCard(i + 1, f"question {i}", AnswerOptions(), None))
+        card.finish(make_answer(k=5, n_tokens=3, seed=i))
+        qtbot.wait(100)
+    last, bar = view.cards[-1], view.verticalScrollBar()
+    assert last.height() > view.viewport().height()
+    # Followed down to the newest card's top (its question and answer), not past it.
+    assert bar.value() <= last.y() <= bar.value() + 30 and bar.value() < bar.maximum()
+
+
 def test_docks_leave_the_conversation_room(qtbot: Any, window: Any) -> None:
     from PySide6.QtCore import Qt
 
