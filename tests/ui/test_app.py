@@ -287,6 +287,8 @@ def test_the_window_writes_settings_on_the_writes_lane(  # type: ignore[no-untyp
         plain(values)
 
     monkeypatch.setattr(settings, "update", update)
+    # The start's own writes (the conversations' purge) are done first.
+    qtbot.waitUntil(lambda: not window.ops.busy(Lane.WRITES), timeout=10_000)
     try:
         with qtbot.waitSignal(window.ops.events(Lane.WRITES).finished, timeout=5_000) as sig:
             window.apply_theme("dark")
@@ -302,7 +304,11 @@ def test_export_writes_on_the_writes_lane_and_reports_a_bad_folder_once(  # type
         qtbot, window, tmp_path, monkeypatch) -> None:
     from PySide6.QtWidgets import QFileDialog
 
-    ask(qtbot, window, "who wrote hamlet?")
+    # The answer is saved on the writes lane too (and the conversation remembered): those
+    # writes are done before export's turn.
+    with qtbot.waitSignal(window.history.saved, timeout=ANSWER_TIMEOUT_MS):
+        ask(qtbot, window, "who wrote hamlet?")
+    qtbot.waitUntil(lambda: not window.ops.busy(Lane.WRITES), timeout=10_000)
     target = tmp_path / "chat.md"
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         staticmethod(lambda *a, **k: (str(target), "")))
