@@ -34,6 +34,9 @@ examples:
   ragdesk index import psgs_w100.tsv --name wiki-2018 \\
       --encoder facebook/dpr-ctx_encoder-multiset-base --embeddings wiki_2018.npy
       precomputed passage vectors (row i = passage i) instead of encoding
+  ragdesk index import psgs_w100.tsv --name wiki-2018 \\
+      --encoder facebook/dpr-ctx_encoder-multiset-base --embeddings wiki_2018_shards/
+      a folder of .npy / parquet shards, rows placed by id, every id checked once
   ragdesk index import enwiki-20161220-pages-articles.xml.bz2 --name wiki-2016 \\
       --encoder facebook/dpr-ctx_encoder-single-nq-base
 
@@ -86,9 +89,10 @@ def _register_import(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                      choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles", "docs"],
                      help="source format (default: detected)")
     imp.add_argument("--limit", type=int, metavar="N", help="import at most N passages")
-    imp.add_argument("--embeddings", type=Path, metavar="NPY",
-                     help="precomputed passage vectors (.npy, row i = passage i) instead of "
-                     "encoding")
+    imp.add_argument("--embeddings", type=Path, metavar="NPY|DIR",
+                     help="precomputed passage vectors instead of encoding: one .npy (row i "
+                     "= passage i) or a folder of shards (.npy with NAME.ids.npy, or parquet "
+                     "with id and embedding columns; id = the passage's position from 0)")
     imp.add_argument("--default-pack", metavar="PACK",
                      help="model pack to answer with when this snapshot is active")
     imp.add_argument("--batch-size", type=int, default=64, metavar="N",

@@ -56,6 +56,7 @@ from ragdesk.core.snapshots.manifest import (
     write_manifest,
 )
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
+from ragdesk.core.snapshots.shards import EmbeddingShards, check_ids, copy_shards, open_shards
 from ragdesk.core.snapshots.sources import Source, open_source
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES, starter_encoder_path
 from ragdesk.core.units import plural
@@ -131,10 +132,18 @@ class _Plan:
     default_pack: str | None
     fast: bool = True
     staged: bool = False
+    shards: EmbeddingShards | None = None  # --embeddings DIR
+
+    @property
+    def has_vectors(self) -> bool:
+        """Whether the vectors come with the import (nothing is encoded)."""
+        return self.precomputed is not None or self.shards is not None
 
     def fingerprint(self) -> dict[str, Any]:
         emb: dict[str, Any] | None = None
-        if self.precomputed_path is not None:
+        if self.shards is not None:
+            emb = {"path": str(self.shards.folder), "shards": self.shards.fingerprint()}
+        elif self.precomputed_path is not None:
             st = self.precomputed_path.stat()
             emb = {"path": str(self.precomputed_path), "size": st.st_size,
                    "mtime_ns": st.st_mtime_ns}
@@ -143,6 +152,8 @@ class _Plan:
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        if self.shards is not None:
+            return self.shards.dtype
         if self.precomputed is not None and self.precomputed.dtype == np.float16:
             return np.dtype(np.float16)
         return np.dtype(np.float32)
@@ -223,7 +234,9 @@ class _Build:
         try:
             if writer.count != n:
                 raise RuntimeError(f"staging holds {writer.count} passages, expected {n}")
-            if self.plan.precomputed is not None:
+            if self.plan.shards is not None:
+                self._copy_shards(n)
+            elif self.plan.precomputed is not None:
                 self._copy_embeddings(n)
             else:
                 if self.plan.staged:
@@ -231,7 +244,7 @@ class _Build:
                 self._encode(writer, n)
         finally:
             writer.close()
-        if self.plan.staged and self.plan.precomputed is None:
+        if self.plan.staged and not self.plan.has_vectors:
             self._refresh_sparse(n)
         return self._write_manifest(n)
 
@@ -405,6 +418,28 @@ class _Build:
             prog.set(stop)
         del mm
 
+    def _copy_shards(self, n: int) -> None:
+        shards = self.plan.shards
+        assert shards is not None
+        limited = self.plan.limit is not None and n == self.plan.limit
+        # nothing committed yet means a fresh embeddings file (see _open_embeddings)
+        start = int(self.state.get("shards_done", 0)) if self.state.get("encoded") else 0
+        if start == 0:
+            # the ids are checked before any vector is copied: a gap or a duplicate found
+            # after an hour of copying would waste it
+            self._job(0, n, "checking the embedding shards' ids", force=True)
+            check_ids(shards, n, limited, self.cancel)
+        mm = self._open_embeddings(n, shards.dim)
+        prog = Progress(n, "copying embedding shards", self.progress,
+                        start_done=int(self.state.get("encoded", 0)))
+
+        def committed(shards_done: int, rows: int) -> None:
+            self.state["shards_done"] = shards_done
+            self._commit(mm, rows, n, "copying embedding shards")
+            prog.set(rows)
+
+        copy_shards(shards, mm, n, limited, start, committed, self.cancel)
+
     def _write_manifest(self, n: int) -> Manifest:
         info = self.plan.encoder.info
         files = checksum_files(self.staging, [PASSAGES_FILE, EMBEDDINGS_FILE], "checksumming",
@@ -479,10 +514,15 @@ def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name:
     enc = _resolve_encoder(encoder, source)
     precomputed = None
     emb_path = None
+    shards = None
     if embeddings is not None:
         emb_path = Path(embeddings).expanduser().resolve()
-        precomputed = _open_precomputed(emb_path, enc.info)
-    return _Plan(name, slug, src, enc, limit, precomputed, emb_path, batch_size, default_pack)
+        if emb_path.is_dir():
+            shards = open_shards(emb_path, enc.info.dim)
+        else:
+            precomputed = _open_precomputed(emb_path, enc.info)
+    return _Plan(name, slug, src, enc, limit, precomputed, emb_path, batch_size, default_pack,
+                 shards=shards)
 
 
 def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
