@@ -70,7 +70,8 @@ class FirstRunDialog(QDialog):
         lay.addLayout(prow)
         self.local = self._option(
             lay, "&Import local files",
-            "Build a snapshot from a JSONL, DPR TSV or MediaWiki XML file you already have.")
+            "Build a snapshot from a folder of your documents (PDF, DOCX, Markdown, HTML, "
+            "text), or from a JSONL, DPR TSV or MediaWiki XML file you already have.")
         self.starter.setChecked(True)
         self.paper.toggled.connect(self.paper_pack.setEnabled)
 
