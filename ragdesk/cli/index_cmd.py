@@ -20,6 +20,9 @@ IMPORT_EPILOG = """\
 formats (detected from the file, or given with --format):
   jsonl           one {"title": ..., "text": ...} object per line ("id" optional)
   dpr-tsv         DPR's psgs_w100.tsv: header id<TAB>text<TAB>title, one passage per row
+                  (also gzip-compressed, psgs_w100.tsv.gz, as is jsonl)
+  parquet         passages in a parquet file: text, and optionally title and id columns
+                  (needs pyarrow: pip install ragdesk[parquet])
   wiki-xml        a MediaWiki XML dump, .xml or .xml.bz2 (articles only, redirects skipped)
   vital-articles  the starter pack's Wikipedia Vital Articles: use SOURCE "vital-articles"
   docs            a FOLDER of PDF, DOCX, Markdown, HTML and text files (importing it again
@@ -34,7 +37,7 @@ examples:
   ragdesk index import psgs_w100.tsv --name wiki-2018 \\
       --encoder facebook/dpr-ctx_encoder-multiset-base --embeddings wiki_2018.npy
       precomputed passage vectors (row i = passage i) instead of encoding
-  ragdesk index import psgs_w100.tsv --name wiki-2018 \\
+  ragdesk index import psgs_w100.tsv.gz --name wiki-2018 \\
       --encoder facebook/dpr-ctx_encoder-multiset-base --embeddings wiki_2018_shards/
       a folder of .npy / parquet shards, rows placed by id, every id checked once
   ragdesk index import enwiki-20161220-pages-articles.xml.bz2 --name wiki-2016 \\
@@ -86,7 +89,8 @@ def _register_import(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                      "model folder (DPR context encoder or sentence-transformers model); "
                      "defaults to the starter pack's all-MiniLM-L6-v2 for vital-articles")
     imp.add_argument("--format", dest="fmt",
-                     choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles", "docs"],
+                     choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles", "parquet",
+                              "docs"],
                      help="source format (default: detected)")
     imp.add_argument("--limit", type=int, metavar="N", help="import at most N passages")
     imp.add_argument("--embeddings", type=Path, metavar="NPY|DIR",

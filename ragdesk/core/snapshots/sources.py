@@ -4,6 +4,9 @@ Formats:
 
 - ``jsonl``: one ``{"title": ..., "text": ...}`` object per line (``"id"`` optional);
 - ``dpr-tsv``: DPR's ``psgs_w100.tsv`` (header ``id<TAB>text<TAB>title``), rows already passages;
+  like ``jsonl``, also read gzip-compressed (``psgs_w100.tsv.gz``, as DPR distributes it);
+- ``parquet``: passages in a parquet file (``text``, optional ``title`` and ``id`` columns),
+  read a record batch at a time (see :mod:`.parquet_passages`);
 - ``wiki-xml``: a MediaWiki XML dump (``.xml`` or ``.xml.bz2``), streamed page by page; only
   articles (namespace 0) are kept, redirects skipped, markup stripped by mwparserfromhell;
 - ``vital-articles``: the starter pack's Wikipedia Vital Articles JSON (``{key: {"title",
@@ -16,10 +19,12 @@ from __future__ import annotations
 
 import bz2
 import csv
+import gzip
 import json
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -30,7 +35,10 @@ from ragdesk.core.snapshots.starter import VITAL_ARTICLES, vital_articles_path
 JSONL = "jsonl"
 DPR_TSV = "dpr-tsv"
 WIKI_XML = "wiki-xml"
-FORMATS = (JSONL, DPR_TSV, WIKI_XML, VITAL_ARTICLES)
+PARQUET = "parquet"
+FORMATS = (JSONL, DPR_TSV, WIKI_XML, VITAL_ARTICLES, PARQUET)
+GZIP_MAGIC = b"\x1f\x8b"
+PARQUET_MAGIC = b"PAR1"
 
 SNIFF_BYTES = 1 << 16
 UTF8_HINT = "Convert the file to UTF-8 (for example `iconv -f latin1 -t utf-8 IN > OUT`)."
@@ -94,9 +102,10 @@ def detect_format(path: Path) -> str:
             return WIKI_XML
         raise BadInputError("is a .bz2 file that does not hold a MediaWiki XML dump.",
                             path=path, hint=FORMAT_HINT)
-    if head.startswith(b"\x1f\x8b"):
-        raise BadInputError("is gzip-compressed; ragdesk reads plain files and .xml.bz2 dumps.",
-                            path=path, hint="Decompress it first (`gunzip FILE`).")
+    if head.startswith(GZIP_MAGIC):
+        return _gzip_format(path)
+    if head.startswith(PARQUET_MAGIC):
+        return PARQUET
     _check_head(path, head)
     text = head.removeprefix(b"\xef\xbb\xbf").lstrip()
     if not text:
@@ -104,6 +113,35 @@ def detect_format(path: Path) -> str:
     if text.startswith(b"<"):
         return WIKI_XML
     return _text_format(path, text)
+
+
+def _sniff_gzip(path: Path) -> bytes:
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(SNIFF_BYTES)
+    except EOFError as exc:
+        raise BadInputError("ends early: the .gz file is truncated (an incomplete download?).",
+                            path=path, hint="Download it again.") from exc
+    except OSError as exc:
+        raise BadInputError(f"is not a readable .gz file ({exc}).", path=path) from exc
+
+
+def _gzip_format(path: Path) -> str:
+    """A gzip file's format: what its text would be under its name without ``.gz``; only
+    line formats are read compressed (they stream)."""
+    inner = _sniff_gzip(path)
+    _check_head(path, inner)
+    text = inner.removeprefix(b"\xef\xbb\xbf").lstrip()
+    named = path.with_suffix("") if path.suffix.lower() == ".gz" else path
+    try:
+        fmt = None if text.startswith(b"<") else _text_format(named, text)
+    except BadInputError:
+        fmt = None
+    if fmt not in (DPR_TSV, JSONL):
+        raise BadInputError("is gzip-compressed; ragdesk reads .tsv.gz and .jsonl.gz, and other "
+                            "formats uncompressed.", path=path,
+                            hint="Decompress it first (`gunzip FILE`).")
+    return str(fmt)
 
 
 def _text_format(path: Path, text: bytes) -> str:
@@ -153,24 +191,46 @@ class Source:
             yield from self._dpr_tsv()
         elif self.fmt == WIKI_XML:
             yield from self._wiki_xml()
+        elif self.fmt == PARQUET:
+            yield from self._parquet()
         else:
             yield from self._vital()
         self.bytes_read = self.size
 
     # ---- line-based formats --------------------------------------------------------
 
-    def _lines(self, fh: IO[bytes]) -> Iterator[tuple[int, str]]:
-        for lineno, raw in enumerate(fh, 1):
-            line = _decode(raw, self.path, lineno)
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            if lineno % 1024 == 0:
-                self.bytes_read = fh.tell()
-            yield lineno, line
+    @contextmanager
+    def _open_lines(self) -> Iterator[tuple[IO[bytes], IO[bytes]]]:
+        """(the text's bytes, the file): the same for a plain file, a gzip stream over it for
+        a .gz one (progress is the compressed file's position, as its size is)."""
+        with open(self.path, "rb") as raw:
+            if raw.read(2) != GZIP_MAGIC:
+                raw.seek(0)
+                yield raw, raw
+                return
+            raw.seek(0)
+            with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                yield fh, raw  # type: ignore[misc]  # GzipFile is an IO[bytes] in all but name
+
+    def _lines(self, fh: IO[bytes], raw: IO[bytes] | None = None
+               ) -> Iterator[tuple[int, str]]:
+        lineno = 0
+        try:
+            for lineno, data in enumerate(fh, 1):
+                line = _decode(data, self.path, lineno)
+                if lineno == 1:
+                    line = line.removeprefix("\ufeff")
+                if lineno % 1024 == 0:
+                    self.bytes_read = (raw or fh).tell()
+                yield lineno, line
+        except (EOFError, gzip.BadGzipFile) as exc:
+            raise BadInputError(f"ends early: the .gz file is truncated or damaged ({exc}).",
+                                path=self.path, line=lineno + 1,
+                                hint="Download it again.") from exc
 
     def _jsonl(self) -> Iterator[Document]:
-        with open(self.path, "rb") as fh:
-            for lineno, line in self._lines(fh):
+        with self._open_lines() as (fh, raw):
+            for lineno, line in self._lines(fh, raw):
                 if not line.strip():
                     continue
                 try:
@@ -198,11 +258,11 @@ class Source:
 
     def _dpr_tsv(self) -> Iterator[Document]:
         csv.field_size_limit(min(sys.maxsize, 1 << 30))
-        with open(self.path, "rb") as fh:
+        with self._open_lines() as (fh, raw):
             line_of = [0]
 
             def lines() -> Iterator[str]:
-                for lineno, line in self._lines(fh):
+                for lineno, line in self._lines(fh, raw):
                     line_of[0] = lineno
                     yield line
 
@@ -226,6 +286,15 @@ class Source:
             except csv.Error as exc:
                 raise BadInputError(f"cannot be read as TSV ({exc}).", path=self.path,
                                     line=line_of[0]) from exc
+
+    def _parquet(self) -> Iterator[Document]:
+        from ragdesk.core.snapshots.parquet_passages import parquet_passages
+
+        def at(pos: int) -> None:
+            self.bytes_read = pos
+
+        for title, text, ident in parquet_passages(self.path, at):
+            yield Document(title, text, ident, presplit=True)
 
     # ---- MediaWiki XML -------------------------------------------------------------
 
@@ -321,7 +390,7 @@ def open_source(source: str | os.PathLike[str], fmt: str | None = None) -> Sourc
         raise BadInputError(f"{fmt!r} is not a known format.", hint=FORMAT_HINT)
     with open(path, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
-    if not head.startswith(b"BZh"):
+    if not head.startswith((b"BZh", GZIP_MAGIC, PARQUET_MAGIC)):  # binary; checked inside
         _check_head(path, head)
     detected = fmt or detect_format(path)
     if detected == WIKI_XML and head.startswith(b"BZh"):
