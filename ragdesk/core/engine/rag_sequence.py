@@ -62,63 +62,79 @@ def _is_bos(tokens: Sequence[int], bos: int | None) -> bool:
     return bos is not None and len(tokens) > 0 and tokens[0] == bos
 
 
+class _StepLogProbs:
+    """The current step's log-probs [rows, V]; a search's extras are the chosen tokens'."""
+
+    def __init__(self) -> None:
+        self.now: torch.Tensor | None = None
+
+    def __call__(self, rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        assert self.now is not None
+        return self.now[rows.reshape(-1), tokens.reshape(-1)].view(*rows.shape, 1)
+
+
 def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
             cancel: CancelToken | None, on_step: object = None,
             constraint: Sequence[SpanConstraint] = ()
             ) -> tuple[list[list[Hypothesis]], bool, GreedySearch | BeamSearch]:
     """Per-passage search in one batch; returns each passage's hypotheses (best first)."""
+    if opts.num_beams == 1:
+        return _greedy(ctx, generator, opts, cancel, on_step, constraint)
+    return _beam(ctx, generator, opts, cancel, constraint)
+
+
+def _greedy(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+            cancel: CancelToken | None, on_step: object,
+            constraint: Sequence[SpanConstraint]
+            ) -> tuple[list[list[Hypothesis]], bool, GreedySearch]:
     import torch
 
-    k, nb = ctx.n_docs, opts.num_beams
-    settings = generator.settings
-    lp_now: torch.Tensor | None = None
-
-    def extras(rows: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        assert lp_now is not None
-        return lp_now[rows.reshape(-1), tokens.reshape(-1)].view(*rows.shape, 1)
-
+    k, lp = ctx.n_docs, _StepLogProbs()
+    greedy = GreedySearch(k, generator.settings, max_new_tokens=opts.max_new_tokens,
+                          min_new_tokens=opts.min_new_tokens, extras_dim=1,
+                          extra_processors=constraint)
+    logits = ctx.first_logits
+    rows = None
     cancelled = False
-    if nb == 1:
-        greedy = GreedySearch(k, settings, max_new_tokens=opts.max_new_tokens,
-                              min_new_tokens=opts.min_new_tokens, extras_dim=1,
-                              extra_processors=constraint)
-        logits = ctx.first_logits
-        rows = None
-        while True:
-            lp_now = torch.log_softmax(logits, dim=-1)
-            tokens = greedy.step(logits, extras)
-            if callable(on_step):
-                on_step(greedy)
-            if greedy.done:
-                break
-            if cancel is not None and cancel.cancelled:
-                cancelled = True
-                break
-            if rows is None:
-                rows = ctx.rows(torch.arange(k), opts.max_new_tokens)
-            logits = rows.step(tokens)
-        return [[h] for h in greedy.hypotheses()], cancelled, greedy
+    while True:
+        lp.now = torch.log_softmax(logits, dim=-1)
+        tokens = greedy.step(logits, lp)
+        if callable(on_step):
+            on_step(greedy)
+        if greedy.done:
+            break
+        if cancel is not None and cancel.cancelled:
+            cancelled = True
+            break
+        if rows is None:
+            rows = ctx.rows(torch.arange(k), opts.max_new_tokens)
+        logits = rows.step(tokens)
+    return [[h] for h in greedy.hypotheses()], cancelled, greedy
 
-    beam = BeamSearch(k, nb, settings, max_new_tokens=opts.max_new_tokens,
+
+def _beam(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+          cancel: CancelToken | None, constraint: Sequence[SpanConstraint]
+          ) -> tuple[list[list[Hypothesis]], bool, BeamSearch]:
+    import torch
+
+    k, nb, lp = ctx.n_docs, opts.num_beams, _StepLogProbs()
+    beam = BeamSearch(k, nb, generator.settings, max_new_tokens=opts.max_new_tokens,
                       min_new_tokens=opts.min_new_tokens, extras_dim=1,
                       extra_processors=constraint)
     logits = ctx.first_logits.repeat_interleave(nb, dim=0)
     beam_rows = None
     while True:
-        lp_now = torch.log_softmax(logits, dim=-1)
-        order = beam.step(lp_now, extras)
+        lp.now = torch.log_softmax(logits, dim=-1)
+        order = beam.step(lp.now, lp)
         if beam.done:
             break
         if cancel is not None and cancel.cancelled:
-            cancelled = True
-            break
+            return [beam.running(z) for z in range(k)], True, beam
         if beam_rows is None:
             beam_rows = ctx.rows(torch.arange(k).repeat_interleave(nb), opts.max_new_tokens)
         beam_rows.reorder(order)
         last = beam.running_sequences[:, :, beam.cur_len - 1].reshape(-1)
         logits = beam_rows.step(last)
-    if cancelled:
-        return [beam.running(z) for z in range(k)], True, beam
     return [beam.finished(z) for z in range(k)], False, beam
 
 
