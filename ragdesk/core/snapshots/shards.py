@@ -15,7 +15,7 @@ source gives passages (a DPR TSV's rows in file order). Every id in ``0..n-1`` m
 exactly once; a duplicate, an id out of range or a missing id is a :class:`BadInputError`
 naming the shard. Other files in the folder (a job's logs, ``_SUCCESS``) are ignored.
 
-Memory is bounded by one record batch or ``BLOCK_ROWS`` rows of vectors plus one int16
+Memory is bounded by ``BLOCK_ROWS`` rows of vectors (a record batch for parquet) plus one int16
 (int32 past 32,767 shards) per passage to check the ids: 42 MB for DPR's 21M passages.
 """
 
@@ -35,7 +35,7 @@ from ragdesk.core.progress import CancelToken
 NPY = ".npy"
 PARQUET = ".parquet"
 IDS_SUFFIX = ".ids.npy"
-BLOCK_ROWS = 65536
+BLOCK_ROWS = 16384  # 48 MiB of 768-d float32 vectors per block (and its converted copy)
 ID_COLUMN = "id"
 VECTOR_COLUMN = "embedding"
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
