@@ -57,14 +57,14 @@ def _bart(path: Any, device: str, lean: bool) -> Any:
                             lean_decoder=lean)
 
 
-def _gemma(path: Any, device: str) -> Any:
+def _causal(path: Any, device: str, lean: bool | None = None) -> Any:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from ragdesk.core.engine.generators import CausalLMGenerator
 
     model = AutoModelForCausalLM.from_pretrained(str(path), use_safetensors=True).to(device)
-    return CausalLMGenerator(model, AutoTokenizer.from_pretrained(str(path)), "gemma",
-                             precision="float32")
+    return CausalLMGenerator(model, AutoTokenizer.from_pretrained(str(path)), "causal",
+                             precision="float32", lean_decoder=lean)
 
 
 def _same_on_both(make: Any, cases: list[tuple[str, str | None, int]]) -> None:
@@ -84,10 +84,15 @@ def test_transformers_bart_inputs_on_the_model_device(tiny_models: Any) -> None:
     _same_on_both(lambda d: _bart(tiny_models.bart, d, lean=False), CASES)
 
 
-def test_lean_gemma_inputs_on_the_model_device(tiny_models: Any) -> None:
+@pytest.mark.parametrize("lean", [True, False])
+def test_gemma_inputs_on_the_model_device(tiny_models: Any, lean: bool) -> None:
     if tiny_models.gemma3 is None:
         pytest.skip("this transformers has no Gemma 3")
-    _same_on_both(lambda d: _gemma(tiny_models.gemma3, d), CASES)
+    _same_on_both(lambda d: _causal(tiny_models.gemma3, d, lean), CASES)
+
+
+def test_other_causal_lm_inputs_on_the_model_device(tiny_models: Any) -> None:
+    _same_on_both(lambda d: _causal(tiny_models.causal_lm, d), CASES)  # GPT-2: transformers
 
 
 @pytest.mark.parametrize("which", ["ctx_encoder", "st_encoder"])
