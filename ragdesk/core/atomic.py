@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,27 @@ def temp_name(path: Path) -> Path:
 
 
 _counter = itertools.count()
+# temp_name's pattern, and the older ".NAME.tmp-PID" one
+_TEMP = re.compile(r"^\..+\.tmp-\d+(-\d+-\d+)?$")
+
+
+def remove_temp_files(folder: Path) -> list[Path]:
+    """Delete the temporary files that writers killed mid-write left in ``folder`` (their
+    rename never came); the ones removed.
+
+    Only for a folder nobody else is writing to (the caller holds its lock): a live writer's
+    temporary file looks the same.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(folder.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if _TEMP.match(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.atomic import fsync_dir, write_json_atomic
+from ragdesk.core.atomic import fsync_dir, remove_temp_files, write_json_atomic
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
 from ragdesk.core.catalog.catalog import unique_slug, utcnow
 from ragdesk.core.encoders import (
@@ -629,6 +629,9 @@ def _import_locked(data: DataDir, catalog: Catalog, plan: _Plan,
     try:
         manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
                           on_stage).run()
+        # a run killed while writing build.json left its temporary file; it must not
+        # become part of the snapshot (this import holds the lock: no one else writes here)
+        remove_temp_files(staging)
         final = _rename_into_place(data, staging, plan.slug)
         # Not in the manifest's file list; left behind harmlessly by a crash right here.
         (final / STATE_FILE).unlink(missing_ok=True)
