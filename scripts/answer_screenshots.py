@@ -98,7 +98,7 @@ def pick_passage(answer: Any, title_part: str | None) -> int:
 def scenario(w: Any, args: argparse.Namespace) -> Any:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
-    from screenshots import xdo  # type: ignore[import-not-found]
+    from screenshots import xdo
 
     width, height = (int(v) for v in args.size.split("x"))
 
@@ -134,7 +134,7 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     pix.save(args.out)
     print("saved", args.out, flush=True)
     w.close()
-    QApplication.instance().exit(0)
+    QApplication.exit(0)
 
 
 def inside(args: argparse.Namespace) -> int:
@@ -154,7 +154,7 @@ def inside(args: argparse.Namespace) -> int:
     def on_error(exc: BaseException) -> None:
         failures.append(exc)
         print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.instance().exit(2)
+        QApplication.exit(2)
 
     def on_shown(window: Any) -> None:
         window._drive = Runner(scenario(window, args), on_error)

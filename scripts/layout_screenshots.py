@@ -33,7 +33,7 @@ def inside(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QPoint, QRect, Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
-    from screenshots import Runner, xdo  # type: ignore[import-not-found]
+    from screenshots import Runner, xdo
 
     from ragdesk.core.app import AppContext
     from ragdesk.core.logging_setup import setup_logging
@@ -53,7 +53,7 @@ def inside(args: argparse.Namespace) -> int:
     def on_error(exc: BaseException) -> None:
         failures.append(exc)
         print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.instance().exit(2)
+        QApplication.exit(2)
 
     def scenario(w: Any) -> Any:
         screen = QGuiApplication.primaryScreen()
@@ -193,7 +193,7 @@ def inside(args: argparse.Namespace) -> int:
         yield from focus(w)
         yield from run("key", "--clearmodifiers", "ctrl+q")
         yield ("sleep", 3000)
-        QApplication.instance().exit(0)
+        QApplication.exit(0)
 
     def on_shown(window: Any) -> None:
         window._drive = Runner(scenario(window), on_error)
@@ -206,7 +206,7 @@ def restart_inside(args: argparse.Namespace) -> int:
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
-    from screenshots import Runner  # type: ignore[import-not-found]
+    from screenshots import Runner
 
     from ragdesk.core.app import AppContext
     from ragdesk.ui.app import run_app
@@ -249,7 +249,7 @@ def restart_inside(args: argparse.Namespace) -> int:
     def on_shown(window: Any) -> None:
         def on_error(exc: BaseException) -> None:
             print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            QApplication.instance().exit(2)
+            QApplication.exit(2)
 
         window._drive = Runner(scenario(window), on_error)
 

@@ -340,7 +340,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     yield from focus(w)
     yield from run("key", "--clearmodifiers", "ctrl+q")
     yield ("sleep", 3000)
-    QApplication.instance().exit(3)  # Ctrl+Q did not close the window: a failure
+    QApplication.exit(3)  # Ctrl+Q did not close the window: a failure
 
 
 def inside(args: argparse.Namespace) -> int:
@@ -361,7 +361,7 @@ def inside(args: argparse.Namespace) -> int:
     def on_error(exc: BaseException) -> None:
         failures.append(exc)
         print(f"screenshots: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.instance().exit(2)
+        QApplication.exit(2)
 
     def on_shown(window: Any) -> None:
         window._screenshot_runner = Runner(
