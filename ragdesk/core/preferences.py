@@ -38,7 +38,7 @@ ANSWER_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "decoding": DECODIN
 ANSWER_RANGES: dict[str, tuple[int, int]] = {"n_docs": (1, 50), "num_beams": (1, 16),
                                              "max_new_tokens": (1, 512)}
 MAX_THREADS = 256
-DEVICE_ENV = "RAGDESK_DEVICE"  # read by ragdesk.core.models.loading.select_device
+DEVICE_ENV = "RAGDESK_DEVICE"  # read by ragdesk.core.devices.select_device (encoders, generators)
 _DEVICE_RE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 
 # Which fields take effect only after a restart, and what the dialog calls them.
