@@ -19,8 +19,10 @@ from tests.core.fake_device import FAKE, DeviceMismatch, FakeDevice
 QUESTION = "who wrote the play about the king?"
 HITS = [Hit(i, f"Title {i}", f"passage {i} about a king, a play and {i} daughters", 9.0 - i)
         for i in range(3)]
-CASES = [("token", None, 1), ("token", None, 2), ("sequence", "thorough", 2),
-         ("sequence", "fast", 1)]
+CASES: list[tuple[str, str | None, int, bool]] = [
+    ("token", None, 1, False), ("token", None, 2, False), ("token", None, 1, True),
+    ("sequence", "thorough", 2, False), ("sequence", "fast", 1, False),
+    ("sequence", "fast", 1, True)]  # the last of each: grounded (a span of the passages)
 
 
 def test_the_fake_device_refuses_a_cpu_input() -> None:
@@ -35,15 +37,17 @@ def test_the_fake_device_refuses_a_cpu_input() -> None:
     assert back.device.type == "cpu" and back.shape == (1, 2)
 
 
-def _answer(gen: Any, mode: str, decoding: str | None, beams: int) -> list[int]:
+def _answer(gen: Any, mode: str, decoding: str | None, beams: int,
+            grounded: bool) -> list[int]:
     from ragdesk.core.engine.rag_sequence import rag_sequence_generate
     from ragdesk.core.engine.rag_token import rag_token_generate
 
     if mode == "token":
-        ans = rag_token_generate(gen, QUESTION, HITS, num_beams=beams, max_new_tokens=5)
+        ans = rag_token_generate(gen, QUESTION, HITS, num_beams=beams, max_new_tokens=5,
+                                 grounded=grounded)
     else:
         ans = rag_sequence_generate(gen, QUESTION, HITS, decoding=decoding or "fast",
-                                    num_beams=beams, max_new_tokens=5)
+                                    num_beams=beams, max_new_tokens=5, grounded=grounded)
     return list(ans.token_ids)
 
 
@@ -67,7 +71,7 @@ def _causal(path: Any, device: str, lean: bool | None = None) -> Any:
                              precision="float32", lean_decoder=lean)
 
 
-def _same_on_both(make: Any, cases: list[tuple[str, str | None, int]]) -> None:
+def _same_on_both(make: Any, cases: list[tuple[str, str | None, int, bool]]) -> None:
     expected = [_answer(make("cpu"), *case) for case in cases]
     with FakeDevice():
         gen = make(FAKE.type)
