@@ -56,7 +56,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     passive_openmp_waits()
     if not args.question.strip():
         raise BadInputError("The question is empty.", hint='Run ragdesk ask "your question".')
-    from ragdesk.core.engine.generators import check_question
+    from ragdesk.core.options import check_question
 
     # Bytes that are not UTF-8 (ragdesk ask $'\xff') arrive as lone surrogates: a clear
     # refusal (exit 2) now instead of a tokenizer TypeError after the models have loaded.
@@ -64,10 +64,9 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     # Everything that can be checked without a model is checked before one loads (loading the
     # starter pack takes seconds; a typo should not).
     opts = answer_options(args, ctx)
-    name = args.snapshot or ctx.catalog.active_snapshot()
-    if name is not None and _models_of_the_pack(args):
-        # before the snapshot's index is opened here: the server has it open already
-        answered = _ask_running_server(args, ctx, opts, name, t_start)
+    if _models_of_the_pack(args):
+        # before the catalog and the snapshot's index are opened here: the server has them
+        answered = _ask_running_server(args, ctx, opts, args.snapshot, t_start)
         if answered is not None:
             return answered
     from ragdesk.core.retrieval import check_n_docs
@@ -177,7 +176,7 @@ def _models_of_the_pack(args: argparse.Namespace) -> bool:
 
 
 def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
-                        snapshot: str, t_start: float) -> int | None:
+                        snapshot: str | None, t_start: float) -> int | None:
     """Answer through `ragdesk serve` on this data directory when one is ready; None: there
     is none (or it refused before answering), load the models here."""
     from ragdesk.cli.ask_remote import RemoteRequest, ask_remote, find_server, note

@@ -33,7 +33,7 @@ ANSWER_TIMEOUT_S = 600.0
 @dataclass(frozen=True)
 class RemoteRequest:
     question: str
-    snapshot: str
+    snapshot: str | None  # None: the active one (the server reads the same catalog)
     mode: str
     decoding: str
     n_docs: int
@@ -74,7 +74,8 @@ def ask_remote(url: str, headers: dict[str, str], req: RemoteRequest,
     refused or failed before the first token (the caller answers locally then)."""
     from ragdesk.core.export import answer_from_json
 
-    body = {"model": f"ragdesk/{req.snapshot}", "stream": True,
+    model = "ragdesk" if req.snapshot is None else f"ragdesk/{req.snapshot}"
+    body = {"model": model, "stream": True,
             "messages": [{"role": "user", "content": req.question}],
             "max_tokens": req.max_new_tokens,
             "ragdesk": {"mode": req.mode, "decoding": req.decoding, "n_docs": req.n_docs,

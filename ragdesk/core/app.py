@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-from ragdesk.core.catalog import Catalog
 from ragdesk.core.paths import DataDir
 from ragdesk.core.settings import Settings
+
+if TYPE_CHECKING:
+    from ragdesk.core.catalog import Catalog
 
 
 class AppContext:
@@ -30,6 +33,10 @@ class AppContext:
 
     @cached_property
     def catalog(self) -> Catalog:
+        # imported here: SQLAlchemy is half a second of a command that may not need it
+        # (`ragdesk ask` answered by a running server)
+        from ragdesk.core.catalog import Catalog
+
         self.data.ensure()
         catalog = Catalog(self.data.catalog_path)
         if catalog.problem:

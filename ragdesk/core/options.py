@@ -172,3 +172,25 @@ _SETTINGS_KEYS: dict[str, str] = {
 }
 
 DEFAULT_OPTIONS = AnswerOptions()
+
+
+def check_question(question: str) -> str:
+    if not isinstance(question, str):
+        raise BadInputError(f"The question must be text (str), not {type(question).__name__}.",
+                            hint="Decode bytes first, e.g. question.decode('utf-8').")
+    if not question.strip():
+        raise BadInputError("The question is empty.", hint="Type a question to ask.")
+    try:
+        question.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # Lone surrogates: undecodable argv bytes (Python keeps byte 0xNN as U+DCNN), or
+        # "\ud800" from JSON or the API. The tokenizers reject them with a TypeError deep
+        # inside the model.
+        code = ord(question[exc.start])
+        what = (f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF
+                else f"a lone surrogate U+{code:04X}")
+        raise BadInputError(
+            f"The question is not valid UTF-8 text: character {exc.start + 1} is {what}.",
+            hint="Type the question again as UTF-8 text; check the terminal's or the "
+                 "file's encoding.") from None
+    return question

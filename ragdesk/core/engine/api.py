@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ragdesk.core.engine.attribution import TokenCallback
-from ragdesk.core.engine.generators import Generator, check_question
+from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.errors import NotFoundError
@@ -26,6 +26,7 @@ from ragdesk.core.options import (
     AnswerOptions,
     check_lengths,
     check_mode,
+    check_question,
     check_style,
     resolve_grounded,
 )

@@ -28,7 +28,7 @@ from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.engine.prompts import chat_messages, plain_prompt
 from ragdesk.core.errors import BadInputError, MissingModelError
-from ragdesk.core.options import DEFAULT_STYLE, STYLES
+from ragdesk.core.options import DEFAULT_STYLE, STYLES, check_question
 
 if TYPE_CHECKING:
     import torch
@@ -115,26 +115,6 @@ def normalize_question(question: str, passages: Sequence[PassageText] = ()) -> s
 _WORD = re.compile(r"\w+")
 
 
-def check_question(question: str) -> str:
-    if not isinstance(question, str):
-        raise BadInputError(f"The question must be text (str), not {type(question).__name__}.",
-                            hint="Decode bytes first, e.g. question.decode('utf-8').")
-    if not question.strip():
-        raise BadInputError("The question is empty.", hint="Type a question to ask.")
-    try:
-        question.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        # Lone surrogates: undecodable argv bytes (Python keeps byte 0xNN as U+DCNN), or
-        # "\ud800" from JSON or the API. The tokenizers reject them with a TypeError deep
-        # inside the model.
-        code = ord(question[exc.start])
-        what = (f"the byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF
-                else f"a lone surrogate U+{code:04X}")
-        raise BadInputError(
-            f"The question is not valid UTF-8 text: character {exc.start + 1} is {what}.",
-            hint="Type the question again as UTF-8 text; check the terminal's or the "
-                 "file's encoding.") from None
-    return question
 
 
 @dataclass(frozen=True)
