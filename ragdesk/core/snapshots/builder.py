@@ -345,6 +345,23 @@ class _Build:
         self._save_state()
         self._job(done, total, msg, force=done >= total)
 
+    def _resume_point(self) -> tuple[int, int]:
+        """Rows already encoded, and the batch size to go on with: the one the build started
+        with, whatever this run was given. Batches are re-sorted by tokens within windows of
+        batch_size × ENCODE_WINDOW, so under another size the rows written before are not
+        the ones skipped now: they stayed zero (issue 17)."""
+        done = int(self.state.get("encoded", 0))
+        started = int(self.state.get("batch_size") or 0)
+        if done and started < 1:
+            log.info("restarting the encoding: the interrupted run did not record its batch size")
+            done = 0
+        bs = started if done else self.plan.batch_size
+        if bs != self.plan.batch_size:
+            log.info("resuming with batch size %d, the one this import started with (not %d)",
+                     bs, self.plan.batch_size)
+        self.state["batch_size"] = bs
+        return done, bs
+
     def _encode(self, writer: PassageWriter, n: int) -> None:
         # Bulk encoding runs the fused kernel (bf16 where the CPU has it: cosine 0.9999 to
         # float32, same top-20 accuracy, about 3x faster); questions keep the exact forward.
@@ -355,10 +372,7 @@ class _Build:
         # so a resumed import computes exactly what an uninterrupted one would.
         lengths = writer.lengths()
         order = np.lexsort((np.arange(n), -lengths))
-        done = int(self.state.get("encoded", 0))
-        bs = self.plan.batch_size
-        if done % bs and done < n:
-            done -= done % bs  # an earlier run used another batch size; redo a partial batch
+        done, bs = self._resume_point()
         msg = "encoding passages" if done == 0 else f"encoding passages (resumed at {done:,})"
         prog = Progress(n, msg, self.progress, start_done=done)
         prog.set(done)
