@@ -95,6 +95,29 @@ def pick_passage(answer: Any, title_part: str | None) -> int:
     return max(range(len(shares)), key=shares.__getitem__) if shares else 0
 
 
+def import_folder(w: Any, args: argparse.Namespace) -> Any:
+    """The index manager importing a folder of documents, its result in the message line."""
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    from ragdesk.ui.index_manager import ImportSpec
+
+    m = w.open_index_manager()
+    yield ("until", (lambda: m.isVisible() and m.snapshots, 60, "the index manager"))
+    pack = w.state.pack_info()
+    m.start_import(ImportSpec(args.import_folder, args.import_name,
+                              pack.passage_encoder if pack else "", "docs", None))
+    yield ("until", (lambda: not w.ops.busy() and m.message.text(), 900, "the import"))
+    m.select(args.import_name)
+    yield ("sleep", 1200)
+    r = m.frameGeometry()
+    QGuiApplication.primaryScreen().grabWindow(0, r.x(), r.y(), r.width(), r.height()).save(
+        args.out)
+    print("saved", args.out, m.message.text(), flush=True)
+    w.close()
+    QApplication.exit(0)
+
+
 def scenario(w: Any, args: argparse.Namespace) -> Any:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
@@ -109,6 +132,9 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     w.showMaximized()
     yield ("until", (lambda: w.isVisible() and w._first_load_done, 120, "snapshots"))
     yield ("sleep", 1500)
+    if args.import_folder:
+        yield from import_folder(w, args)
+        return
     w.new_conversation()
     if args.no_heatmap:
         w.heatmap_dock.hide()  # the chat gets the whole height: every answer in view
@@ -176,14 +202,17 @@ def main() -> int:
     ap.add_argument("--page", action="store_true",
                     help="wait until the inspector shows the passage's page (documents)")
     ap.add_argument("--no-heatmap", action="store_true", help="hide the heat map dock")
+    ap.add_argument("--import-folder", metavar="FOLDER",
+                    help="instead of asking: the index manager importing FOLDER")
+    ap.add_argument("--import-name", default="team-docs")
     ap.add_argument("--display", default=":96")
     ap.add_argument("--inside", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.make_docs:
         make_docs(Path(args.make_docs))
         return 0
-    if not (args.data_dir and args.out and args.question):
-        ap.error("--data-dir, --out and --question are needed")
+    if not (args.data_dir and args.out and (args.question or args.import_folder)):
+        ap.error("--data-dir, --out and --question (or --import-folder) are needed")
     if args.inside:
         return inside(args)
     settings = Path(args.data_dir) / "settings.json"
