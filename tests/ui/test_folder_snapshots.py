@@ -13,8 +13,10 @@ from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QDialogButtonBox
 
+from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import DOCUMENTS_FILE
+from ragdesk.ui.chat import AnswerCard
 from ragdesk.ui.ops import Lane
 from tests.documents.conftest import QUESTION, make_folder
 
@@ -107,6 +109,14 @@ def test_a_folder_imports_and_its_pdf_citation_opens_at_the_page(  # type: ignor
     chip.actions()[0].trigger()  # the chip's context menu opens it too
     assert opened == [want, want]
 
+    # A card made already answered (a reopened conversation) gets its places too.
+    again = AnswerCard(-1, QUESTION, AnswerOptions(), "docs")
+    qtbot.addWidget(again)
+    again.finish(answer)
+    w.citations.watch(again)
+    qtbot.waitUntil(lambda: again.chip(k).place is not None, timeout=30_000)
+    assert again.chip(k).place.uri == want
+
 
 def test_reimport_picks_up_the_edited_file(qtbot, window, folder) -> None:  # type: ignore[no-untyped-def]
     w = window
@@ -126,6 +136,28 @@ def test_reimport_picks_up_the_edited_file(qtbot, window, folder) -> None:  # ty
                          Qt.MouseButton.LeftButton)
     text = m.message.text()
     assert "1 changed" in text and "1 removed" in text and "2 unchanged" in text, text
+
+
+def test_a_folder_import_is_cancelled_from_the_job_panel(  # type: ignore[no-untyped-def]
+        qtbot, window, tmp_path, tiny_models) -> None:
+    w = window
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(150):  # read one by one: the cancel lands between two files
+        (folder / f"note-{i:02d}.md").write_text(f"# Note {i}\n\nText of note {i}.\n",
+                                                 encoding="utf-8")
+    m = w.open_index_manager()
+    jobs = w.ops.events(Lane.JOBS)
+    jobs.progressed.connect(lambda _op, _u: m.job_panel.cancel_button.click())
+    with qtbot.waitSignal(jobs.failed, timeout=JOB_TIMEOUT_MS) as sig:
+        w.library.start_folder_import(str(folder), name="many",
+                                      encoder=str(tiny_models.ctx_encoder),
+                                      on_failure=m._failed("Importing many"))
+    assert sig.args[1].cancelled
+    assert w.last_error is None  # a cancel is not an error dialog
+    assert m.message.text() == "Importing many: cancelled."
+    rec = w.backend.catalog.find_snapshot("many")
+    assert rec is None or rec.state != "ready"
 
 
 def test_a_wikipedia_snapshots_citations_get_no_place(qtbot, window) -> None:  # type: ignore[no-untyped-def]
