@@ -128,6 +128,11 @@ def _assert_clean(root: Path) -> None:
     assert verify_snapshot(data, catalog, NAME).ok
     rec = catalog.get_snapshot(NAME)
     assert rec.state == "ready"
+    # every index the manifest lists has its catalog row (a kill between the two catalog
+    # writes of mark_ready left "ready" with none)
+    with open(data.snapshot_dir(rec.slug) / "manifest.json", encoding="utf-8") as fh:
+        listed = set(json.load(fh)["variants"])
+    assert {v.variant for v in rec.variants} == listed
     assert [s.name for s in catalog.list_snapshots()] == [NAME]
     assert not [j for j in catalog.list_jobs() if j.state == "running"]
     assert not data.staging_dir.exists() or not any(data.staging_dir.iterdir())
