@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.generators import DecoderRows, PassageContext
 from ragdesk.core.engine.prefix_tree import PrefixTree
+from ragdesk.core.options import check_precision
 
 if TYPE_CHECKING:
     import torch
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("float32", "bfloat16", "int8")
 FAST_PRECISION = "bfloat16"
 
 
@@ -78,15 +78,6 @@ def int8_available() -> bool:
                     and set(torch.backends.quantized.supported_engines) & {"x86", "fbgemm"})
     except (AttributeError, RuntimeError):
         return False
-
-
-def check_precision(precision: str) -> str:
-    from ragdesk.core.errors import BadInputError
-
-    if precision not in PRECISIONS:
-        raise BadInputError(f"Unknown generator precision {precision!r}.",
-                            hint=f"Use one of: {', '.join(PRECISIONS)}.")
-    return precision
 
 
 # Weights larger than this run the few rows of a decoding step as (W @ x.T).T: MKL's sgemm

@@ -28,7 +28,7 @@ from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.prefix_tree import PrefixTree
 from ragdesk.core.engine.prompts import chat_messages, plain_prompt
 from ragdesk.core.errors import BadInputError, MissingModelError
-from ragdesk.core.options import DEFAULT_STYLE, STYLES, check_question
+from ragdesk.core.options import DEFAULT_STYLE, check_precision, check_question, check_style
 
 if TYPE_CHECKING:
     import torch
@@ -67,13 +67,6 @@ def _max_positions(config: Any) -> int | None:
 
 
 DEFAULT_NO_REPEAT_NGRAM = 3
-
-def check_style(style: str) -> str:
-    if style not in STYLES:
-        raise BadInputError(f"Unknown answer style {style!r}.",
-                            hint="Use " + " or ".join(repr(s) for s in STYLES) + ".")
-    return style
-
 
 def normalize_question(question: str, passages: Sequence[PassageText] = ()) -> str:
     """The question as the generator's prompt shows it: whitespace collapsed, each word in
@@ -519,7 +512,7 @@ class CausalLMGenerator(Generator):
 
         # Gemma 3 runs through ragdesk's lean decoder (packed prompts, preallocated cache;
         # precision "int8" is the fast path), other models through transformers' forward.
-        causal_decoder.check_precision(precision)
+        check_precision(precision)
         use = causal_decoder.supports(model) if lean_decoder is None else (
             lean_decoder and causal_decoder.supports(model))
         self.lean_decoder = causal_decoder.GemmaDecoder(model, precision) if use else None

@@ -246,7 +246,8 @@ def load_generator(
     (exact), "bfloat16" (the fast path, the default where the CPU has native bf16: bfloat16
     weights for the linear layers and the output layer) or "int8" (int8 weights, dynamically
     quantized activations); other generators always run in float32."""
-    from ragdesk.core.engine.causal_decoder import check_precision, default_precision
+    from ragdesk.core.engine.causal_decoder import default_precision
+    from ragdesk.core.options import check_precision
 
     precision = check_precision(precision or default_precision())  # before any weight is read
     parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
