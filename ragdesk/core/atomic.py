@@ -7,6 +7,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,14 @@ def temp_name(path: Path) -> Path:
 
 _counter = itertools.count()
 # temp_name's pattern, and the older ".NAME.tmp-PID" one
-_TEMP = re.compile(r"^\..+\.tmp-\d+(-\d+-\d+)?$")
+_TEMP = re.compile(r"^\.(.+)\.tmp-\d+(-\d+-\d+)?$")
 
 
-def remove_temp_files(folder: Path) -> list[Path]:
+def remove_temp_files(folder: Path, of: Callable[[str], bool] | None = None) -> list[Path]:
     """Delete the temporary files that writers killed mid-write left in ``folder`` (their
-    rename never came); the ones removed.
+    rename never came), or only those of the files ``of(name)`` accepts; the ones removed.
 
-    Only for a folder nobody else is writing to (the caller holds its lock): a live writer's
+    Only for files nobody else is writing now (the caller holds their lock): a live writer's
     temporary file looks the same.
     """
     removed: list[Path] = []
@@ -54,7 +55,8 @@ def remove_temp_files(folder: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        if _TEMP.match(entry.name) and entry.is_file():
+        match = _TEMP.match(entry.name)
+        if match and (of is None or of(match.group(1))) and entry.is_file():
             entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
