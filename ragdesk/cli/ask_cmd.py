@@ -179,7 +179,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
                         snapshot: str | None, t_start: float) -> int | None:
     """Answer through `ragdesk serve` on this data directory when one is ready; None: there
     is none (or it refused before answering), load the models here."""
-    from ragdesk.cli.ask_remote import RemoteRequest, ask_remote, find_server, note
+    from ragdesk.cli.ask_remote import ask_remote, find_server, note
 
     found = find_server(ctx.data.root)
     if found is None:
@@ -193,10 +193,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
             _stream_to_stdout(tok)
 
     t_ask = time.perf_counter()
-    ans = ask_remote(url, headers, RemoteRequest(
-        args.question, snapshot, opts.mode, opts.decoding, opts.n_docs, opts.num_beams,
-        opts.max_new_tokens, opts.retriever, opts.style, opts.grounded, opts.temperature),
-        on_token)
+    ans = ask_remote(url, headers, args.question, snapshot, opts, on_token)
     if ans is None:
         return None
     if streamed:

@@ -17,32 +17,19 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ragdesk.core.types import Answer, AnswerToken
+
+if TYPE_CHECKING:
+    from ragdesk.core.options import AnswerOptions
 
 API_KEY_ENV = "RAGDESK_API_KEY"
 NO_SERVER_ENV = "RAGDESK_NO_SERVER"  # set to ask without a server even when one runs
 HEALTH_TIMEOUT_S = 0.5
 ANSWER_TIMEOUT_S = 600.0
-
-
-@dataclass(frozen=True)
-class RemoteRequest:
-    question: str
-    snapshot: str | None  # None: the active one (the server reads the same catalog)
-    mode: str
-    decoding: str
-    n_docs: int
-    num_beams: int
-    max_new_tokens: int
-    retriever: str
-    style: str
-    grounded: bool | None
-    temperature: float | None
 
 
 def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
@@ -68,20 +55,21 @@ def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
     return (info.url, headers) if ready else None
 
 
-def ask_remote(url: str, headers: dict[str, str], req: RemoteRequest,
-               on_token: Callable[[AnswerToken], None]) -> Answer | None:
-    """The server's answer, streamed token by token to ``on_token``; None when the server
-    refused or failed before the first token (the caller answers locally then)."""
+def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str | None,
+               opts: AnswerOptions, on_token: Callable[[AnswerToken], None]) -> Answer | None:
+    """The server's answer to ``question`` from ``snapshot`` (None: the active one; the
+    server reads the same catalog), streamed token by token to ``on_token``; None when the
+    server refused or failed before the first token (the caller answers locally then)."""
     from ragdesk.core.export import answer_from_json
 
-    model = "ragdesk" if req.snapshot is None else f"ragdesk/{req.snapshot}"
+    model = "ragdesk" if snapshot is None else f"ragdesk/{snapshot}"
     body = {"model": model, "stream": True,
-            "messages": [{"role": "user", "content": req.question}],
-            "max_tokens": req.max_new_tokens,
-            "ragdesk": {"mode": req.mode, "decoding": req.decoding, "n_docs": req.n_docs,
-                        "num_beams": req.num_beams, "retriever": req.retriever,
-                        "style": req.style, "grounded": req.grounded,
-                        "temperature": req.temperature}}
+            "messages": [{"role": "user", "content": question}],
+            "max_tokens": opts.max_new_tokens,
+            "ragdesk": {"mode": opts.mode, "decoding": opts.decoding, "n_docs": opts.n_docs,
+                        "num_beams": opts.num_beams, "retriever": opts.retriever,
+                        "style": opts.style, "grounded": opts.grounded,
+                        "temperature": opts.temperature}}
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
                                       timeout=ANSWER_TIMEOUT_S)
