@@ -21,8 +21,9 @@ from collections.abc import Callable
 from ragdesk.core.app import AppContext
 from ragdesk.core.encoders import EncoderInfo, TextEncoder, check_query_space
 from ragdesk.core.engine import Engine
+from ragdesk.core.errors import RagdeskError
 from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
-from ragdesk.core.models.packs import SETTINGS_KEY, STARTER
+from ragdesk.core.models.packs import SETTINGS_KEY, STARTER, question_encoder_space
 from ragdesk.core.options import PRECISION_KEY
 from ragdesk.core.snapshots import SnapshotLibrary
 
@@ -34,19 +35,35 @@ def resolve_pack_name(app: AppContext, pack: str | None = None,
     """The pack to use for ``snapshot`` (None: the active one); see the module docstring.
 
     A choice remembered in the settings comes before the snapshot's own pack: the settings
-    keep no default for the pack, so "chosen" means the user chose it.
+    keep no default for the pack, so "chosen" means the user chose it. A chosen pack whose
+    questions cannot land in the snapshot's space (say the paper's DPR pack chosen, then a
+    folder of documents encoded with the starter's MiniLM asked) gives way to the
+    snapshot's own pack, which is known to fit, instead of failing every question.
     """
     if pack:
         return pack
     chosen = app.settings.chosen(SETTINGS_KEY)
-    if chosen:
-        return str(chosen)
     name = snapshot or app.catalog.active_snapshot()
-    if name is not None:
-        own = app.catalog.get_snapshot(name).default_pack
-        if own:
-            return own
-    return STARTER
+    own = app.catalog.get_snapshot(name).default_pack if name is not None else None
+    if chosen and not (own and own != chosen and not _fits(app, str(chosen), str(name))):
+        return str(chosen)
+    if chosen:
+        log.info("the chosen pack %s cannot query snapshot %s; using its own pack %s",
+                 chosen, name, own)
+    return own or STARTER
+
+
+def _fits(app: AppContext, pack: str, snapshot: str) -> bool:
+    """Whether ``pack``'s question encoder can query ``snapshot`` (True when unknown: the
+    check before loading names the problem then)."""
+    rec = app.catalog.get_snapshot(snapshot)
+    try:
+        family, dim = question_encoder_space(get_pack(app.catalog, pack, app.data))
+    except RagdeskError:
+        return True
+    if None in (family, dim, rec.encoder_family, rec.dim):
+        return True
+    return family == rec.encoder_family and dim == rec.dim
 
 
 class Session:

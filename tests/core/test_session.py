@@ -139,3 +139,18 @@ def test_unknown_names_are_refused_before_loading(app: AppContext) -> None:
             session.load_engine(pack="no-such-pack")
     finally:
         session.close()
+
+
+def test_a_chosen_pack_that_cannot_query_the_snapshot_gives_way_to_its_own(
+        app: AppContext) -> None:
+    """The starter pack (MiniLM, 384-d) chosen, a DPR snapshot (32-d) whose own pack fits:
+    the snapshot's pack answers instead of every question failing on the encoder space."""
+    app.catalog.update_snapshot(SNAP, default_pack="tiny")
+    app.settings.set("model_pack", "starter")
+    assert resolve_pack_name(app) == "tiny"
+    app.settings.set("model_pack", "tiny")
+    app.catalog.update_snapshot(SNAP, default_pack="starter")
+    assert resolve_pack_name(app) == "tiny"  # a chosen pack that fits still wins
+    app.catalog.update_snapshot(SNAP, default_pack=None)
+    app.settings.set("model_pack", "starter")
+    assert resolve_pack_name(app) == "starter"  # nothing fits better: the check says why
