@@ -270,7 +270,27 @@ class Catalog:
 
     def _write_backup(self) -> None:
         """A consistent copy beside the catalog (SQLite's online backup), replaced atomically;
-        what a catalog found empty is restored from. Never fails the caller."""
+        what a catalog found empty is restored from. Never fails the caller.
+
+        One process at a time (a file lock; another busy with it makes a copy as recent), so
+        the temporary copies (and journals) of writers killed mid-copy can be removed here:
+        they stayed for good (issue 17).
+        """
+        from filelock import FileLock, Timeout
+
+        lock = FileLock(str(self.path.with_name(f".{self.backup_path.name}.lock")))
+        try:
+            lock.acquire(timeout=0)
+        except (Timeout, OSError):
+            return
+        try:
+            for stale in self.path.parent.glob(f".{self.backup_path.name}.tmp-*"):
+                stale.unlink(missing_ok=True)
+            self._copy_to_backup()
+        finally:
+            lock.release()
+
+    def _copy_to_backup(self) -> None:
         tmp = self.path.with_name(f".{self.backup_path.name}.tmp-{os.getpid()}-"
                                   f"{threading.get_ident()}")
         try:
