@@ -8,8 +8,10 @@ towards its end, where the work is (the start is Python importing its modules).
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,3 +147,41 @@ def test_quantize_killed_at_20_random_points(tmp_path: Path, tiny_models: Any) -
 @pytest.mark.slow
 def test_remove_killed_at_20_random_points(tmp_path: Path, tiny_models: Any) -> None:
     _remove_loop(tmp_path, tiny_models, kills=20, seed=1717)
+
+
+def _pack(root: Path) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "ragdesk", "--data-dir", str(root), "models",
+                           "list", "--json"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    packs = {p["name"]: p for p in json.loads(proc.stdout)}
+    return dict(packs["p"])
+
+
+def _models_loop(tmp_path: Path, tiny_models: Any, kills: int, seed: int) -> None:
+    src = tmp_path / "rag"
+    shutil.copytree(tiny_models.rag_sequence, src)
+    root = tmp_path / "data"
+    copy = ("models", "import", str(src), "--name", "p", "--copy")
+    _timed(root, *copy)
+    took = _timed(root, *copy, "--replace")
+    rng = random.Random(seed)
+    for _ in range(kills):
+        _killed(root, rng.uniform(0.6, 1.05) * took, *copy, "--replace")
+        pack = _pack(root)  # the old copy or the new one, never half of one
+        assert pack["installed"], pack
+        assert (Path(pack["question_encoder"]) / "config.json").is_file()
+    _timed(root, *copy, "--replace")
+    assert _pack(root)["installed"]
+    models = root / "models"
+    assert sorted(p.name for p in models.iterdir()
+                  if p.name.startswith(".") and not p.name.endswith(".lock")) == []
+
+
+def test_models_copy_killed_at_5_random_points(tmp_path: Path, tiny_models: Any) -> None:
+    _models_loop(tmp_path, tiny_models, kills=5, seed=17)
+
+
+@pytest.mark.slow
+def test_models_copy_killed_at_20_random_points(tmp_path: Path, tiny_models: Any) -> None:
+    _models_loop(tmp_path, tiny_models, kills=20, seed=1717)
