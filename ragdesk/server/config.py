@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.options import DEFAULT_OPTIONS
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -16,12 +17,12 @@ MODEL_ID = "ragdesk"
 class AnswerDefaults:
     """Answer options a request does not set (the CLI fills them from the settings)."""
 
-    mode: str = "token"
-    decoding: str = "thorough"
-    n_docs: int = 5
-    num_beams: int = 1
-    max_new_tokens: int = 32
-    retriever: str = "dense"
+    mode: str = DEFAULT_OPTIONS.mode
+    decoding: str = DEFAULT_OPTIONS.decoding
+    n_docs: int = DEFAULT_OPTIONS.n_docs
+    num_beams: int = DEFAULT_OPTIONS.num_beams
+    max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens
+    retriever: str = DEFAULT_OPTIONS.retriever
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.documents import Location, citation_uri
-from ragdesk.core.options import DEFAULT_STYLE, STYLES
+from ragdesk.core.options import DECODINGS, DEFAULT_STYLE, MODES, RETRIEVERS, STYLES
 from ragdesk.server.config import MODEL_ID, ServerConfig
 
 
@@ -105,13 +105,13 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
         question=_question(body.get("messages"), config.max_question_chars),
         model=model,
         stream=bool(body.get("stream", False)),
-        mode=str_option(extra, "mode", d.mode, ("token", "sequence")),
-        decoding=str_option(extra, "decoding", d.decoding, ("thorough", "fast")),
+        mode=str_option(extra, "mode", d.mode, MODES),
+        decoding=str_option(extra, "decoding", d.decoding, DECODINGS),
         n_docs=int_option(extra, "n_docs", d.n_docs, 1, config.max_docs),
         num_beams=int_option(extra, "num_beams", d.num_beams, 1, 16),
         max_new_tokens=int_option({"max_tokens": max_tokens}, "max_tokens", d.max_new_tokens, 1,
                             config.max_new_tokens_limit),
-        retriever=str_option(extra, "retriever", d.retriever, ("dense", "sparse", "hybrid")),
+        retriever=str_option(extra, "retriever", d.retriever, RETRIEVERS),
         snapshot=snapshot_of_model(model),
         style=str_option(extra, "style", DEFAULT_STYLE, STYLES),
         grounded=_optional(extra, "grounded", bool),
@@ -210,4 +210,4 @@ def parse_retrieve(body: Any, config: ServerConfig) -> tuple[str, int, str | Non
         raise RequestError("'snapshot' must be a snapshot name.", "snapshot")
     return (query, int_option(body, "n_docs", config.answer.n_docs, 1, config.max_docs),
             snapshot, str_option(body, "retriever", config.answer.retriever,
-                                 ("dense", "sparse", "hybrid")))
+                                 RETRIEVERS))
