@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.atomic import write_bytes_atomic
+from ragdesk.core.devices import DEVICE_ENV
 from ragdesk.core.options import DECODINGS, MODES, RETRIEVERS
 from ragdesk.core.paths import ENV_VAR, location_file
 from ragdesk.core.settings import DEFAULTS, Settings
@@ -38,7 +39,6 @@ ANSWER_CHOICES: dict[str, tuple[str, ...]] = {"mode": MODES, "decoding": DECODIN
 ANSWER_RANGES: dict[str, tuple[int, int]] = {"n_docs": (1, 50), "num_beams": (1, 16),
                                              "max_new_tokens": (1, 512)}
 MAX_THREADS = 256
-DEVICE_ENV = "RAGDESK_DEVICE"  # read by ragdesk.core.devices.select_device (encoders, generators)
 _DEVICE_RE = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
 
 # Which fields take effect only after a restart, and what the dialog calls them.

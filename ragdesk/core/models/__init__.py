@@ -3,6 +3,7 @@ the offline starter pack. Importing this package loads no ML library; loading a 
 
 from __future__ import annotations
 
+from ragdesk.core.devices import select_device
 from ragdesk.core.models.download import download_pack, download_repos, offline_reason
 from ragdesk.core.models.imports import import_pack
 from ragdesk.core.models.loading import (
@@ -11,7 +12,6 @@ from ragdesk.core.models.loading import (
     load_generator_parts,
     load_passage_encoder,
     load_question_encoder,
-    select_device,
 )
 from ragdesk.core.models.packs import (
     BUILTIN_PACKS,

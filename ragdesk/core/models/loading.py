@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.devices import select_device, to_device
 from ragdesk.core.encoders import TextEncoder, load_encoder
 from ragdesk.core.errors import MissingModelError, RagdeskError
 from ragdesk.core.models.gguf_files import load_gguf_causal_lm
@@ -40,35 +41,6 @@ if TYPE_CHECKING:
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
 
 log = logging.getLogger(__name__)
-
-DEVICE_ENV = "RAGDESK_DEVICE"
-
-
-def select_device(device: str | None = None) -> str:
-    """``device`` or ``$RAGDESK_DEVICE`` or ``cpu``; ``auto`` picks CUDA, then MPS, then CPU."""
-    choice = (device or os.environ.get(DEVICE_ENV) or "cpu").strip().lower()
-    if choice != "auto":
-        return choice
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return "mps"
-    return "cpu"
-
-
-def _to_device(model: Any, device: str) -> Any:
-    if device == "cpu":
-        return model
-    try:
-        return model.to(device)
-    except (RuntimeError, AssertionError) as exc:
-        raise MissingModelError(
-            f"The model cannot be moved to the device {device!r}: {exc}",
-            f"Set {DEVICE_ENV}=cpu, or install a PyTorch build for that device.") from exc
-
 
 def _wrap_load_error(what: str, ref: ResolvedRef, exc: BaseException) -> MissingModelError:
     return MissingModelError(
@@ -201,13 +173,13 @@ def load_generator_parts(
     if resolved.is_gguf:
         model, tokenizer = load_gguf_causal_lm(resolved.path, dtype=dtype, progress=progress,
                                                cancel=cancel)
-        return GeneratorParts(_to_device(model, target), tokenizer, "causal", resolved.id,
+        return GeneratorParts(to_device(model, target), tokenizer, "causal", resolved.id,
                               resolved)
     info = inspect_model(resolved)
     if info.kind == KIND_RAG:
         model, tokenizer = load_rag_part(resolved.path, GENERATOR, dtype=dtype)
         check_tokenizer(tokenizer, model, "generator", resolved)
-        return GeneratorParts(_to_device(model, target), tokenizer, "seq2seq", resolved.id,
+        return GeneratorParts(to_device(model, target), tokenizer, "seq2seq", resolved.id,
                               resolved)
     if info.kind not in (KIND_SEQ2SEQ, KIND_CAUSAL):
         raise MissingModelError(
@@ -227,7 +199,7 @@ def load_generator_parts(
         raise _wrap_load_error("generator", resolved, exc) from exc
     _check_loading_info(loading_info, resolved)
     check_tokenizer(tokenizer, model, "generator", resolved)
-    return GeneratorParts(_to_device(model.eval(), target), tokenizer, info.kind, resolved.id,
+    return GeneratorParts(to_device(model.eval(), target), tokenizer, info.kind, resolved.id,
                           resolved)
 
 
