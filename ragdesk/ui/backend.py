@@ -35,7 +35,8 @@ DOCUMENTS_FILE = "documents.json"
 
 IMPORT_FORMATS: dict[str, str] = {
     "jsonl": "JSON lines, one {\"title\", \"text\"} per line (*.jsonl *.json)",
-    "dpr-tsv": "DPR passages TSV: id, text, title (*.tsv)",
+    "dpr-tsv": "DPR passages TSV: id, text, title (*.tsv *.tsv.gz)",
+    "parquet": "Parquet passages: text, optional title and id columns (*.parquet)",
     "wiki-xml": "MediaWiki XML dump (*.xml *.xml.bz2)",
     "vital-articles": "Wikipedia Vital Articles from the starter pack (no file needed)",
     "docs": "Folder of documents (PDF, DOCX, Markdown, HTML, text)",

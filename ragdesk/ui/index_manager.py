@@ -64,12 +64,14 @@ def detect_format(path: str) -> str | None:
         return "dpr-tsv"
     if low.endswith((".xml", ".xml.bz2")):
         return "wiki-xml"
+    if low.endswith(".parquet"):
+        return "parquet"
     return None
 
 
 def suggest_name(path: str, taken: Sequence[str]) -> str:
     stem = Path(path.rstrip("/\\")).name
-    for ext in (".bz2", ".gz", ".jsonl", ".json", ".tsv", ".xml"):
+    for ext in (".bz2", ".gz", ".jsonl", ".json", ".tsv", ".xml", ".parquet"):
         if stem.lower().endswith(ext):
             stem = stem[: -len(ext)]
     base = re.sub(r"[^A-Za-z0-9._-]+", "-", stem).strip("-.") or "snapshot"
@@ -260,9 +262,9 @@ class ImportDialog(QDialog):
                 self.source.setText(folder)
             return
         filters = ";;".join([
-            "Passages (*.jsonl *.json *.tsv *.xml *.bz2)",
-            "JSON lines (*.jsonl *.json)", "DPR TSV (*.tsv)",
-            "MediaWiki XML (*.xml *.xml.bz2)", "All files (*)"])
+            "Passages (*.jsonl *.json *.gz *.tsv *.xml *.bz2 *.parquet)",
+            "JSON lines (*.jsonl *.json *.jsonl.gz)", "DPR TSV (*.tsv *.tsv.gz)",
+            "MediaWiki XML (*.xml *.xml.bz2)", "Parquet (*.parquet)", "All files (*)"])
         path, _ = QFileDialog.getOpenFileName(self, "Import passages", "", filters)
         if path:
             self.source.setText(path)
