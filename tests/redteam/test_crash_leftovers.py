@@ -77,8 +77,6 @@ def synthetic(tmp_path: Path, tiny_models: Any) -> Path:
     return tmp_path / "data"
 
 
-@pytest.mark.xfail(strict=True, reason="reproduced; fixed with quantize/lifecycle/verify "
-                   "after the core refactor of issue 18 lands")
 def test_quantize_killed_before_its_rename_leaves_no_temporary_file(synthetic: Path) -> None:
     _die_at("os:replace", "str(args[1]).endswith('.faiss')", f"""
 from pathlib import Path
@@ -115,8 +113,6 @@ def _assert_whole(root: Path) -> None:
     assert verify_snapshot(data, catalog, "s").ok
 
 
-@pytest.mark.xfail(strict=True, reason="reproduced; fixed with quantize/lifecycle/verify "
-                   "after the core refactor of issue 18 lands")
 @pytest.mark.parametrize(("target", "when"), [
     # between the snapshot's "ready" and its variant rows
     ("ragdesk.core.catalog:Catalog.upsert_variant", "True"),
@@ -131,8 +127,6 @@ def test_an_import_killed_in_its_last_catalog_writes_ends_whole(
     _assert_whole(root)
 
 
-@pytest.mark.xfail(strict=True, reason="reproduced; fixed with quantize/lifecycle/verify "
-                   "after the core refactor of issue 18 lands")
 def test_verify_restores_the_variant_rows_of_a_ready_snapshot(synthetic: Path) -> None:
     """A catalog left "ready" without variant rows by an older ragdesk: verify repairs it
     from the manifest (which it has just checked) and says so."""
@@ -146,8 +140,6 @@ def test_verify_restores_the_variant_rows_of_a_ready_snapshot(synthetic: Path) -
     assert {v.variant for v in catalog.get_snapshot("syn").variants} == {"flat"}
 
 
-@pytest.mark.xfail(strict=True, reason="reproduced; fixed with quantize/lifecycle/verify "
-                   "after the core refactor of issue 18 lands")
 def test_verify_reports_rows_no_batch_wrote(synthetic: Path) -> None:
     """Rows left zero (as a resume with another batch size left them) are found even when
     the manifest's checksum was taken over the zeros."""

@@ -48,16 +48,27 @@ class RecoveryReport:
 
 
 def mark_ready(catalog: Catalog, name: str, manifest: Manifest) -> None:
-    """Catalog entries for a snapshot whose complete folder is in place."""
+    """Catalog entries for a snapshot whose complete folder is in place: its index variants
+    first, then "ready". A kill between them leaves a row not ready yet, which the next
+    ``recover`` completes; the other order left "ready" with no variant rows (issue 17)."""
+    record_variants(catalog, name, manifest)
     info = manifest.encoder
     catalog.update_snapshot(name, state=SnapshotState.READY, passages=manifest.passages,
                             encoder_id=info.id, encoder_family=info.family, dim=info.dim,
                             error=None, stage=None)
-    for variant, entry in manifest.variants.items():
+
+
+def record_variants(catalog: Catalog, name: str, manifest: Manifest) -> list[str]:
+    """Catalog rows for the manifest's index variants that lack one; their names."""
+    have = {v.variant for v in catalog.get_snapshot(name).variants}
+    missing = sorted(set(manifest.variants) - have)
+    for variant in missing:
+        entry = manifest.variants[variant]
         catalog.upsert_variant(
             name, variant, entry.file, bytes=entry.bytes,
             bytes_per_passage=entry.bytes / manifest.passages if manifest.passages else None,
             recall_at_20=entry.recall_at_20, params=entry.params)
+    return missing
 
 
 def _rmtree(path: Path) -> None:
@@ -77,6 +88,7 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
     _finish_removals(data, catalog, by_slug, report)
     for slug, rec in list(by_slug.items()):
         _settle_unfinished(data, catalog, slug, rec, report)
+    _close_finished_jobs(data, catalog, by_slug)
     # Folders are looked at first and the catalog read after: an import adds its catalog row
     # before it creates its staging folder, so a folder seen here has its row already.
     for d in sorted(data.staging_dir.iterdir()):
@@ -104,6 +116,19 @@ def _finish_removals(data: DataDir, catalog: Catalog, by_slug: dict[str, Snapsho
                 catalog.remove_snapshot(rec.name)
         _rmtree(trash)
         report.removed_staging.append(trash.name)
+
+
+def _close_finished_jobs(data: DataDir, catalog: Catalog,
+                         by_slug: dict[str, SnapshotRecord]) -> None:
+    """Import jobs still "running" for a snapshot that is ready and that no process imports:
+    killed after the catalog rows, before the job's "done" (issue 17: running forever)."""
+    ready = {r.id: r for r in by_slug.values() if r.state == SnapshotState.READY.value}
+    for job in catalog.list_jobs(state="running"):
+        rec = ready.get(job.snapshot_id) if job.snapshot_id is not None else None
+        if job.kind == "import" and rec is not None and not locks.import_running(data,
+                                                                                 rec.slug):
+            catalog.update_job(job.id, state="done", done=rec.passages, total=rec.passages,
+                               message="done")
 
 
 def _settle_unfinished(data: DataDir, catalog: Catalog, slug: str, rec: SnapshotRecord,

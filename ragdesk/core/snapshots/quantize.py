@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ragdesk.core.atomic import remove_temp_files
 from ragdesk.core.catalog import Catalog
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.paths import DataDir
@@ -164,6 +165,9 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
     file = fv.index_file(variant)
     path = folder / file
     with locks.snapshot_lock(data.snapshots_dir, slug):
+        # A quantize killed before its rename left its index's temporary file for good
+        # (issue 17); index files are written only under this lock.
+        remove_temp_files(folder, lambda target: target.startswith("index."))
         fv.write_index(built.index, path)
         nbytes = path.stat().st_size
         checksum = sha256_file(path)

@@ -14,6 +14,7 @@ from ragdesk.core.errors import CorruptSnapshotError, RagdeskError, UnfinishedIm
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots.index import SnapshotIndex
+from ragdesk.core.snapshots.lifecycle import record_variants
 from ragdesk.core.snapshots.locks import import_running
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
@@ -26,6 +27,7 @@ from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 log = logging.getLogger(__name__)
 
 PROBES = 5  # passages used as queries to check each variant
+ZERO_CHUNK = 65536  # embedding rows read at a time when looking for unwritten ones
 
 
 @dataclass
@@ -116,13 +118,55 @@ def verify_snapshot(data: DataDir, catalog: Catalog, name: str, *,
     if rec.dim is not None and rec.dim != manifest.dim:
         report.problems.append(f"the catalog says {rec.dim}-d vectors, the manifest "
                                f"{manifest.dim}-d.")
+    if not report.problems:
+        _check_rows_written(folder, manifest, report, cancel)
     if report.problems:
         return _finish(report, raise_on_error)
     for variant in sorted(manifest.variants):
         if cancel is not None:
             cancel.raise_if_cancelled()
         _check_variant(name, folder, manifest, variant, report)
+    if not report.problems and rec.state == "ready":
+        _check_variant_rows(catalog, rec, manifest, report)
     return _finish(report, raise_on_error)
+
+
+def _check_rows_written(folder: Path, manifest: Manifest, report: VerifyReport,
+                        cancel: CancelToken | None) -> None:
+    """No passage has an all-zero vector: the file is made full of zeros and every batch
+    fills its rows, so a zero row is one that no batch wrote; its checksum, taken after,
+    cannot tell (issue 17: a resume with another batch size left 176 such rows)."""
+    emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
+    zero: list[int] = []
+    for start in range(0, emb.shape[0], ZERO_CHUNK):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        block = np.asarray(emb[start:start + ZERO_CHUNK])
+        zero += (np.flatnonzero(~block.any(axis=1)) + start).tolist()
+    if zero:
+        shown = ", ".join(str(i) for i in zero[:5]) + (", …" if len(zero) > 5 else "")
+        report.problems.append(
+            f"{EMBEDDINGS_FILE}: {len(zero):,} passages (ids {shown}) have all-zero vectors: "
+            "they were never written, and no search can find them. Import the snapshot again.")
+    else:
+        report.checked.append("every passage has a vector")
+
+
+def _check_variant_rows(catalog: Catalog, rec: SnapshotRecord, manifest: Manifest,
+                        report: VerifyReport) -> None:
+    """The catalog has a row for each index the manifest lists (and no other). A kill inside
+    an older ragdesk's last catalog writes left "ready" with none; the manifest was just
+    checked, so the rows are set from it."""
+    extra = sorted({v.variant for v in rec.variants} - set(manifest.variants))
+    for variant in extra:  # a removal killed between the manifest and the catalog
+        catalog.remove_variant(rec.name, variant)
+    if extra:
+        report.checked.append(f"catalog rows of index {', '.join(extra)}, which the manifest "
+                              "does not list, removed")
+    restored = record_variants(catalog, rec.name, manifest)
+    if restored:
+        report.checked.append(f"catalog rows of index {', '.join(restored)} restored from "
+                              "the manifest")
 
 
 def _check_files(folder: Path, manifest: Manifest, report: VerifyReport,
