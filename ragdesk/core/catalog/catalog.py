@@ -211,14 +211,7 @@ class Catalog:
         if self.path.exists() and self.path.stat().st_size == 0:
             self._replace_empty_file()
         if self.path.exists() and self.path.stat().st_size > 0:
-            try:
-                with open(self.path, "rb") as fh:
-                    header = fh.read(16)
-            except OSError as exc:
-                raise CatalogError(f"The catalog {self.path} cannot be read "
-                                   f"({exc.strerror or exc}).") from exc
-            if header != b"SQLite format 3\x00":
-                raise CatalogError(f"The catalog {self.path} is not an SQLite database.")
+            self._check_is_sqlite(busy_timeout_s)
         self.engine: Engine = create_engine(
             f"sqlite:///{self.path}",
             connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
@@ -307,6 +300,27 @@ class Catalog:
         except (OSError, sqlite3.Error):
             log.warning("could not back up the catalog %s", self.path, exc_info=True)
             tmp.unlink(missing_ok=True)
+
+    def _check_is_sqlite(self, timeout_s: float) -> None:
+        """Refuse a file that is not an SQLite database, asking SQLite itself.
+
+        Not by reading its header with open(): POSIX locks belong to the process, and closing
+        any handle on the file drops every lock this process holds on it, those of another
+        Catalog's connections included; another process could then checkpoint and delete the
+        WAL under them ("disk I/O error"). SQLite's own connections share one lock record
+        per file and never do that."""
+        try:
+            con = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                  timeout=timeout_s)
+            try:
+                con.execute("PRAGMA schema_version").fetchone()
+            finally:
+                con.close()
+        except sqlite3.OperationalError:
+            return  # cannot open or read it now (full disk, permissions): the real open
+            # below reports that, with the hint for its cause
+        except sqlite3.DatabaseError as exc:
+            raise CatalogError(f"The catalog {self.path} is not an SQLite database.") from exc
 
     def _replace_empty_file(self) -> None:
         """A catalog of 0 bytes is one that was truncated (SQLite never leaves one): put its
