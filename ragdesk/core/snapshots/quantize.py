@@ -24,7 +24,13 @@ from ragdesk.core.snapshots import faiss_variants as fv
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.index import load_embeddings
 from ragdesk.core.snapshots.lifecycle import snapshot_folder
-from ragdesk.core.snapshots.manifest import VariantEntry, read_manifest, sha256_file, write_manifest
+from ragdesk.core.snapshots.manifest import (
+    MANIFEST_FILE,
+    VariantEntry,
+    read_manifest,
+    sha256_file,
+    write_manifest,
+)
 
 BUILD_KEYS = {fv.IVF_PQ: ("nlist", "m", "nbits"), fv.HNSW_SQ8: ("M", "ef_construction")}
 SEARCH_KEYS = {fv.IVF_PQ: "nprobe", fv.HNSW_SQ8: "ef_search"}
@@ -165,9 +171,11 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
     file = fv.index_file(variant)
     path = folder / file
     with locks.snapshot_lock(data.snapshots_dir, slug):
-        # A quantize killed before its rename left its index's temporary file for good
-        # (issue 17); index files are written only under this lock.
-        remove_temp_files(folder, lambda target: target.startswith("index."))
+        # A quantize killed before its rename left its index's (or the manifest's)
+        # temporary file for good (issue 17); a ready snapshot's index files and manifest
+        # are written only under this lock.
+        remove_temp_files(folder, lambda target: target.startswith("index.")
+                          or target == MANIFEST_FILE)
         fv.write_index(built.index, path)
         nbytes = path.stat().st_size
         checksum = sha256_file(path)
