@@ -9,7 +9,10 @@ question on a warm file cache:
   question (the server started once, before the rounds; its start-up is reported apart).
 
 The engine's answer time is the answer's own timings (retrieval, prompts, decoding) as the
-JSON output reports them.
+JSON output reports them; its model loading is the JSON's ``load_s`` (question encoder and
+generator, as `ask` itself timed them; nothing through a server). Two ratios: wall / answer,
+and wall / (loading + answer), which is what the command adds around the engine's work
+(interpreter start, imports, argument checks, opening the snapshot, printing).
 
     RAGDESK_DATA_DIR=/path/to/data python -m bench.ask_wall_bench [--rounds 2]
 """
@@ -34,14 +37,18 @@ QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudi
 PORT = 8797
 
 
-def _ask(question: str, env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, the engine's answer seconds) of one `ragdesk ask --json`."""
+def _ask(question: str, env: dict[str, str]) -> tuple[float, float, float]:
+    """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
+    server) of one `ragdesk ask --json`."""
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json"],
                          env=env, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
-    t = json.loads(out.stdout)["timings"]
-    return wall, sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s"))
+    got = json.loads(out.stdout)
+    t = got["timings"]
+    loading = sum(float(v) for v in (got.get("load_s") or {}).values())
+    return (wall, sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s")),
+            loading)
 
 
 def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
@@ -68,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     alone_env = {**base, "RAGDESK_NO_SERVER": "1"}
     load_before = os.getloadavg()[0]
     server, server_start = _start_server(base)
-    rows: dict[str, list[tuple[float, float]]] = {"alone": [], "server": []}
+    rows: dict[str, list[tuple[float, float, float]]] = {"alone": [], "server": []}
     try:
         for _ in range(args.rounds):
             for q in QUESTIONS:
@@ -81,11 +88,12 @@ def main(argv: list[str] | None = None) -> None:
         server.wait(timeout=30)
     summary: dict[str, Any] = {}
     for way, runs in rows.items():
-        walls = [w for w, _ in runs]
-        answers = [a for _, a in runs]
-        summary[way] = {"wall_median_s": statistics.median(walls),
-                        "answer_median_s": statistics.median(answers),
-                        "ratio_median": statistics.median(w / a for w, a in runs)}
+        summary[way] = {"wall_median_s": statistics.median(w for w, _, _ in runs),
+                        "answer_median_s": statistics.median(a for _, a, _ in runs),
+                        "load_median_s": statistics.median(lo for _, _, lo in runs),
+                        "ratio_median": statistics.median(w / a for w, a, _ in runs),
+                        "ratio_loading_included_median": statistics.median(
+                            w / (a + lo) for w, a, lo in runs)}
     m = machine()
     data = {"summary": summary, "server_start_s": server_start, "runs": rows,
             "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
@@ -94,9 +102,13 @@ def main(argv: list[str] | None = None) -> None:
           f"{machine_line(m)}; load average {load_before:.2f} before, "
           f"{data['load_after']:.2f} after; {len(QUESTIONS)} questions x {args.rounds} rounds, "
           "alternating.\n\n" + md_table(
-              ["ask", "wall (median)", "engine's answer (median)", "wall / answer (median)"],
+              ["ask", "wall (median)", "engine's answer (median)",
+               "engine's model loading (median)", "wall / answer (median)",
+               "wall / (loading + answer) (median)"],
               [[way, f"{s['wall_median_s']:.2f} s", f"{s['answer_median_s']:.2f} s",
-                f"{s['ratio_median']:.2f}x"] for way, s in summary.items()]) +
+                f"{s['load_median_s']:.2f} s", f"{s['ratio_median']:.2f}x",
+                f"{s['ratio_loading_included_median']:.2f}x"]
+               for way, s in summary.items()]) +
           f"\n\n`ragdesk serve` was ready {server_start:.1f} s after it started (once).\n")
     write_results("ask_wall", data, md)
     print(md)

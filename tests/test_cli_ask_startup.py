@@ -120,6 +120,9 @@ def test_json_names_pack_and_precision(cli: Any, snapshot_dir: Path,  # noqa: F8
     assert code == 0, err
     ans = json.loads(out)
     assert ans["precision"] == "float32"  # BART has no int8 path: it says what really ran
+    # loading is reported apart from the answer's own timings, for scripts that compare them
+    assert set(ans["load_s"]) == {"question_encoder_s", "generator_s"}
+    assert all(v > 0 for v in ans["load_s"].values())
 
 
 def test_a_gemma_generator_runs_in_int8_when_asked(cli: Any, snapshot_dir: Path,  # noqa: F811

@@ -69,10 +69,13 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
         answered = _ask_running_server(args, ctx, opts, args.snapshot, t_start)
         if answered is not None:
             return answered
+    from ragdesk.core.progress import after_delay, terminal_printer
     from ragdesk.core.retrieval import check_n_docs
     from ragdesk.core.snapshots import open_snapshot
 
-    snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot)  # none active, damaged
+    # none active, damaged; a first open hashes the files (minutes for a large snapshot)
+    snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot,
+                             progress=after_delay(terminal_printer(sys.stderr), 1.0))
     check_n_docs(opts.n_docs, snapshot)
     try:
         return _answer_here(args, ctx, opts, snapshot, t_start)
@@ -116,8 +119,11 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
         print(flush=True)  # end the streamed line before the timings go to stderr
     if args.verbose:
         _print_timings(ans, gen, marks, t_start)
+    # what loading cost, apart from the answer's own timings (a script can tell the two)
+    loading = {"question_encoder_s": marks["encoder"] - marks["checked"],
+               "generator_s": marks["loaded"] - marks["encoder"]}
     return _print_answer(args, ans, bool(streamed), {
-        "pack": pack_name, "precision": _precision_of(gen)})
+        "pack": pack_name, "precision": _precision_of(gen), "load_s": loading})
 
 
 def _print_timings(ans: Answer, gen: Any, marks: dict[str, float], t_start: float) -> None:
