@@ -80,6 +80,14 @@ def test_quantize_json_and_verify(cli: Cli, tiny_models: Any, tmp_path: Path,
     assert res["variant"] == "ivf-pq"
     assert 0 < res["bytes_per_passage"] < 32 * 4
     assert 0.95 <= res["recall_at_20"] <= 1.0
+    assert res["below_target"] is False and res["warning"] == "" and "Warning" not in err
+    # A recall short of the target is built and recorded, and said on stderr.
+    code, out, err = cli("index", "quantize", "syn", "--variant", "ivf-pq", "--nprobe", "1",
+                         "--rerank", "20", "--target-recall", "0.999", "--queries", "200")
+    assert code == 0, err
+    reported = float(out.split("recall@20 ")[1].split()[0])
+    assert reported < 0.999
+    assert f"Warning: recall@20 is {reported:.3f}, below the target 1.00" in err
     code, out, err = cli("index", "quantize", "syn", "--variant", "hnsw-sq8", "--ef-search",
                          "64", "--rerank", "50", "--hnsw-m", "16", "--json", "--queries", "200")
     assert code == 0, err

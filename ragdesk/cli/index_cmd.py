@@ -229,6 +229,8 @@ def cmd_quantize(args: argparse.Namespace, ctx: AppContext) -> int:
         print(f"{res.snapshot}: {res.variant} built in {res.build_s:.1f}s, "
               f"{human_bytes(res.bytes)} ({res.bytes_per_passage:.1f} B/passage), "
               f"recall@20 {res.recall_at_20:.3f}" + (f" [{settings}]" if settings else ""))
+    if res.warning:
+        print(f"Warning: {res.warning}", file=sys.stderr)
     return 0
 
 

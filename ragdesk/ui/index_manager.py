@@ -578,7 +578,9 @@ class IndexManagerDialog(QDialog):
             return
         self.library.start_quantize(
             name, self.quantize_dialog.chosen(),
-            on_done=lambda _r: self.message.setText(f"Built a new index variant of “{name}”."),
+            on_done=lambda r: self.message.setText(
+                f"Built a new index variant of “{name}”."
+                + (f" Warning: {r.warning}" if getattr(r, "warning", "") else "")),
             on_failure=self._failed(f"Building an index variant of {name}"))
 
     def _failed(self, title: str) -> Callable[[ErrorReport], None]:

@@ -50,12 +50,19 @@ class QuantizeResult:
     build_s: float
     tuned_on: str = ""
     tuning: list[dict[str, Any]] = field(default_factory=list)
+    target_recall: float = DEFAULT_TARGET_RECALL
+    # Set when the measured recall is below the target: the variant was still built and
+    # recorded (it may be the best this snapshot allows), but its answers miss passages
+    # that exact search finds, and the user has to hear it.
+    warning: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"snapshot": self.snapshot, "variant": self.variant, "file": self.file,
                 "bytes": self.bytes, "bytes_per_passage": self.bytes_per_passage,
                 "recall_at_20": self.recall_at_20, "params": self.params,
-                "build_s": self.build_s, "tuned_on": self.tuned_on}
+                "build_s": self.build_s, "tuned_on": self.tuned_on,
+                "target_recall": self.target_recall, "below_target": bool(self.warning),
+                "warning": self.warning}
 
 
 def quantize_snapshot(
@@ -93,7 +100,7 @@ def quantize_snapshot(
     prog = Progress(None, "exact search for the tuning queries", progress)
     prog.set(0)
     sample, tuned_on = _tuning_queries(emb, query_vectors, queries, name)
-    _, exact_ids = fv.exact_search(emb, sample, fv.RECALL_K)
+    _, exact_ids = fv.exact_search(emb, sample, fv.RECALL_K, release=True)
     tuning: list[dict[str, Any]] = []
     if variant == fv.FLAT:
         entry = manifest.variants[fv.FLAT]
@@ -113,7 +120,23 @@ def quantize_snapshot(
     catalog.upsert_variant(name, variant, file, bytes=nbytes, bytes_per_passage=nbytes / n,
                            recall_at_20=recall, params=chosen)
     return QuantizeResult(name, variant, file, nbytes, nbytes / n, recall, chosen,
-                          round(build_s, 3), tuned_on, tuning)
+                          round(build_s, 3), tuned_on, tuning, target_recall,
+                          recall_warning(variant, recall, target_recall, params, chosen))
+
+
+def recall_warning(variant: str, recall: float, target: float, given: dict[str, Any],
+                   chosen: dict[str, Any]) -> str:
+    """What to tell the user when ``recall`` fell short of ``target`` ("" when it did not)."""
+    if recall >= target or variant == fv.FLAT:
+        return ""
+    knob = SEARCH_KEYS[variant]
+    setting = ", ".join(f"{k}={chosen[k]}" for k in (knob, "rerank") if k in chosen)
+    which = "the given" if knob in given and "rerank" in given else "the best tried"
+    build = "m" if variant == fv.IVF_PQ else "M"
+    return (f"recall@20 is {recall:.3f}, below the target {target:.2f}: {which} search "
+            f"setting ({setting}) misses {1 - recall:.0%} of the top-20 passages exact search "
+            f"finds. Try a larger {build}, {knob} or rerank, or keep the flat variant as the "
+            "default.")
 
 
 def _tuning_queries(emb: np.ndarray, query_vectors: np.ndarray | None, queries: int,

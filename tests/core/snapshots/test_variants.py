@@ -205,3 +205,63 @@ def test_disk_full_while_writing_a_variant(syn: tuple[DataDir, Catalog, np.ndarr
     assert (folder / "manifest.json").read_bytes() == before
     assert catalog.get_snapshot("syn").variants == variants_before
     assert not [p for p in folder.iterdir() if ".tmp-" in p.name]
+
+
+def test_recall_below_the_target_is_a_warning(syn: tuple[DataDir, Catalog, np.ndarray]) -> None:
+    data, catalog, vecs = syn
+    low = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 1, "rerank": 20},
+                            target_recall=0.99, queries=QUERIES)
+    # The reported recall is the brute-force reference's on the same queries, and short.
+    sample = fv.sample_queries(vecs, QUERIES)
+    index = open_snapshot(data, catalog, "syn", "ivf-pq")
+    try:
+        measured = recall(index.search_ids(sample, 20)[1], exact_top_k(vecs, sample, 20)[1])
+    finally:
+        index.close()
+    assert measured == pytest.approx(low.recall_at_20, abs=0.002) and measured < 0.99
+    assert f"recall@20 is {low.recall_at_20:.3f}, below the target 0.99" in low.warning
+    assert "the given search setting (nprobe=1, rerank=20)" in low.warning
+    assert low.to_json()["below_target"] is True and low.to_json()["target_recall"] == 0.99
+
+    # Tuned, an unreachable target says so too (20 candidates ranked by 16-dims-per-byte
+    # codes cannot give the exact top 20); a reached one says nothing.
+    unreachable = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"rerank": 20},
+                                    target_recall=1.0, queries=QUERIES)
+    assert unreachable.recall_at_20 < 1.0
+    assert f"the best tried search setting (nprobe={unreachable.params['nprobe']}, " \
+        "rerank=20)" in unreachable.warning
+    met = quantize_snapshot(data, catalog, "syn", "ivf-pq", target_recall=0.9, queries=QUERIES)
+    assert met.recall_at_20 >= 0.9 and met.warning == ""
+    assert met.to_json()["below_target"] is False
+
+
+def test_pq_code_width_prefers_fast_sub_vectors() -> None:
+    # 768-d at 1M: at most 180 bytes fit the budget; 96 (8 dims per byte) beats 128 (6).
+    assert fv.default_params("ivf-pq", 1_000_000, 768)["m"] == 96
+    assert fv.pq_bytes(768, 200) == 192
+    # No fast width within budget: the largest divisor, as before (384-d starter: 32).
+    assert fv.pq_bytes(384, 40) == 32
+    assert fv.pq_bytes(32, 2) == 2
+
+
+def test_reading_rows_releases_the_mapped_pages(tmp_path: Path) -> None:
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("needs /proc to read the resident set")
+
+    def rss_file() -> int:
+        line = next(ln for ln in status.read_text().splitlines() if ln.startswith("RssFile:"))
+        return int(line.split()[1]) << 10
+
+    vecs = np.random.default_rng(0).standard_normal((40_000, 384)).astype(np.float16)
+    np.save(tmp_path / "e.npy", vecs)
+    emb = np.load(tmp_path / "e.npy", mmap_mode="r")
+    before = rss_file()
+    rows = np.concatenate([fv._rows(emb, s, s + 4096, release=True)
+                           for s in range(0, len(emb), 4096)])
+    assert rss_file() - before < vecs.nbytes // 10  # 30 MB read, almost none left mapped
+    np.testing.assert_array_equal(rows, vecs.astype(np.float32))
+    np.asarray(emb).sum()  # the mapping still reads back
+    assert rss_file() - before > vecs.nbytes // 2
+    fv.release_rows(emb)
+    assert rss_file() - before < vecs.nbytes // 10
