@@ -7,6 +7,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,12 +43,14 @@ _counter = itertools.count()
 _TEMP = re.compile(r"^\.(.+)\.tmp-\d+(-\d+-\d+)?$")
 
 
-def remove_temp_files(folder: Path, of: Callable[[str], bool] | None = None) -> list[Path]:
+def remove_temp_files(folder: Path, of: Callable[[str], bool] | None = None, *,
+                      min_age_s: float = 0.0) -> list[Path]:
     """Delete the temporary files that writers killed mid-write left in ``folder`` (their
     rename never came), or only those of the files ``of(name)`` accepts; the ones removed.
 
     Only for files nobody else is writing now (the caller holds their lock): a live writer's
-    temporary file looks the same.
+    temporary file looks the same. Without a lock, ``min_age_s`` spares the files modified
+    more recently than that (a live writer's is seconds old at most).
     """
     removed: list[Path] = []
     try:
@@ -56,10 +59,18 @@ def remove_temp_files(folder: Path, of: Callable[[str], bool] | None = None) -> 
         return removed
     for entry in entries:
         match = _TEMP.match(entry.name)
-        if match and (of is None or of(match.group(1))) and entry.is_file():
+        if match and (of is None or of(match.group(1))) and entry.is_file() and (
+                min_age_s <= 0 or _age_s(entry) >= min_age_s):
             entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
+
+
+def _age_s(path: Path) -> float:
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -153,3 +153,20 @@ def terminal_printer(stream: TextIO | None = None, min_interval: float = 0.2) ->
         out.flush()
 
     return emit
+
+
+def after_delay(callback: ProgressCallback, delay_s: float) -> ProgressCallback:
+    """``callback``, silent for work that ends within ``delay_s`` seconds of its first
+    update: a check that usually takes milliseconds needs no progress line, a long one does."""
+    start: list[float] = []
+    shown = [False]
+
+    def emit(u: ProgressUpdate) -> None:
+        now = time.monotonic()
+        if not start:
+            start.append(now)
+        if shown[0] or now - start[0] >= delay_s:
+            shown[0] = True
+            callback(u)
+
+    return emit

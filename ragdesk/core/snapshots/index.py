@@ -23,7 +23,9 @@ from ragdesk.core.errors import (
     NotFoundError,
 )
 from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.snapshots.calibration import snapshot_temperature
+from ragdesk.core.snapshots.checked import check_on_open
 from ragdesk.core.snapshots.faiss_variants import Searcher, open_searcher
 from ragdesk.core.snapshots.lifecycle import recover, snapshot_folder
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, MANIFEST_FILE, Manifest, read_manifest
@@ -79,10 +81,16 @@ class SnapshotIndex:
         self.temperature, self.temperature_source = snapshot_temperature(folder, self.encoder)
 
     @classmethod
-    def open(cls, folder: Path, variant: str | None = None, name: str | None = None
+    def open(cls, folder: Path, variant: str | None = None, name: str | None = None, *,
+             progress: ProgressCallback | None = None, cancel: CancelToken | None = None
              ) -> SnapshotIndex:
+        """Open for answering: the files read are checked against the manifest's checksums
+        first (hashed only at their first open or once changed; see ``checked``)."""
         manifest = read_manifest(folder)
-        return cls(name or manifest.name, folder, manifest, variant)
+        name = name or manifest.name
+        check_on_open(name, folder, manifest, variant or manifest.default_variant,
+                      progress=progress, cancel=cancel)
+        return cls(name, folder, manifest, variant)
 
     def __repr__(self) -> str:
         return (f"SnapshotIndex({self.name!r}, variant={self.variant!r}, "
@@ -159,9 +167,11 @@ class SnapshotIndex:
 
 
 def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
-                  variant: str | None = None) -> SnapshotIndex:
+                  variant: str | None = None, *, progress: ProgressCallback | None = None,
+                  cancel: CancelToken | None = None) -> SnapshotIndex:
     """Open a ready snapshot (the active one when ``name`` is None) with a variant (its
-    default, set by ``ragdesk index switch NAME --variant V``, when ``variant`` is None)."""
+    default, set by ``ragdesk index switch NAME --variant V``, when ``variant`` is None).
+    ``progress`` and ``cancel`` reach the checksum check of a first open."""
     if name is None:
         name = catalog.active_snapshot()
         if name is None:
@@ -170,7 +180,7 @@ def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
     if not (folder / MANIFEST_FILE).exists():
         raise CorruptSnapshotError(f"The folder of snapshot {name!r} ({folder}) is missing or "
                                    "incomplete.")
-    return SnapshotIndex.open(folder, variant, name)
+    return SnapshotIndex.open(folder, variant, name, progress=progress, cancel=cancel)
 
 
 def open_searchable(data: DataDir, catalog: Catalog, name: str | None = None

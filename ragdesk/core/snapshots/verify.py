@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from ragdesk.core.catalog import Catalog, SnapshotRecord
 from ragdesk.core.errors import CorruptSnapshotError, RagdeskError, UnfinishedImportError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.snapshots.checked import file_problem, update_verified
 from ragdesk.core.snapshots.index import SnapshotIndex
 from ragdesk.core.snapshots.lifecycle import record_variants
 from ragdesk.core.snapshots.locks import import_running
@@ -20,7 +22,6 @@ from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
     Manifest,
     read_manifest,
-    sha256_file,
 )
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 
@@ -171,30 +172,31 @@ def _check_variant_rows(catalog: Catalog, rec: SnapshotRecord, manifest: Manifes
 
 def _check_files(folder: Path, manifest: Manifest, report: VerifyReport,
                  progress: ProgressCallback | None, cancel: CancelToken | None) -> None:
-    """Every file the snapshot needs is listed, present, of its size and checksum."""
+    """Every file the snapshot needs is listed, present, of its size and checksum. The
+    stamps that let an open skip hashing are refreshed: those of the files that match are
+    recorded, those of the others dropped, so rot that kept every stamp is refused by the
+    next open too."""
     needed = {PASSAGES_FILE, EMBEDDINGS_FILE} | {v.file for v in manifest.variants.values()}
     for f in sorted(needed - set(manifest.files)):
         report.problems.append(f"{f}: not listed in the manifest's checksums.")
     total = sum(int(m.get("size", 0)) for m in manifest.files.values())
     prog = Progress(total, "verifying checksums", progress, unit="bytes")
+    passed: dict[str, os.stat_result] = {}
+    failed: list[str] = []
     for fname, meta in sorted(manifest.files.items()):
-        path = folder / fname
-        if not path.is_file():
-            report.problems.append(f"{fname}: missing.")
-            continue
-        size = path.stat().st_size
-        if size != int(meta["size"]):
-            report.problems.append(f"{fname}: {size:,} bytes, the manifest says "
-                                   f"{int(meta['size']):,}.")
-            prog.update(int(meta["size"]))
-            continue
-        digest = sha256_file(path, prog, cancel)
-        if digest != meta["sha256"]:
-            report.problems.append(f"{fname}: checksum mismatch (expected "
-                                   f"{str(meta['sha256'])[:12]}…, found {digest[:12]}…); "
-                                   "the file is corrupt.")
+        try:
+            st = (folder / fname).stat()  # before hashing: a write during it shows later
+        except OSError:
+            st = None
+        problem = file_problem(folder, fname, meta, prog, cancel)
+        if problem is not None:
+            report.problems.append(problem)
+            failed.append(fname)
         else:
             report.checked.append(f"{fname} checksum")
+            if st is not None:
+                passed[fname] = st
+    update_verified(folder, manifest, passed, failed)
 
 
 def _check_variant(name: str, folder: Path, manifest: Manifest, variant: str,
