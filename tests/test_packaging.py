@@ -392,6 +392,7 @@ def test_runtime_distributions_are_the_dependency_closure() -> None:
 
 
 def _ragdesk_imports() -> set[str]:
+    """What ragdesk imports, less the optional extras that the bundle leaves out on purpose."""
     names = set()
     for py in (REPO / "ragdesk").rglob("*.py"):
         for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
@@ -399,7 +400,18 @@ def _ragdesk_imports() -> set[str]:
                 names |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)
-    return names
+    return {n for n in names if n.split(".")[0] not in rules.EXTRA_ONLY_IMPORTS}
+
+
+def test_extra_only_imports_are_excluded_and_imported_lazily() -> None:
+    """Ray stays out of the bundle, and no module imports it at its top level: the bundle
+    collects every ragdesk module, and each must import without it."""
+    assert rules.EXTRA_ONLY_IMPORTS <= set(rules.EXCLUDES)
+    for py in (REPO / "ragdesk").rglob("*.py"):
+        for node in ast.parse(py.read_text(encoding="utf-8")).body:
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not [n for n in names if n.split(".")[0] in rules.EXTRA_ONLY_IMPORTS], py
 
 
 def test_nothing_ragdesk_imports_is_excluded() -> None:

@@ -41,7 +41,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ragdesk.cli import ask_cmd, eval_cmd, index_cmd, models_cmd, serve_cmd, train_cmd
+    from ragdesk.cli import (
+        ask_cmd,
+        encode_cmd,
+        eval_cmd,
+        index_cmd,
+        models_cmd,
+        serve_cmd,
+        train_cmd,
+    )
 
     parser: argparse.ArgumentParser = _Parser(
         prog="ragdesk",
@@ -66,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     eval_cmd.register(sub)
     train_cmd.register(sub)
     serve_cmd.register(sub)
+    encode_cmd.register(sub)
     gui = sub.add_parser("gui", help="start the desktop app (the default)")
     gui.set_defaults(func=_run_gui)
     return parser

@@ -1,0 +1,183 @@
+"""The encoding job on Ray: a one-task read on the driver's node, an actor pool running
+:class:`~ragdesk.core.distributed.actor.PassageEncoder`, and the driver writing the shards.
+
+Ray is imported inside these functions only (see the package docstring). Where things run:
+
+- the read task streams the source where the driver runs (``supports_distributed_reads``
+  is False), so only the driver's machine needs the source file;
+- the actors load the encoder by the name or folder given, so every node needs ragdesk and
+  the model (the same folder path, or the hub id in its Hugging Face cache);
+- the vectors come back to the driver, which writes the shards: only the driver's machine
+  needs the output folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import os
+import time
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragdesk.core.distributed.actor import PassageEncoder
+from ragdesk.core.distributed.plan import ShardPlan
+from ragdesk.core.distributed.reader import unfinished_shards
+from ragdesk.core.distributed.writer import write_returned
+from ragdesk.core.errors import RagdeskError
+from ragdesk.core.progress import Progress, ProgressCallback
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = 'Install it with `pip install "ragdesk[distributed]"`.'
+# The read task's share of a CPU: it mostly waits on the disk and on back-pressure. A local
+# cluster also declares one CPU more than its actors use: with exactly the actors' CPUs the
+# read task would wait for a free CPU that the actors, waiting for its rows, never give up.
+READ_CPUS = 0.5
+ACTOR_CPUS = 1.0
+LOCAL_HOST = "127.0.0.1"
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise RagdeskError("Distributed encoding needs Ray (ray[data]), which is not "
+                           "installed.", INSTALL_HINT) from exc
+    return ray
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """What each actor of the pool runs, and on what."""
+
+    encoder: str
+    actors: int
+    gpus_per_actor: float
+    batch_size: int
+    dtype: str
+    shard_rows: int
+    environ: dict[str, str]
+
+    def constructor_kwargs(self) -> dict[str, Any]:
+        return {"encoder": self.encoder, "device": "cuda" if self.gpus_per_actor else "cpu",
+                "dtype": self.dtype, "batch_size": self.batch_size,
+                "shard_rows": self.shard_rows, "environ": self.environ}
+
+
+def start_ray(ray: Any, address: str | None, spec: ActorSpec) -> None:
+    """Connect to the cluster at ``address``, or start a local one on 127.0.0.1 sized for
+    the actors (plus one CPU, see READ_CPUS)."""
+    # A desktop tool does not report usage to Ray's servers unless the user asked for it.
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    try:
+        if address:
+            ray.init(address=address, **common)
+            return
+        # "local", not None: None joins a cluster started earlier on this machine (from
+        # RAY_ADDRESS or /tmp/ray), whose CPUs were sized for something else.
+        ray.init(address="local", num_cpus=int(spec.actors * ACTOR_CPUS) + 1,
+                 include_dashboard=False, _node_ip_address=LOCAL_HOST, **common)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
+        raise RagdeskError(f"Could not connect to {where}: {exc}",
+                           "Check the address (`ray status` on the head node prints it) "
+                           "and that this machine's Ray version is the cluster's.") from exc
+
+
+def _block_metadata(ray_data: Any, rows: int, path: Path) -> Any:
+    """BlockMetadata across Ray versions (its fields changed between 2.40 and 2.60)."""
+    cls = ray_data.block.BlockMetadata
+    values = {"num_rows": rows, "size_bytes": None, "schema": None,
+              "input_files": [str(path)], "exec_stats": None, "task_exec_stats": None}
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def passage_datasource(ray_data: Any, source: Path, fmt: str | None, plan: ShardPlan,
+                       skip: Collection[int]) -> Any:
+    """A datasource with one read task that streams the source's unfinished shards, one
+    row (shard, start, titles, texts) per shard."""
+    todo = plan.count - len(skip)
+    skipped = frozenset(skip)
+
+    def read() -> Iterator[Any]:
+        import pyarrow as pa
+
+        for shard in unfinished_shards(source, fmt, plan, skipped):
+            yield pa.Table.from_pydict({"shard": [shard.index], "start": [shard.start],
+                                        "titles": [shard.titles], "texts": [shard.texts]})
+
+    class PassageSource(ray_data.Datasource):  # type: ignore[misc]
+        @property
+        def supports_distributed_reads(self) -> bool:
+            return False  # the source is a file on the driver's machine
+
+        def estimate_inmemory_data_size(self) -> int | None:
+            return None
+
+        def get_read_tasks(self, parallelism: int, **_: Any) -> list[Any]:
+            return [ray_data.ReadTask(read, _block_metadata(ray_data, todo, source))]
+
+    return PassageSource()
+
+
+def _read(ray_data: Any, datasource: Any) -> Any:
+    read = ray_data.read_datasource
+    if "num_cpus" in inspect.signature(read).parameters:
+        return read(datasource, override_num_blocks=1, num_cpus=READ_CPUS)
+    return read(datasource, override_num_blocks=1, ray_remote_args={"num_cpus": READ_CPUS})
+
+
+def build_dataset(ray: Any, datasource: Any, spec: ActorSpec) -> Any:
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False  # ragdesk prints its own progress line
+    # A block is one row, so one shard: the unit an actor takes (Ray would otherwise pack
+    # small shards into one block of up to 128 MiB, and one actor would get them all) and
+    # the unit of back-pressure (the read runs a few shards ahead of the actors, no more).
+    ctx.target_max_block_size = 1
+    gpus = {"num_gpus": spec.gpus_per_actor} if spec.gpus_per_actor else {}
+    return _read(ray.data, datasource).map_batches(
+        PassageEncoder, fn_constructor_kwargs=spec.constructor_kwargs(), batch_size=1,
+        batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=spec.actors),
+        num_cpus=ACTOR_CPUS, **gpus)
+
+
+def run_pool(ray: Any, datasource: Any, spec: ActorSpec, out: Path, plan: ShardPlan,
+             progress: Progress) -> int:
+    """Drive the dataset to its end, writing each shard as it comes back; the shards
+    written."""
+    ds = build_dataset(ray, datasource, spec)
+    t0 = time.monotonic()
+    written = 0
+    for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
+        rows = write_returned(out, plan, batch)
+        written += len(batch["shard"])
+        progress.update(rows, f"encoding passages ({written:,} shards written)")
+    log.info("actor pool done in %.1f s", time.monotonic() - t0)
+    return written
+
+
+def ragdesk_cause(exc: BaseException) -> RagdeskError | None:
+    """The ragdesk error an actor raised, out of Ray's wrappers (a model missing on a node)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, RagdeskError):
+            return cur
+        seen.add(id(cur))
+        nxt = getattr(cur, "cause", None)
+        cur = nxt if isinstance(nxt, BaseException) else cur.__cause__
+    return None
+
+
+def progress_for(total: int, done: int, callback: ProgressCallback | None) -> Progress:
+    msg = "encoding passages" if not done else f"encoding passages (resumed at {done:,})"
+    prog = Progress(total, msg, callback, start_done=done)
+    prog.set(done)
+    return prog
