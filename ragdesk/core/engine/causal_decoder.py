@@ -294,7 +294,6 @@ class GemmaDecoder:
     """The weights of one ``Gemma3ForCausalLM``, read in place (float32) or repacked (int8)."""
 
     def __init__(self, model: Any, precision: str = "float32") -> None:
-        import torch
 
         check_precision(precision)
         cfg = model.config
@@ -313,26 +312,41 @@ class GemmaDecoder:
         self.scaling = float(cfg.query_pre_attn_scalar) ** -0.5
         self.window = int(cfg.sliding_window or 0)
         self.layer_types = list(cfg.layer_types)
+        self.rotary = inner.rotary_emb
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
+        self.vocab_size = int(model.lm_head.weight.shape[0])
+        self._model = model
+        self._params = list(model.parameters())
+        # the last prompts' common opening: (tokens, [(k, v) per layer], weights' version)
+        self._opening: tuple[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]],
+                             tuple[int, ...]] | None = None
+        self._take_weights()
+
+    def _take_weights(self) -> None:
+        """Read (float32) or copy (norm scales; bfloat16 and int8 weights) the model's
+        weights, and remember their version: fine-tuning changes them in place, and a copy
+        taken before would keep answering with the old ones."""
+        import torch
+
+        model, precision = self._model, self.precision
+        cfg, inner = model.config, model.model
         self.embed = inner.embed_tokens.weight.detach()
         emb_scale = getattr(inner.embed_tokens, "embed_scale", None)
         # Gemma3TextScaledWordEmbedding multiplies by its scale cast to the weight's dtype
         self.embed_scale = (emb_scale.to(self.embed.dtype) if torch.is_tensor(emb_scale)
                             else torch.tensor(float(cfg.hidden_size) ** 0.5,
                                               dtype=self.embed.dtype))
-        self.rotary = inner.rotary_emb
         self.layers = [_Layer(layer, precision, self.layer_types[i] == "sliding_attention")
                        for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers])]
         self.norm = _Norm(inner.norm)
         self.lm_head = _Linear([model.lm_head.weight], [model.lm_head.bias], precision)
-        self.softcap = getattr(cfg, "final_logit_softcapping", None)
-        self.vocab_size = int(model.lm_head.weight.shape[0])
         self.dtype = self.embed.dtype
-        # the last prompts' common opening: (tokens, [(k, v) per layer], weights' version)
-        self._opening: tuple[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]],
-                             tuple[int, ...]] | None = None
-        first = inner.layers[0]
-        self._watched = [inner.embed_tokens.weight, first.self_attn.q_proj.weight,
-                         first.mlp.down_proj.weight, model.lm_head.weight]
+        self._taken = self._weights_version()
+
+    def _follow_weights(self) -> None:
+        if self._weights_version() != self._taken:
+            log.info("the generator's weights changed in place: taking them again")
+            self._take_weights()
 
     # -- pieces ----------------------------------------------------------------------
 
@@ -445,6 +459,7 @@ class GemmaDecoder:
         """
         import torch
 
+        self._follow_weights()
         k_rows = len(prompts)
         lens = [len(p) for p in prompts]
         if k_rows == 0 or min(lens) == 0:
@@ -520,9 +535,9 @@ class GemmaDecoder:
         self._opening = (opening, kv, self._weights_version())
 
     def _weights_version(self) -> tuple[int, ...]:
-        # Fine-tuning changes the float32 weights in place (the lean decoder reads them where
-        # they are); torch counts in-place changes per tensor, so a stale opening is dropped.
-        return tuple(t._version for t in self._watched)
+        # torch counts in-place changes per tensor (an optimizer's step is one): every
+        # parameter, since a step may leave the ones a sample would watch unchanged (frozen)
+        return tuple(t._version for t in self._params)
 
     def _packed_tails(self, tails: list[list[int]], shared: int,
                       state: KVState) -> torch.Tensor:

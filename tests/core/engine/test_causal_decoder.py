@@ -318,3 +318,32 @@ def test_the_prompts_opening_is_computed_once_across_questions(lean: Any,
         assert fed[0] >= opening_run - 5
     finally:
         del dec.forward
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_weights_changed_in_place_are_taken_again(gemma_parts: Any, tiny_models: Any,
+                                                  precision: str) -> None:
+    """Fine-tuning changes the model's weights in place. The decoder's copies (the norms'
+    scales in float32; every weight in bfloat16) must follow, or the engine keeps answering
+    with the old model until it is reloaded."""
+    import copy
+
+    import torch
+
+    model = copy.deepcopy(gemma_parts[0])
+    gen = _generator(model, gemma_parts[1], precision=precision)
+    hits = _hits(tiny_models, 7)
+    ps = [PassageText(h.title, h.text) for h in hits]
+    before = gen.prepare(QUESTION, ps).first_logits
+    gen_g = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # an optimizer step's worth of change, norms included
+        for p in model.parameters():
+            p.add_(torch.randn(p.shape, generator=gen_g) * 0.05)
+    after = torch.log_softmax(gen.prepare(QUESTION, ps).first_logits, -1)
+    next_lp = _next_lp(gen, hits)
+    tol = TOL if precision == "float32" else 0.15
+    for z in range(len(hits)):
+        want = next_lp(z, [])
+        assert float((after[z] - want).abs().max()) < tol
+        # the change is large enough that the old weights could not pass the check above
+        assert float((torch.log_softmax(before[z], -1) - want).abs().max()) > 10 * tol
