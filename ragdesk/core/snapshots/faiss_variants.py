@@ -403,6 +403,30 @@ def sample_queries(emb: np.ndarray, n: int, seed: int = 1,
     return out
 
 
+FOUND_CHUNK = 256  # queries compared at once: chunk x candidates x k booleans
+
+
+def found_at_depth(candidates: np.ndarray, exact: np.ndarray, k: int = RECALL_K
+                   ) -> dict[int, float]:
+    """For each depth r in 1..width: the share of the exact top-k ids (-1 ids are not ids)
+    among the first r candidates. A lookup table, so every depth costs nothing more."""
+    e = exact[:, :k]
+    first = np.full(e.shape, np.iinfo(np.int64).max, dtype=np.int64)
+    for s in range(0, len(e), FOUND_CHUNK):
+        eq = candidates[s:s + FOUND_CHUNK, :, None] == e[s:s + FOUND_CHUNK, None, :]
+        hit = eq.any(axis=1)
+        first[s:s + len(hit)] = np.where(hit, eq.argmax(axis=1), first[s:s + len(hit)])
+    valid = e >= 0
+    total = int(valid.sum())
+    if not total:
+        return dict.fromkeys(range(1, candidates.shape[1] + 1), 1.0)
+    # found_by[r] = exact ids first seen at a position < r, over all queries
+    pos = first[valid]
+    counts = np.bincount(pos[pos < candidates.shape[1]], minlength=candidates.shape[1])
+    cum = np.cumsum(counts)
+    return {r: float(cum[r - 1] / total) for r in range(1, candidates.shape[1] + 1)}
+
+
 @dataclass(frozen=True)
 class TuneResult:
     params: dict[str, Any]  # search parameters chosen: nprobe or ef_search, and rerank
@@ -426,8 +450,11 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
          on_point: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
     """Cheapest (probes or ef, rerank) whose recall@k on ``queries`` reaches ``target``.
 
-    One candidate search and one exact scoring per probe setting serve every rerank depth:
-    candidate lists come ordered by approximate score, so depth r uses the first r of them.
+    One candidate search per probe setting serves every rerank depth: candidate lists come
+    ordered by approximate score, so depth r uses the first r of them. Re-ranking by exact
+    score keeps every exact top-k id that is among the candidates (only exact top-k ids can
+    outscore one), so recall@k after re-ranking is the share of exact top-k ids among the
+    candidates (``found_at_depth``), and no vector has to be read to tune.
     """
     variant = searcher.variant
     n, dim = searcher.emb.shape
@@ -449,12 +476,9 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
         if not depths:
             break  # more probes only cost more
         set_search_params(searcher.index, variant, {knob_name: knob})
-        cands = searcher.candidates_for(queries, max(depths))
-        scores = candidate_scores(searcher.emb, queries, cands)
-        release_rows(searcher.emb)  # 1,000 queries x 1,000 candidates touch most of the file
+        found = found_at_depth(searcher.candidates_for(queries, max(depths)), exact_ids, k)
         for rr in depths:
-            _, ids = top_k_of(scores[:, :rr], cands[:, :rr], k)
-            point = {knob_name: knob, "rerank": rr, "recall": recall_at_k(ids, exact_ids, k),
+            point = {knob_name: knob, "rerank": rr, "recall": found[rr],
                      "cost": _cost(variant, build, knob, rr, n, dim)}
             table.append(point)
             if on_point is not None:

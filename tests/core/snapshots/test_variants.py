@@ -265,3 +265,24 @@ def test_reading_rows_releases_the_mapped_pages(tmp_path: Path) -> None:
     assert rss_file() - before > vecs.nbytes // 2
     fv.release_rows(emb)
     assert rss_file() - before < vecs.nbytes // 10
+
+
+def test_tuning_recall_is_the_recall_after_reranking() -> None:
+    from tests.core.snapshots.util import clustered_vectors
+
+    vecs = clustered_vectors(3000, 16, 20, seed=4)
+    rng = np.random.default_rng(5)
+    q = vecs[rng.choice(len(vecs), 40, replace=False)] + 0.1 * rng.standard_normal((40, 16))
+    _, exact = exact_top_k(vecs, q, 20)
+    # Candidates ranked by a noisy score, as a compressed index ranks them; -1 pads the end.
+    noisy = q @ vecs.T + 0.3 * rng.standard_normal((len(q), len(vecs)))
+    cands = np.argsort(-noisy, axis=1)[:, :300]
+    cands[:5, 250:] = -1
+    found = fv.found_at_depth(cands, exact, 20)
+    for depth in (20, 50, 120, 300):
+        reranked = []
+        for row, c in zip(q, cands[:, :depth], strict=True):
+            c = c[c >= 0]
+            reranked.append(c[np.argsort(-(vecs[c] @ row), kind="stable")[:20]])
+        assert found[depth] == pytest.approx(recall(reranked, exact))
+    assert found[20] < found[300]
