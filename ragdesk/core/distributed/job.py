@@ -71,6 +71,8 @@ class EncodeReport:
     encoded: int  # passages encoded by this run
     seconds: float  # this run's Ray stage, from connecting to the last shard
     actors: int
+    # from connecting until the first shard came back: the cluster and actors starting
+    first_shard_seconds: float | None = None
 
     @property
     def passages_per_s(self) -> float | None:
@@ -130,13 +132,16 @@ def encode_passages(opts: EncodeOptions, progress: ProgressCallback | None = Non
         if len(done) == plan.count:
             return EncodeReport(**report, written=0, encoded=0, seconds=0.0)
         t0 = time.monotonic()
-        written, encoded = _run(ray, opts, plan, done, info.dim, progress)
+        written, encoded, first_at = _run(ray, opts, plan, done, info.dim, progress)
         return EncodeReport(**report, written=written, encoded=encoded,
-                            seconds=time.monotonic() - t0)
+                            seconds=time.monotonic() - t0,
+                            first_shard_seconds=None if first_at is None else first_at - t0)
 
 
 def _run(ray: Any, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: int,
-         progress: ProgressCallback | None) -> tuple[int, int]:
+         progress: ProgressCallback | None) -> tuple[int, int, float | None]:
+    """Shards written, passages encoded, and when (``time.monotonic()``) the first shard
+    came back."""
     from ragdesk.core.distributed import ray_job
 
     environ = {FAST_ENV: os.environ[FAST_ENV]} if FAST_ENV in os.environ else {}
@@ -148,7 +153,7 @@ def _run(ray: Any, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: in
     try:
         source = open_source(opts.source, opts.fmt).path
         datasource = ray_job.passage_datasource(ray.data, source, opts.fmt, plan, done)
-        written = ray_job.run_pool(ray, datasource, spec, opts.out, plan, prog)
+        written, first_at = ray_job.run_pool(ray, datasource, spec, opts.out, plan, prog)
     except Exception as exc:
         cause = ray_job.ragdesk_cause(exc)
         if cause is not None and cause is not exc:
@@ -162,4 +167,4 @@ def _run(ray: Any, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: in
         raise RagdeskError(f"The job ended with {len(missing):,} shards not written "
                            f"(the first: {plan.name(missing[0])}).",
                            "Run the same command again to encode the missing shards.")
-    return written, plan.passages - done_rows
+    return written, plan.passages - done_rows, first_at

@@ -141,6 +141,7 @@ def build_dataset(ray: Any, datasource: Any, spec: ActorSpec) -> Any:
     # small shards into one block of up to 128 MiB, and one actor would get them all) and
     # the unit of back-pressure (the read runs a few shards ahead of the actors, no more).
     ctx.target_max_block_size = 1
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # its plan and stats, per run
     gpus = {"num_gpus": spec.gpus_per_actor} if spec.gpus_per_actor else {}
     return _read(ray.data, datasource).map_batches(
         PassageEncoder, fn_constructor_kwargs=spec.constructor_kwargs(), batch_size=1,
@@ -149,18 +150,19 @@ def build_dataset(ray: Any, datasource: Any, spec: ActorSpec) -> Any:
 
 
 def run_pool(ray: Any, datasource: Any, spec: ActorSpec, out: Path, plan: ShardPlan,
-             progress: Progress) -> int:
+             progress: Progress) -> tuple[int, float | None]:
     """Drive the dataset to its end, writing each shard as it comes back; the shards
-    written."""
+    written, and when (``time.monotonic()``) the first came back."""
     ds = build_dataset(ray, datasource, spec)
     t0 = time.monotonic()
-    written = 0
+    written, first_at = 0, None
     for batch in ds.iter_batches(batch_size=1, batch_format="numpy"):
         rows = write_returned(out, plan, batch)
         written += len(batch["shard"])
+        first_at = first_at or time.monotonic()
         progress.update(rows, f"encoding passages ({written:,} shards written)")
     log.info("actor pool done in %.1f s", time.monotonic() - t0)
-    return written
+    return written, first_at
 
 
 def ragdesk_cause(exc: BaseException) -> RagdeskError | None:
