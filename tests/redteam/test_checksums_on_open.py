@@ -242,3 +242,35 @@ def test_a_folder_that_cannot_be_written_still_opens(snapshot_dir: Path,  # noqa
         app.close()
     assert "checked again at the next open" in caplog.text
     assert not (folder / VERIFIED_FILE).exists()
+
+
+def test_an_import_records_its_own_checksums_as_the_first_check(
+        tmp_path: Path, tiny_models: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The import hashes every file for the manifest: that counts as the first check, so the
+    first open of a large snapshot does not hash it all again; damage after it is still
+    refused at the next open."""
+    from ragdesk.core.snapshots import import_snapshot
+    from tests.core.snapshots.util import open_data, write_jsonl
+
+    # the import's files are seconds old here; a real large import's are minutes old by the
+    # time its checksums are done
+    monkeypatch.setattr(checked, "RACY_NS", 0)
+    src = write_jsonl(tmp_path / "corpus.jsonl", list(tiny_models.corpus[:20]))
+    data, catalog = open_data(tmp_path / "data")
+    rec = import_snapshot(data, catalog, src, name="fresh", encoder=str(tiny_models.ctx_encoder))
+    folder = data.snapshot_dir(rec.slug)
+    assert sorted(read_verified(folder)) == [EMBEDDINGS_FILE, PASSAGES_FILE]
+    hashed: list[str] = []
+    real = checked.sha256_file
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> str:
+        hashed.append(path.name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(checked, "sha256_file", counting)
+    open_snapshot(data, catalog, "fresh").close()
+    assert hashed == []
+    _flip(folder / EMBEDDINGS_FILE)
+    with pytest.raises(CorruptSnapshotError, match="checksum mismatch"):
+        open_snapshot(data, catalog, "fresh")
+    assert hashed == [EMBEDDINGS_FILE]

@@ -4,6 +4,7 @@ rows is cheap next to encoding them."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -19,6 +20,7 @@ from ragdesk.core.documents.folder import DOCUMENTS_FILE, FileEntry, FolderRecor
 from ragdesk.core.documents.model import DocPassage
 from ragdesk.core.encoders import EncoderInfo
 from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.snapshots.checked import record_written
 from ragdesk.core.snapshots.chunking import PassageRow
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
@@ -117,7 +119,8 @@ def write_snapshot(build: Path, spec: SnapshotSpec, units: Sequence[FileUnit],
 def _manifest(build: Path, spec: SnapshotSpec, n: int, progress: ProgressCallback | None,
               cancel: CancelToken | None) -> Manifest:
     names = [PASSAGES_FILE, EMBEDDINGS_FILE, DOCUMENTS_FILE]
-    files = checksum_files(build, names, "checksumming", progress, cancel)
+    stats: dict[str, os.stat_result] = {}
+    files = checksum_files(build, names, "checksumming", progress, cancel, stats)
     source: dict[str, Any] = {"label": str(spec.root), "format": DOCS_FORMAT,
                               "size": spec.source_bytes, "limit": None,
                               "precision": spec.precision}
@@ -127,5 +130,6 @@ def _manifest(build: Path, spec: SnapshotSpec, n: int, progress: ProgressCallbac
         variants={FLAT: VariantEntry(EMBEDDINGS_FILE, n * spec.encoder.dim * 4, {}, 1.0, 0.0)},
         default_variant=FLAT, files=files)
     write_manifest(build, manifest)
+    record_written(build, manifest, stats)
     fsync_dir(build)
     return manifest

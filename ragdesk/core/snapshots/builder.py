@@ -44,6 +44,7 @@ from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.chunking import PassageRow, passages
+from ragdesk.core.snapshots.checked import record_written
 from ragdesk.core.snapshots.lifecycle import mark_ready, recover
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
@@ -457,7 +458,8 @@ class _Build:
     def _write_manifest(self, n: int) -> Manifest:
         info = self.plan.encoder.info
         files = checksum_files(self.staging, [PASSAGES_FILE, EMBEDDINGS_FILE], "checksumming",
-                               self.progress, self.cancel)
+                               self.progress, self.cancel, stats)
+        stats: dict[str, os.stat_result] = {}
         emb_bytes = n * info.dim * self.plan.dtype.itemsize
         src = self.plan.source
         source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
@@ -477,6 +479,7 @@ class _Build:
         write_manifest(self.staging, manifest)
         fsync_dir(self.staging)
         return manifest
+        record_written(self.staging, manifest, stats)
 
 
 class SnapshotBusyError(RagdeskError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,11 +128,17 @@ def sha256_file(path: Path, progress: Progress | None = None,
 
 def checksum_files(folder: Path, names: list[str], message: str,
                    progress: ProgressCallback | None = None,
-                   cancel: CancelToken | None = None) -> dict[str, dict[str, Any]]:
+                   cancel: CancelToken | None = None,
+                   stats: dict[str, os.stat_result] | None = None) -> dict[str, dict[str, Any]]:
+    """The manifest entries of ``names``; ``stats`` receives each file's stat as it was
+    before its hash (see :func:`ragdesk.core.snapshots.checked.record_written`)."""
     total = sum((folder / n).stat().st_size for n in names)
     prog = Progress(total, message, progress, unit="bytes")
     out: dict[str, dict[str, Any]] = {}
     for n in names:
         p = folder / n
-        out[n] = {"size": p.stat().st_size, "sha256": sha256_file(p, prog, cancel)}
+        st = p.stat()
+        out[n] = {"size": st.st_size, "sha256": sha256_file(p, prog, cancel)}
+        if stats is not None:
+            stats[n] = st
     return out
