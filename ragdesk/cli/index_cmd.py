@@ -116,6 +116,9 @@ def _register_quantize(isub: argparse._SubParsersAction[argparse.ArgumentParser]
                    "bits); must divide the dimension")
     q.add_argument("--nbits", type=int, help="ivf-pq: bits per sub-quantizer (default 8)")
     q.add_argument("--nprobe", type=int, help="ivf-pq: lists searched per query")
+    q.add_argument("--on-disk", dest="ondisk", action="store_const", const=1,
+                   help="ivf-pq: keep the inverted lists (the codes) in a file of their own "
+                   "that is paged in as searched, for codes that do not fit in memory")
     q.add_argument("--hnsw-m", type=int, dest="M", help="hnsw-sq8: graph degree (default 32)")
     q.add_argument("--ef-construction", type=int, help="hnsw-sq8: build beam (default 80)")
     q.add_argument("--ef-search", type=int, help="hnsw-sq8: search beam")
@@ -215,7 +218,8 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
 def cmd_quantize(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.snapshots import quantize_snapshot
 
-    keys = ("nlist", "m", "nbits", "nprobe", "M", "ef_construction", "ef_search", "rerank")
+    keys = ("nlist", "m", "nbits", "ondisk", "nprobe", "M", "ef_construction", "ef_search",
+            "rerank")
     params = {k: getattr(args, k) for k in keys if getattr(args, k) is not None}
     vectors = _question_vectors(args, ctx) if args.questions else None
     res = quantize_snapshot(ctx.data, ctx.catalog, args.name, args.variant, params=params,

@@ -40,11 +40,12 @@ from ragdesk.core.errors import (
     RagdeskError,
     is_disk_full,
 )
+from ragdesk.core.pages import release_pages
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
-from ragdesk.core.snapshots.chunking import PassageRow, passages
 from ragdesk.core.snapshots.checked import record_written
+from ragdesk.core.snapshots.chunking import PassageRow, passages
 from ragdesk.core.snapshots.lifecycle import mark_ready, recover
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
@@ -342,6 +343,7 @@ class _Build:
             mm.flush()  # type: ignore[attr-defined]
         except OSError as exc:
             raise _disk_full(exc, self.staging / EMBEDDINGS_FILE) from exc
+        release_pages(mm)  # written back: out of the RSS, or it grows with the corpus
         self.state["encoded"] = done
         self._save_state()
         self._job(done, total, msg, force=done >= total)

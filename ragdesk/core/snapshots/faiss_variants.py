@@ -14,10 +14,11 @@ on disk, and only the compressed index is resident. ``nprobe`` / ``ef_search`` a
 
 from __future__ import annotations
 
+import itertools
 import math
-import mmap
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 
 from ragdesk.core.atomic import fsync_dir
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError, DiskFullError, is_disk_full
+from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 FLAT = "flat"
@@ -34,6 +36,9 @@ IVF_PQ = "ivf-pq"
 VARIANTS = (FLAT, HNSW_SQ8, IVF_PQ)
 RECALL_K = 20
 ADD_CHUNK = 65536
+# Vectors per block of an on-disk build: the block's codes (about 100 MB for 768-d PQ96) are
+# what it holds in memory.
+ONDISK_BLOCK = 1 << 20
 EXACT_BLOCK = 65536
 # Indexes at least this big are memory-mapped instead of read into memory.
 MMAP_MIN_BYTES = 64 << 20
@@ -45,6 +50,16 @@ RERANK_GRID = (20, 30, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1000)
 
 def index_file(variant: str) -> str:
     return f"index.{variant}.faiss"
+
+
+def lists_file(variant: str, token: str) -> str:
+    """The file of a variant's on-disk inverted lists (one name per build)."""
+    return f"index.{variant}.{token}.ivfdata"
+
+
+def lists_files(variant: str, names: Iterable[str]) -> list[str]:
+    """Which of ``names`` are on-disk inverted lists of ``variant``."""
+    return [f for f in names if f.startswith(f"index.{variant}.") and f.endswith(".ivfdata")]
 
 
 def check_variant(variant: str) -> str:
@@ -109,36 +124,12 @@ def factory_string(variant: str, params: dict[str, Any]) -> str:
     raise ValueError(f"{variant} has no FAISS factory string")
 
 
-def release_rows(emb: np.ndarray, start: int = 0, stop: int | None = None) -> None:
-    """Unmap rows ``start:stop`` of a memory-mapped array from this process (MADV_DONTNEED).
-
-    The page cache keeps them and a later read maps them again, but a pass over all the
-    embeddings no longer leaves the whole file in the process's resident set (1.5 GB per
-    million 768-d float16 vectors), which kept quantize's peak RSS growing with N. Arrays
-    that are not a read-only mapping are left alone.
-    """
-    mm = emb.base
-    if not isinstance(mm, mmap.mmap) or emb.flags.writeable or not emb.flags["C_CONTIGUOUS"] \
-            or not hasattr(mmap, "MADV_DONTNEED"):  # Windows has no madvise
-        return
-    stop = emb.shape[0] if stop is None else min(stop, emb.shape[0])
-    if stop <= start:
-        return
-    row = emb.strides[0]
-    origin = emb.ctypes.data - np.frombuffer(mm, dtype=np.uint8).ctypes.data
-    page = mmap.PAGESIZE
-    first = -(-(origin + start * row) // page) * page  # whole pages inside the rows only
-    last = (origin + stop * row) // page * page
-    if last > first:
-        mm.madvise(mmap.MADV_DONTNEED, first, last - first)
-
-
 def _rows(emb: np.ndarray, start: int, stop: int, release: bool = False) -> np.ndarray:
-    """Rows as float32; ``release``: unmap the pages they came from (``release_rows``) in
+    """Rows as float32; ``release``: unmap the pages they came from (``pages.release_pages``) in
     one-pass jobs. Searches keep them: mapping them again costs ~0.3 s per GB read."""
     out = np.ascontiguousarray(emb[start:stop], dtype=np.float32)
     if release:
-        release_rows(emb, start, stop)
+        release_pages(emb, start, stop)
     return out
 
 
@@ -147,15 +138,24 @@ def training_sample(emb: np.ndarray, n_train: int, seed: int = 0) -> np.ndarray:
     if n_train >= n:
         return _rows(emb, 0, n, release=True)
     idx = np.sort(np.random.default_rng(seed).choice(n, size=n_train, replace=False))
-    out = np.ascontiguousarray(emb[idx], dtype=np.float32)
-    release_rows(emb)
+    out = np.empty((n_train, emb.shape[1]), dtype=np.float32)
+    # Gathered and released a block of rows at a time: the kernel maps the cached pages
+    # around each faulting one too (fault-around), so a 6% sample maps nearly the whole file.
+    cuts = np.searchsorted(idx, np.arange(0, n + EXACT_BLOCK, EXACT_BLOCK))
+    for b, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+        out[lo:hi] = emb[idx[lo:hi]]
+        release_pages(emb, b * EXACT_BLOCK, (b + 1) * EXACT_BLOCK)
     return out
 
 
 def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
                 progress: ProgressCallback | None = None,
-                cancel: CancelToken | None = None) -> Any:
-    """Train (on a seeded sample) and fill a FAISS index from the embeddings, in chunks."""
+                cancel: CancelToken | None = None, ondisk: Path | None = None) -> Any:
+    """Train (on a seeded sample) and fill a FAISS index from the embeddings, in chunks.
+
+    ``ondisk`` (ivf-pq): the inverted lists go to that file instead of memory
+    (``fill_on_disk``); ``write_index`` then writes only the index's small header part.
+    """
     import faiss
 
     n, dim = emb.shape
@@ -170,13 +170,87 @@ def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
         index.hnsw.efConstruction = int(params.get("ef_construction", 80))
     prog.set(0, f"training {variant} on {min(n, n_train):,} vectors")
     index.train(training_sample(emb, n_train))
-    for start in range(0, n, ADD_CHUNK):
+    if ondisk is not None and variant == IVF_PQ:
+        return fill_on_disk(index, emb, ondisk, prog, cancel)
+    _fill(index, emb, 0, n, prog, cancel)
+    return index
+
+
+def _fill(index: Any, emb: np.ndarray, start: int, stop: int, prog: Progress,
+          cancel: CancelToken | None, ids: bool = False) -> None:
+    """Add rows ``start:stop``; ``ids``: as ids ``start..`` (an index that does not start
+    at row 0, as a block of an on-disk build), not as the index's next ids."""
+    for s in range(start, stop, ADD_CHUNK):
         if cancel is not None:
             cancel.raise_if_cancelled()
-        stop = min(n, start + ADD_CHUNK)
-        index.add(_rows(emb, start, stop, release=True))
-        prog.set(stop, f"adding to {variant}")
-    return index
+        e = min(stop, s + ADD_CHUNK)
+        if ids:
+            index.add_with_ids(_rows(emb, s, e, release=True), np.arange(s, e, dtype=np.int64))
+        else:
+            index.add(_rows(emb, s, e, release=True))
+        prog.set(e, "adding")
+
+
+def fill_on_disk(trained: Any, emb: np.ndarray, ivfdata: Path, prog: Progress,
+                 cancel: CancelToken | None) -> Any:
+    """Fill an empty trained IVF index with inverted lists kept in the file ``ivfdata``
+    (FAISS OnDiskInvertedLists, as ``faiss.contrib.ondisk.merge_ondisk`` builds them):
+    ``ONDISK_BLOCK`` vectors at a time go into a copy of the index written beside it, and
+    the blocks' lists are merged into the file. Only one block's codes are in memory."""
+    import faiss
+
+    fa: Any = faiss  # its stubs lack the on-disk classes
+    blocks: list[Path] = []
+    try:
+        for start in range(0, emb.shape[0], ONDISK_BLOCK):
+            part = fa.clone_index(trained)
+            _fill(part, emb, start, min(emb.shape[0], start + ONDISK_BLOCK), prog, cancel,
+                  ids=True)
+            blocks.append(ivfdata.with_name(f"{ivfdata.name}.block-{len(blocks)}"))
+            fa.write_index(part, str(blocks[-1]))
+            del part
+        prog.set(emb.shape[0], f"merging {len(blocks)} blocks into {ivfdata.name}")
+        # merge_ondisk itself never frees the blocks' mapped lists; these are freed below.
+        parts = [fa.read_index(str(b), fa.IO_FLAG_MMAP) for b in blocks]
+        lists = fa.InvertedListsPtrVector()
+        for part in parts:
+            lists.push_back(fa.extract_index_ivf(part).invlists)
+        ivf = fa.extract_index_ivf(trained)
+        with quiet_stdout():
+            ondisk = fa.OnDiskInvertedLists(ivf.nlist, ivf.code_size, str(ivfdata))
+            ivf.ntotal = trained.ntotal = ondisk.merge_from_multiple(lists.data(),
+                                                                     lists.size(), False)
+        ivf.replace_invlists(ondisk, True)
+        ondisk.this.disown()  # the index owns it now
+        del parts, lists
+    finally:
+        for block in blocks:
+            block.unlink(missing_ok=True)
+    return trained
+
+
+def _ondisk_lists(index: Any) -> Any:
+    import faiss
+
+    fa: Any = faiss
+    try:
+        lists = fa.extract_index_ivf(index).invlists
+    except RuntimeError:  # not an IVF index
+        return None
+    lists = fa.downcast_InvertedLists(lists)
+    return lists if isinstance(lists, fa.OnDiskInvertedLists) else None
+
+
+def ondisk_file(index: Any) -> Path | None:
+    """The file holding an index's inverted lists, when they are on disk."""
+    lists = _ondisk_lists(index)
+    return None if lists is None else Path(lists.filename)
+
+
+def point_to(index: Any, ivfdata: Path) -> None:
+    """Make an on-disk index name ``ivfdata`` as its lists' file (after a rename): only the
+    name counts, since it is read with IO_FLAG_ONDISK_SAME_DIR (``read_index``)."""
+    _ondisk_lists(index).filename = str(ivfdata)
 
 
 def write_index(index: Any, path: Path) -> None:
@@ -199,19 +273,49 @@ def write_index(index: Any, path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def read_index(path: Path) -> Any:
-    """Read an index; large ones are memory-mapped (inverted lists and flat codes)."""
+def read_index(path: Path, ondisk: bool = False) -> Any:
+    """Read an index; large ones are memory-mapped (inverted lists and flat codes).
+
+    ``ondisk``: its inverted lists are in a file of their own, looked for beside the index
+    and not at the path they were built at (the snapshot folder is renamed from staging and
+    can be moved)."""
     import faiss
 
-    flags = 0
+    flags = faiss.IO_FLAG_ONDISK_SAME_DIR if ondisk else 0
     if path.stat().st_size >= MMAP_MIN_BYTES:
         # MMAP_IFC maps IVF lists, flat codes and HNSW storage in faiss 1.15; plain MMAP
         # covers IVF lists only.
-        flags = faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
+        flags |= faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
     try:
-        return faiss.read_index(str(path), flags)
+        with quiet_stdout(ondisk):
+            return faiss.read_index(str(path), flags)
     except RuntimeError as exc:
         raise CorruptSnapshotError(f"{path} cannot be read as a FAISS index ({exc}).") from exc
+
+
+@contextmanager
+def quiet_stdout(active: bool = True) -> Iterator[None]:
+    """Silence the C library's stdout: FAISS printf()s about on-disk lists ("resizing",
+    "IO_FLAG_ONDISK_SAME_DIR: updating ondisk filename"), which would corrupt the JSON
+    that `--json` commands print there."""
+    if not active:
+        yield
+        return
+    import ctypes
+    import sys
+
+    libc = ctypes.CDLL(None)
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        libc.fflush(None)
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def set_search_params(index: Any, variant: str, params: dict[str, Any]) -> None:
@@ -364,7 +468,8 @@ def open_searcher(folder: Path, emb: np.ndarray, variant: str, file: str,
     if variant == FLAT:
         return Searcher(emb)
     path = folder / file
-    return RerankSearcher(emb, read_index(path), variant, params, path.stat().st_size)
+    return RerankSearcher(emb, read_index(path, ondisk=bool(params.get("ondisk"))), variant,
+                          params, path.stat().st_size)
 
 
 # ---- recall and tuning ---------------------------------------------------------------

@@ -26,6 +26,7 @@ from ragdesk.core.catalog import STAGE_SPARSE, Catalog, SnapshotRecord, Snapshot
 from ragdesk.core.errors import CatalogError, DensePendingError, NotFoundError, RagdeskError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots import locks
+from ragdesk.core.snapshots.faiss_variants import lists_files
 from ragdesk.core.snapshots.manifest import (
     FLAT,
     MANIFEST_FILE,
@@ -235,12 +236,15 @@ def remove_variant(data: DataDir, catalog: Catalog, name: str, variant: str) -> 
         entry = manifest.variants.pop(variant, None)
         if entry is None:
             raise NotFoundError(f"The snapshot {name!r} has no {variant} variant.")
-        manifest.files.pop(entry.file, None)
+        files = [entry.file, *lists_files(variant, manifest.files)]
+        for f in files:
+            manifest.files.pop(f, None)
         if manifest.default_variant == variant:
             manifest.default_variant = FLAT
         write_manifest(folder, manifest)
         catalog.remove_variant(name, variant)
-        (folder / entry.file).unlink(missing_ok=True)
+        for f in files:
+            (folder / f).unlink(missing_ok=True)
 
 
 def set_default_variant(data: DataDir, catalog: Catalog, name: str, variant: str) -> None:

@@ -8,6 +8,8 @@ given, the cheapest probes/candidates setting that reaches ``target_recall`` is 
 from __future__ import annotations
 
 import json
+import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,9 @@ from ragdesk.core.snapshots.manifest import (
     write_manifest,
 )
 
-BUILD_KEYS = {fv.IVF_PQ: ("nlist", "m", "nbits"), fv.HNSW_SQ8: ("M", "ef_construction")}
+# ivf-pq "ondisk": 1 keeps the inverted lists in a file of their own (fv.fill_on_disk)
+BUILD_KEYS = {fv.IVF_PQ: ("nlist", "m", "nbits", "ondisk"),
+              fv.HNSW_SQ8: ("M", "ef_construction")}
 SEARCH_KEYS = {fv.IVF_PQ: "nprobe", fv.HNSW_SQ8: "ef_search"}
 DEFAULT_TARGET_RECALL = 0.95
 DEFAULT_QUERIES = 1000
@@ -112,11 +116,10 @@ def quantize_snapshot(
                 write_manifest(folder, manifest)
     else:
         built = _build_and_tune(variant, params, emb, sample, exact_ids, target_recall, prog,
-                                progress, cancel)
+                                progress, cancel, folder)
         chosen, recall, tuning, build_s = built.chosen, built.recall, built.tuning, built.build_s
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        file, nbytes = _store_variant(data, slug, folder, variant, built, make_default)
+        file, nbytes = _store_unless_cancelled(data, slug, folder, variant, built,
+                                               make_default, cancel)
     catalog.upsert_variant(name, variant, file, bytes=nbytes, bytes_per_passage=nbytes / n,
                            recall_at_20=recall, params=chosen)
     return QuantizeResult(name, variant, file, nbytes, nbytes / n, recall, chosen,
@@ -165,7 +168,8 @@ class _Built:
 
 def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sample: np.ndarray,
                     exact_ids: np.ndarray, target_recall: float, prog: Progress,
-                    progress: ProgressCallback | None, cancel: CancelToken | None) -> _Built:
+                    progress: ProgressCallback | None, cancel: CancelToken | None,
+                    folder: Path) -> _Built:
     unknown = set(params) - set(BUILD_KEYS[variant]) - {SEARCH_KEYS[variant], "rerank"}
     if unknown:
         raise BadInputError(f"{variant} has no parameter {sorted(unknown)[0]!r}.",
@@ -174,9 +178,19 @@ def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sampl
     n, dim = emb.shape
     build = fv.default_params(variant, n, dim)
     build.update({k: int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
+    if not build.get("ondisk"):
+        build.pop("ondisk", None)
     _check_build(variant, build, n, dim)
     t0 = time.perf_counter()
-    index = fv.build_index(variant, build, emb, progress, cancel)
+    # built beside the index as a temporary file of its own (removed as one if killed),
+    # named for good under the snapshot lock (_place_lists)
+    lists = folder / f".{fv.index_file(variant)}.ivfdata.tmp-{os.getpid()}"
+    try:
+        index = fv.build_index(variant, build, emb, progress, cancel,
+                               ondisk=lists if build.get("ondisk") else None)
+    except BaseException:
+        lists.unlink(missing_ok=True)
+        raise
     build_s = time.perf_counter() - t0
     searcher = fv.RerankSearcher(emb, index, variant, build, 0)
     knob = SEARCH_KEYS[variant]
@@ -188,12 +202,27 @@ def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sampl
     return _Built(index, {**build, **res.params}, res.recall, res.table, build_s)
 
 
+def _store_unless_cancelled(data: DataDir, slug: str, folder: Path, variant: str,
+                            built: _Built, make_default: bool,
+                            cancel: CancelToken | None) -> tuple[str, int]:
+    try:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        return _store_variant(data, slug, folder, variant, built, make_default)
+    finally:
+        lists = fv.ondisk_file(built.index)
+        if lists is not None and lists.name.startswith("."):  # never placed: its temp file
+            lists.unlink(missing_ok=True)
+
+
 def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: _Built,
                    make_default: bool) -> tuple[str, int]:
-    """Write the index and record it in the manifest; (its file name, its size)."""
+    """Write the index and record it in the manifest; (its file name, its size on disk,
+    with its on-disk inverted lists if it has them)."""
     file = fv.index_file(variant)
     path = folder / file
     with locks.snapshot_lock(data.snapshots_dir, slug):
+        lists = _place_lists(folder, variant, built.index)
         # A quantize killed before its rename left its index's (or the manifest's)
         # temporary file for good (issue 17); a ready snapshot's index files and manifest
         # are written only under this lock.
@@ -205,13 +234,37 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
         # A crash between the rename above and this manifest write leaves a valid index
         # whose checksum `verify` reports as stale; running quantize again fixes it.
         manifest = read_manifest(folder)
+        replaced = [f for f in fv.lists_files(variant, manifest.files) if f != lists]
+        for f in replaced:
+            del manifest.files[f]
         manifest.files[file] = {"size": nbytes, "sha256": checksum}
+        if lists is not None:
+            size = (folder / lists).stat().st_size
+            manifest.files[lists] = {"size": size, "sha256": sha256_file(folder / lists)}
+            nbytes += size
         manifest.variants[variant] = VariantEntry(file, nbytes, built.chosen, built.recall,
                                                   round(built.build_s, 3))
         if make_default:
             manifest.default_variant = variant
         write_manifest(folder, manifest)
+        for f in replaced:
+            (folder / f).unlink(missing_ok=True)
     return file, nbytes
+
+
+def _place_lists(folder: Path, variant: str, index: Any) -> str | None:
+    """Give an on-disk index's lists file its name for good, one no earlier build used:
+    a reader of the index it replaces still has the old lists, and a crash before the
+    index's own rename leaves the old index with its own lists."""
+    tmp = fv.ondisk_file(index)
+    if tmp is None:
+        return None
+    name = fv.lists_file(variant, secrets.token_hex(4))
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, folder / name)
+    fv.point_to(index, Path(name))
+    return name
 
 
 def read_question_texts(path: Path, limit: int | None = None) -> list[str]:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.errors import BadInputError, RagdeskError
+from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken
 
 NPY = ".npy"
@@ -180,6 +181,10 @@ class EmbeddingShards:
             ids = (np.asarray(ids_all[start:stop], dtype=np.int64) if ids_all is not None
                    else np.arange(shard.first_id + start, shard.first_id + stop, dtype=np.int64))
             yield ids, np.asarray(arr[start:stop]) if vectors else None
+            # the caller is done with the block: keep the shard's pages out of the RSS
+            release_pages(arr, start, stop)
+            if ids_all is not None:
+                release_pages(ids_all, start, stop)
 
     def _parquet_blocks(self, shard: Shard, vectors: bool
                         ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:

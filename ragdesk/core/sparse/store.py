@@ -25,6 +25,7 @@ import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.errors import CorruptSnapshotError, DiskFullError, is_disk_full
+from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.sparse.bm25 import DEFAULT_B, DEFAULT_K1, META_NAME, BM25Index
 from ragdesk.core.sparse.features import PASSAGE_COLUMNS, Postings, passage_row
@@ -213,6 +214,7 @@ def refresh_norms(folder: Path, embeddings: np.ndarray) -> None:
                                    f"the embeddings {embeddings.shape[0]}.")
     for s in range(0, feats.shape[0], 65536):
         block = np.asarray(embeddings[s:s + 65536], dtype=np.float32)
+        release_pages(embeddings, s, s + 65536)  # one pass: keep the file out of the RSS
         feats[s:s + 65536, PASSAGE_COLUMNS.index("norm")] = np.linalg.norm(block, axis=1)
     tmp = folder / f".{FEATURES_FILE}.{uuid.uuid4().hex[:8]}.npy"
     np.save(tmp, feats)

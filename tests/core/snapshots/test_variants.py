@@ -244,29 +244,6 @@ def test_pq_code_width_prefers_fast_sub_vectors() -> None:
     assert fv.pq_bytes(32, 2) == 2
 
 
-def test_reading_rows_releases_the_mapped_pages(tmp_path: Path) -> None:
-    status = Path("/proc/self/status")
-    if not status.exists():
-        pytest.skip("needs /proc to read the resident set")
-
-    def rss_file() -> int:
-        line = next(ln for ln in status.read_text().splitlines() if ln.startswith("RssFile:"))
-        return int(line.split()[1]) << 10
-
-    vecs = np.random.default_rng(0).standard_normal((40_000, 384)).astype(np.float16)
-    np.save(tmp_path / "e.npy", vecs)
-    emb = np.load(tmp_path / "e.npy", mmap_mode="r")
-    before = rss_file()
-    rows = np.concatenate([fv._rows(emb, s, s + 4096, release=True)
-                           for s in range(0, len(emb), 4096)])
-    assert rss_file() - before < vecs.nbytes // 10  # 30 MB read, almost none left mapped
-    np.testing.assert_array_equal(rows, vecs.astype(np.float32))
-    np.asarray(emb).sum()  # the mapping still reads back
-    assert rss_file() - before > vecs.nbytes // 2
-    fv.release_rows(emb)
-    assert rss_file() - before < vecs.nbytes // 10
-
-
 def test_tuning_recall_is_the_recall_after_reranking() -> None:
     from tests.core.snapshots.util import clustered_vectors
 
