@@ -88,6 +88,11 @@ def test_quantize_json_and_verify(cli: Cli, tiny_models: Any, tmp_path: Path,
     reported = float(out.split("recall@20 ")[1].split()[0])
     assert reported < 0.999
     assert f"Warning: recall@20 is {reported:.3f}, below the target 1.00" in err
+    code, out, err = cli("index", "quantize", "syn", "--variant", "ivf-pq", "--on-disk",
+                         "--nprobe", "8", "--rerank", "100", "--json", "--queries", "200")
+    assert code == 0, err
+    assert json.loads(out)["params"]["ondisk"] == 1
+    assert len(list((data_dir / "snapshots" / "syn").glob("index.ivf-pq.*.ivfdata"))) == 1
     code, out, err = cli("index", "quantize", "syn", "--variant", "hnsw-sq8", "--ef-search",
                          "64", "--rerank", "50", "--hnsw-m", "16", "--json", "--queries", "200")
     assert code == 0, err
