@@ -229,10 +229,18 @@ def fill_on_disk(trained: Any, emb: np.ndarray, ivfdata: Path, prog: Progress,
     return trained
 
 
+def ondisk_supported() -> bool:
+    import faiss
+
+    return hasattr(faiss, "OnDiskInvertedLists")
+
+
 def _ondisk_lists(index: Any) -> Any:
     import faiss
 
     fa: Any = faiss
+    if not ondisk_supported():
+        return None
     try:
         lists = fa.extract_index_ivf(index).invlists
     except RuntimeError:  # not an IVF index

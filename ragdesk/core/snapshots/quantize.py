@@ -302,6 +302,9 @@ def _check_build(variant: str, build: dict[str, Any], n: int, dim: int) -> None:
         if not 1 <= nbits <= 16 or n < (1 << nbits):
             raise BadInputError(f"nbits={nbits} needs at least {1 << nbits} passages and at "
                                 "most 16 bits.")
+        if build.get("ondisk") and not fv.ondisk_supported():
+            raise BadInputError("This FAISS build has no on-disk inverted lists (FAISS leaves "
+                                "them out on Windows).", hint="Leave out --on-disk.")
     else:
         if int(build["M"]) < 2:
             raise BadInputError(f"M must be at least 2, not {build['M']}.")
