@@ -252,9 +252,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     engine = ragdesk.load_engine(data_dir=args.data_dir)
     t_load = time.perf_counter() - t0
-    f32 = engine.generator
-    if getattr(f32, "lean_decoder", None) is None:
-        raise SystemExit(f"the generator {f32.name!r} does not take the lean causal decoder")
+    loaded = engine.generator
+    if getattr(loaded, "lean_decoder", None) is None:
+        raise SystemExit(f"the generator {loaded.name!r} does not take the lean causal decoder")
+    # The engine's generator runs at the CPU's default precision (bfloat16 where the CPU has
+    # it natively): the float32 side is built explicitly on the same (float32) weights.
+    f32 = CausalLMGenerator(loaded.model, loaded.tokenizer, loaded.name, precision="float32")
+    assert f32.precision == "float32" and loaded.model.dtype == torch.float32
     t0 = time.perf_counter()
     bf16 = CausalLMGenerator(f32.model, f32.tokenizer, f32.name, precision="bfloat16")
     t_bf16 = time.perf_counter() - t0
