@@ -283,16 +283,125 @@ def summary(run: dict[str, Any]) -> str:
 
 
 def load_results() -> list[dict[str, Any]]:
-    rows = [json.loads(p.read_text()) for p in OUT.glob("results-*[0-9].json")]
+    rows = [json.loads(p.read_text()) for p in OUT.glob("results-*.json")
+            if p.stem.removeprefix("results-").isdigit()]  # tagged runs are kept apart
     return sorted((r for r in rows if "eval" in r), key=lambda r: r["n"])
 
 
 INTRO = """
 # Scale: clustered 768-d vectors imported from shards and quantized (issue 21)
 
-(written after the runs)
+`python -m bench.scale_bench --n 1000000 --n 2000000 --n 5000000 --threads 2`, then
+`--report`. Machine: 2 cores (AMD EPYC), 24 GB RAM, shared with other engineers' jobs while
+it ran, so every row gives the load average, and CPU seconds beside the wall seconds.
+
+**Data.** 4,096 centres (Gaussian directions, unit length). Each vector is a centre chosen
+uniformly plus Gaussian noise of the same expected length (noise ratio 1.0: a vector's cosine
+with its centre is about 0.71, with another vector of its cluster about 0.5, with any other
+about 0), L2-normalised and stored as float16. Generation writes 65,536 rows at a time into
+`.npy` + `.ids.npy` shards of 250,000 rows, ids shuffled within each shard. Queries are 200
+more vectors drawn the same way and not stored. The passages are a DPR TSV of N lines
+`passage i`; the encoder is a randomly initialised one-layer DPR context encoder 768 wide
+(`index import --embeddings` reads its width and never runs it).
+
+**Measured.** `ragdesk index import TSV --embeddings SHARDS` and `ragdesk index quantize NAME
+--variant ivf-pq` run as subprocesses with `OMP_NUM_THREADS=2`, quantize with its defaults
+(tuned on 1,000 stand-in questions to recall@20 0.95). *Peak RSS* is the process's `VmHWM`
+(which counts the pages of memory-mapped files it has touched too), *anon* the peak of
+`RssAnon`, both from /proc/PID/status (MB and GiB here are powers of 2). *Build* is
+quantize's training and adding; the rest of its wall time is the exact search for its
+tuning questions, the tuning and the checksums.
+Recall@20 is the held-out queries' against FAISS `IndexFlatIP` over the stored float16
+vectors; *p50* is the median of 200 single queries on one thread, through
+`open_snapshot(...).search_ids` (candidates from ivf-pq, re-scored from the memory-mapped
+vectors).
 """
 OUTRO = """
+### Against the issue's targets
+
+- **Peak RSS under 4 GB: met** at 1M, 2M and 5M. Import peaks at 0.82 GB and quantize at
+  0.57 / 0.67 / 1.11 GB.
+- **Flat in N: met by the import, not by quantize.** The import holds one 250,000-row
+  shard's pages at a time, plus 0.31 GB of anonymous memory, whatever N is. Before the
+  pages were released (`ragdesk/core/pages.py`), the 1M import peaked at 2.26 GB: the
+  copied vectors and the BM25 norms pass left the whole `embeddings.npy` mapped.
+  Quantize keeps the PQ codes and ids in memory (104 B per passage), and its training
+  sample doubles with nlist (65,536 vectors up to nlist=1,024, 131,072 at 2,048). Its
+  anonymous peak grows by about 150 B per passage between 1M and 5M. `--on-disk` holds
+  only one block's codes, but it was not run at this scale.
+- **1M built in under 300 s: met.** Training plus adding took 95–107 s at 1M (loads 3–6)
+  and 46 s at 2M (load 2.4), with 2 threads. The whole quantize took 133–146 s at 1M. The
+  earlier build took 991 s (one thread, m=128, Gaussian vectors, `bench/index_bench.py`).
+  The comparison on the same clustered 1M vectors is below. The 2M build was faster than
+  the 1M one because the machine was less loaded then (load 2.4 against 4.9). On this
+  shared machine the times are upper bounds, not clean measurements.
+
+### Where the 991 s went, and what changed
+
+Profiled on one thread (`OMP_NUM_THREADS=1`, loads 1.3 to 7 while the lead's benchmark
+ran). The PQ encoding that `add` does for every vector is the largest part. FAISS has SIMD
+kernels only for some sub-vector widths, so the code size matters more than its byte count
+suggests. Time to encode one 768-d vector (8,192 vectors, PQ with 8 bits):
+
+| m | 384 | 256 | 192 | 128 | 96 | 64 | 48 | 32 | 24 |
+|---|---|---|---|---|---|---|---|---|---|
+| dims per byte | 2 | 3 | 4 | 6 | 8 | 12 | 16 | 24 | 32 |
+| µs per vector | 21.4 | 219.6 | 14.5 | 118.8 | 10.1 | 60.1 | 41.3 | 27.7 | 22.9 |
+
+The default was m=128 (6 dims per byte) at 768-d. The rule now prefers the largest code of
+8 or 4 dims per byte that fits the same memory budget: m=96 at 768-d. The 384-d starter has
+no such size within its budget and keeps m=32. On 200,000 clustered vectors with
+nlist=1,024 (one thread, load 3 to 6), recall@20 at equal settings did not move, and
+adding became 6× faster:
+
+| | m=128 | m=96 |
+|---|---|---|
+| train s | 46.3 | 34.4 |
+| add µs per vector | 252 | 39 |
+| recall@20 at nprobe=8, rerank=50 / 100 | 0.979 / 0.981 | 0.977 / 0.981 |
+| recall@20 at nprobe=16, rerank=50 / 100 | 0.983 / 0.985 | 0.982 / 0.985 |
+| recall@20 at nprobe=32, rerank=50 / 100 | 0.987 / 0.989 | 0.985 / 0.989 |
+| recall@20 at nprobe=64, rerank=50 / 100 / 200 | 0.991 / 0.993 / 0.993 | 0.989 / 0.993 / 0.993 |
+
+The 1M comparison below does show a cost. It uses the same clustered 1M vectors
+(loads 3.5 to 4.9) and compares `index quantize --m 128` (the earlier default) with the
+new default, m=96:
+
+| | m=128 (before) | m=96 (now) |
+|---|---|---|
+| build s (train + add) | 202 | 107 |
+| whole quantize: wall s / CPU s | 239 / 258 | 146 / 143 |
+| index, B per passage | 139.9 | 107.9 |
+| quantize's peak RSS / anonymous MB | 575 / 541 | 569 / 497 |
+| setting tuned on the stand-ins (target 0.95) | nprobe=48, rerank=200 | nprobe=48, rerank=200 |
+| held-out recall@20 at that setting; p50 ms | 0.998; 2.69 | 0.990; 2.17 |
+| held-out recall@20 at nprobe=16, rerank=100; p50 ms | 0.915; 1.06 | 0.847; 0.85 |
+
+At 1M the smaller code is not free. At equal settings it finds fewer of the exact top 20:
+0.068 less at nprobe=16/rerank=100 and 0.008 less at the tuned setting. The 200,000-vector
+comparison above did not show this. Both stay above the 0.95 target at the setting
+quantize tunes. `--m 128` keeps the earlier recall, at about twice the build time and 30%
+more memory.
+
+The other costs:
+
+- **Tuning.** Each probe setting read and scored 1,000 queries × up to 1,000 candidate
+  vectors from the mapped file: about 5 s per setting at 100k, 72 s for a 12-setting walk.
+  After an exact re-rank, recall@20 is the share of the exact top 20 among the candidates,
+  so tuning now reads no vectors. Each setting costs one index search (0.06 s to score at
+  100k, with the same recalls).
+- **Mapped pages.** Every pass over the float16 file left its pages mapped, so the RSS
+  grew with N; they are now released as each block is done. The training sample is
+  gathered one block at a time: the kernel maps the cached pages around each faulting one
+  (fault-around), so a 6% sample of rows had mapped nearly the whole file.
+- **Not the cause.** The training sample size (max(64 × nlist, 65,536)), k-means
+  iterations (FAISS defaults: 10 coarse, 25 per sub-quantizer), the float16 to float32
+  conversion (a copy per chunk of 65,536 rows) and the Python copies each cost seconds,
+  not minutes. Training on 65,536 vectors on one thread took 8.5 s for the coarse k-means
+  with 1,024 centroids and 16.9 s for the PQ128 codebooks (15.6 s for PQ96).
+  OPQ is not used, and FAISS runs on all the threads it is given.
+- **Left as is.** At 5M, nlist=2,048 doubles the cost of assigning each vector to a list,
+  and 21M (nlist=4,096) doubles it again.
 """
 
 
@@ -317,9 +426,9 @@ def rss_plot(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     out = ["| N | import: wall s / CPU s; peak RSS / anon MB | quantize: wall s / CPU s; peak "
-           "RSS / anon MB | build s (CPU-bound part) | setting quantize chose | recall@20 "
-           "held-out (quantize's own) | p50 ms | fixed nprobe=16, rerank=100: recall@20, "
-           "p50 ms | load 1/5/15 after import; after quantize |",
+           "RSS / anon MB | build s (train + add); s per million | setting quantize chose | "
+           "recall@20 held-out (quantize's own) | p50 ms | fixed nprobe=16, rerank=100: "
+           "recall@20, p50 ms | load 1/5/15 after import; after quantize |",
            "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         imp, q, res, ev = r["import"], r["quantize"], r["quantize"]["result"], r["eval"]
@@ -327,7 +436,8 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         out.append(
             f"| {r['n']:,} | {imp['wall_s']:.0f} / {imp['cpu_s']:.0f}; {imp['peak_rss_mb']:,} / "
             f"{imp['peak_anon_mb']:,} | {q['wall_s']:.0f} / {q['cpu_s']:.0f}; "
-            f"{q['peak_rss_mb']:,} / {q['peak_anon_mb']:,} | {res['build_s']:.0f} | "
+            f"{q['peak_rss_mb']:,} / {q['peak_anon_mb']:,} | {res['build_s']:.0f}; "
+            f"{res['build_s'] / r['n'] * 1e6:.0f} | "
             f"nlist={p['nlist']}, m={p['m']}, nprobe={p['nprobe']}, rerank={p['rerank']} | "
             f"{ev['tuned']['recall_at_20']:.3f} ({res['recall_at_20']:.3f}) | "
             f"{ev['tuned']['p50_ms']} | {ev['cheap']['recall_at_20']:.3f}, "
