@@ -61,6 +61,19 @@ def _xor(path: Path, offset: int, mask: int) -> None:
         fh.write(bytes([byte[0] ^ mask]))
 
 
+def _count_hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files the open path hashes, in order, from now on."""
+    hashed: list[str] = []
+    real = checked.sha256_file
+
+    def counting(path: Path, *args: Any, **kwargs: Any) -> str:
+        hashed.append(path.name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(checked, "sha256_file", counting)
+    return hashed
+
+
 def _whole(cli: Any) -> None:  # type: ignore[no-untyped-def]
     """The catalog lists the snapshot ready and active, and it verifies."""
     code, out, err = cli("index", "list", "--json")
@@ -126,14 +139,7 @@ def test_later_opens_hash_only_what_changed(snapshot_dir: Path,  # noqa: F811
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _folder(snapshot_dir)
     _settle(folder)
-    hashed: list[str] = []
-    real = checked.sha256_file
-
-    def counting(path: Path, *args: Any, **kwargs: Any) -> str:
-        hashed.append(path.name)
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(checked, "sha256_file", counting)
+    hashed = _count_hashes(monkeypatch)
     app = AppContext(snapshot_dir)
     try:
         open_snapshot(app.data, app.catalog).close()
@@ -260,14 +266,7 @@ def test_an_import_records_its_own_checksums_as_the_first_check(
     rec = import_snapshot(data, catalog, src, name="fresh", encoder=str(tiny_models.ctx_encoder))
     folder = data.snapshot_dir(rec.slug)
     assert sorted(read_verified(folder)) == [EMBEDDINGS_FILE, PASSAGES_FILE]
-    hashed: list[str] = []
-    real = checked.sha256_file
-
-    def counting(path: Path, *args: Any, **kwargs: Any) -> str:
-        hashed.append(path.name)
-        return real(path, *args, **kwargs)
-
-    monkeypatch.setattr(checked, "sha256_file", counting)
+    hashed = _count_hashes(monkeypatch)
     open_snapshot(data, catalog, "fresh").close()
     assert hashed == []
     _flip(folder / EMBEDDINGS_FILE)
