@@ -206,7 +206,7 @@ def fill_on_disk(trained: Any, emb: np.ndarray, ivfdata: Path, prog: Progress,
             part = fa.clone_index(trained)
             _fill(part, emb, start, min(emb.shape[0], start + ONDISK_BLOCK), prog, cancel,
                   ids=True)
-            blocks.append(ivfdata.with_name(f"{ivfdata.name}.block-{len(blocks)}"))
+            blocks.append(_block_path(ivfdata, len(blocks)))
             fa.write_index(part, str(blocks[-1]))
             del part
         prog.set(emb.shape[0], f"merging {len(blocks)} blocks into {ivfdata.name}")
@@ -227,6 +227,14 @@ def fill_on_disk(trained: Any, emb: np.ndarray, ivfdata: Path, prog: Progress,
         for block in blocks:
             block.unlink(missing_ok=True)
     return trained
+
+
+def _block_path(ivfdata: Path, k: int) -> Path:
+    """Block ``k`` beside ``ivfdata``; for a temporary ``.NAME.tmp-PID`` it is one too
+    (``.NAME.block-k.tmp-PID``), so that a killed build's blocks are removed with it."""
+    head, sep, tail = ivfdata.name.rpartition(".tmp-")
+    return ivfdata.with_name(f"{head}.block-{k}{sep}{tail}" if sep
+                             else f"{ivfdata.name}.block-{k}")
 
 
 def ondisk_supported() -> bool:

@@ -86,9 +86,15 @@ def test_quantize_on_disk(tmp_path: Path, dpr_ctx: Any,
     index.close()
     assert capfd.readouterr().out == ""
 
+    # What an on-disk build killed mid-way leaves goes with the next quantize's temporaries.
+    killed = [data.snapshot_dir("s") / f".index.ivf-pq.faiss.ivfdata{part}.tmp-999999"
+              for part in ("", ".block-0")]
+    for f in killed:
+        f.write_bytes(b"x")
     # The same build in memory gives the same answers, and replaces the lists file.
     quantize_snapshot(data, catalog, "s", "ivf-pq", params={**PARAMS, **search}, queries=200)
     assert not fv.lists_files("ivf-pq", os.listdir(data.snapshot_dir("s")))
+    assert not any(f.exists() for f in killed)
     index = open_snapshot(data, catalog, "s", "ivf-pq")
     in_memory = index.search_ids(q, 20)
     index.close()
