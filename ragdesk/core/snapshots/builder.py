@@ -459,9 +459,9 @@ class _Build:
 
     def _write_manifest(self, n: int) -> Manifest:
         info = self.plan.encoder.info
+        stats: dict[str, os.stat_result] = {}
         files = checksum_files(self.staging, [PASSAGES_FILE, EMBEDDINGS_FILE], "checksumming",
                                self.progress, self.cancel, stats)
-        stats: dict[str, os.stat_result] = {}
         emb_bytes = n * info.dim * self.plan.dtype.itemsize
         src = self.plan.source
         source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
@@ -479,9 +479,9 @@ class _Build:
             default_variant=FLAT, files=files,
         )
         write_manifest(self.staging, manifest)
+        record_written(self.staging, manifest, stats)
         fsync_dir(self.staging)
         return manifest
-        record_written(self.staging, manifest, stats)
 
 
 class SnapshotBusyError(RagdeskError):
