@@ -46,7 +46,7 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.checked import record_written
 from ragdesk.core.snapshots.chunking import PassageRow, passages
-from ragdesk.core.snapshots.lifecycle import mark_ready, recover
+from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready, recover
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
     FLAT,
@@ -603,7 +603,10 @@ def import_snapshot(
                              default_pack=default_pack, progress=progress, cancel=cancel,
                              batch_size=batch_size, fast=fast).record
     data.ensure()
-    recover(data, catalog)
+    report = recover(data, catalog)
+    finished = _finished_by_recovery(data, catalog, report, name, source, fmt, limit)
+    if finished is not None:
+        return finished
     plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
                  batch_size)
     plan.staged, plan.fast = staged, fast
@@ -614,6 +617,25 @@ def import_snapshot(
     with locks.hold_import(data, name, plan.slug):
         _recheck(catalog, name, plan.slug)
         return _import_locked(data, catalog, plan, progress, cancel, on_stage)
+
+
+def _finished_by_recovery(data: DataDir, catalog: Catalog, report: RecoveryReport, name: str,
+                          source: str | os.PathLike[str], fmt: str | None, limit: int | None
+                          ) -> SnapshotRecord | None:
+    """This import run again after a kill that came once its folder was complete, before
+    the catalog said so: the recovery this call ran has just finished it, and running the
+    import again is how a user resumes one, so it is done (not "already exists")."""
+    name = name.strip()
+    if name not in report.completed:
+        return None
+    rec = catalog.get_snapshot(name)
+    made = read_manifest(data.snapshot_dir(rec.slug)).source
+    if made.get("label") != open_source(source, fmt).label or made.get("limit") != limit:
+        return None  # another import of that name: refused as usual
+    log.info("the interrupted import of %s had finished its snapshot; recovered it", name)
+    if catalog.active_snapshot() is None:
+        catalog.set_active(name)
+    return rec
 
 
 def _recheck(catalog: Catalog, name: str, slug: str) -> None:

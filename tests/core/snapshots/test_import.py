@@ -375,3 +375,21 @@ def test_changed_arguments_restart_instead_of_resuming(env: tuple[DataDir, Catal
         import_snapshot(data, catalog, src, name="c", encoder=dpr_ctx, cancel=token)
     rec = import_snapshot(data, catalog, src, name="c", encoder=dpr_ctx, limit=10)
     assert rec.passages == 10
+
+
+def test_rerun_after_a_kill_between_the_folder_and_the_catalog_is_done(
+        with_existing: Any, dpr_ctx: Any, tmp_path: Path) -> None:
+    """Killed after the complete folder was renamed into place, before the catalog said
+    "ready": running the same import again (how a user resumes) is done, not "already
+    exists"; another import of that name is still refused."""
+    from ragdesk.core.catalog import SnapshotState
+
+    data, catalog, before = with_existing
+    catalog.update_snapshot("keep", state=SnapshotState.IMPORTING)
+    other = write_jsonl(tmp_path / "other.jsonl", [("a", "b")])
+    with pytest.raises(AlreadyExistsError, match="'keep' already exists"):
+        import_snapshot(data, catalog, other, name="keep", encoder=dpr_ctx)
+    catalog.update_snapshot("keep", state=SnapshotState.IMPORTING)
+    rec = import_snapshot(data, catalog, tmp_path / "keep.jsonl", name="keep", encoder=dpr_ctx)
+    assert rec.state == "ready" and rec.passages == 6
+    assert_untouched(data, catalog, before)
