@@ -294,7 +294,6 @@ class GemmaDecoder:
     """The weights of one ``Gemma3ForCausalLM``, read in place (float32) or repacked (int8)."""
 
     def __init__(self, model: Any, precision: str = "float32") -> None:
-
         check_precision(precision)
         cfg = model.config
         inner = model.model
@@ -317,9 +316,9 @@ class GemmaDecoder:
         self.vocab_size = int(model.lm_head.weight.shape[0])
         self._model = model
         self._params = list(model.parameters())
-        # the last prompts' common opening: (tokens, [(k, v) per layer], weights' version)
-        self._opening: tuple[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]],
-                             tuple[int, ...]] | None = None
+        # the last prompts' common opening under the weights taken: (tokens, [(k, v) per layer])
+        self._opening: tuple[tuple[int, ...],
+                             list[tuple[torch.Tensor, torch.Tensor]]] | None = None
         self._take_weights()
 
     def _take_weights(self) -> None:
@@ -342,6 +341,7 @@ class GemmaDecoder:
         self.lm_head = _Linear([model.lm_head.weight], [model.lm_head.bias], precision)
         self.dtype = self.embed.dtype
         self._taken = self._weights_version()
+        self._opening = None  # computed with the weights before
 
     def _follow_weights(self) -> None:
         if self._weights_version() != self._taken:
@@ -509,10 +509,9 @@ class GemmaDecoder:
         import torch
 
         cached = self._opening
-        if cached is None or cached[2] != self._weights_version() or \
-                cached[1][0][0].device != torch.device(device or "cpu"):
+        if cached is None or cached[1][0][0].device != torch.device(device or "cpu"):
             return 0
-        tokens, kv, _ = cached
+        tokens, kv = cached
         n = _common_prefix_len([tokens, opening])
         n = min(n, len(opening) - 1)  # the opening's last token runs anyway (cheap)
         if n <= 0:
@@ -532,7 +531,7 @@ class GemmaDecoder:
         n = len(opening)
         kv = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in zip(head.k, head.v,
                                                                             strict=True)]
-        self._opening = (opening, kv, self._weights_version())
+        self._opening = (opening, kv)
 
     def _weights_version(self) -> tuple[int, ...]:
         # torch counts in-place changes per tensor (an optimizer's step is one): every
