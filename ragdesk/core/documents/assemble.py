@@ -20,7 +20,7 @@ from ragdesk.core.documents.folder import DOCUMENTS_FILE, FileEntry, FolderRecor
 from ragdesk.core.documents.model import DocPassage
 from ragdesk.core.encoders import EncoderInfo
 from ragdesk.core.progress import CancelToken, ProgressCallback
-from ragdesk.core.snapshots.checked import record_written
+from ragdesk.core.snapshots.checked import update_verified
 from ragdesk.core.snapshots.chunking import PassageRow
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
@@ -130,6 +130,8 @@ def _manifest(build: Path, spec: SnapshotSpec, n: int, progress: ProgressCallbac
         variants={FLAT: VariantEntry(EMBEDDINGS_FILE, n * spec.encoder.dim * 4, {}, 1.0, 0.0)},
         default_variant=FLAT, files=files)
     write_manifest(build, manifest)
-    record_written(build, manifest, stats)
+    # the checksums just taken count as the files' first check: a first open of a
+    # large snapshot does not hash it all again
+    update_verified(build, manifest, stats, [])
     fsync_dir(build)
     return manifest

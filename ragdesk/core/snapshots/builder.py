@@ -44,7 +44,7 @@ from ragdesk.core.pages import release_pages
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
-from ragdesk.core.snapshots.checked import record_written
+from ragdesk.core.snapshots.checked import update_verified
 from ragdesk.core.snapshots.chunking import PassageRow, passages
 from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready, recover
 from ragdesk.core.snapshots.manifest import (
@@ -479,7 +479,9 @@ class _Build:
             default_variant=FLAT, files=files,
         )
         write_manifest(self.staging, manifest)
-        record_written(self.staging, manifest, stats)
+        # the checksums just taken count as the files' first check: a first open of a
+        # large snapshot does not hash it all again
+        update_verified(self.staging, manifest, stats, [])
         fsync_dir(self.staging)
         return manifest
 

@@ -87,22 +87,6 @@ def update_verified(folder: Path, manifest: Manifest, passed: Mapping[str, os.st
                     "checked again at the next open", folder, exc)
 
 
-def record_written(folder: Path, manifest: Manifest,
-                   stats: Mapping[str, os.stat_result]) -> None:
-    """The writer's checksums, taken over the files it has just written (under its lock),
-    count as their first check: without this the first open of a freshly imported 21M-passage
-    snapshot would hash its 65 GB again. ``stats``: each file's stat from before its hash; a
-    file that changed since is left to the first open."""
-    same: dict[str, os.stat_result] = {}
-    for fname, st in stats.items():
-        try:
-            if stamp_of((folder / fname).stat()) == stamp_of(st):
-                same[fname] = st
-        except OSError:
-            continue
-    update_verified(folder, manifest, same, [])
-
-
 def unchanged(stamp: dict[str, Any] | None, st: os.stat_result, meta: Mapping[str, Any]) -> bool:
     """Whether a file with stat ``st`` is the one that matched ``meta``'s checksum."""
     return stamp is not None and stamp.get("sha256") == meta.get("sha256") and all(

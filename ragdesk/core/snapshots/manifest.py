@@ -131,7 +131,8 @@ def checksum_files(folder: Path, names: list[str], message: str,
                    cancel: CancelToken | None = None,
                    stats: dict[str, os.stat_result] | None = None) -> dict[str, dict[str, Any]]:
     """The manifest entries of ``names``; ``stats`` receives each file's stat as it was
-    before its hash (see :func:`ragdesk.core.snapshots.checked.record_written`)."""
+    before its hash (the stamp :func:`ragdesk.core.snapshots.checked.update_verified`
+    records)."""
     total = sum((folder / n).stat().st_size for n in names)
     prog = Progress(total, message, progress, unit="bytes")
     out: dict[str, dict[str, Any]] = {}
