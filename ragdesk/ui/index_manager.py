@@ -372,8 +372,10 @@ class IndexManagerDialog(QDialog):
             side.addWidget(b)
             return b
 
+        # Not the method itself: clicked passes its checked flag, which would land in
+        # ``reimport``.
         self.import_button = button("import", "&Import…", "Import passages as a new snapshot",
-                                    self.open_import)
+                                    lambda: self.open_import())
         self.reimport_button = button("refresh", "Re-im&port…",
                                       "Import this snapshot's folder of documents again: "
                                       "new and changed files are encoded, deleted ones leave",
