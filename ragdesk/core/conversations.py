@@ -14,6 +14,7 @@ from any thread (the GUI calls it from its worker lanes, never from the event lo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -36,8 +37,10 @@ from ragdesk.core.conversation_types import (
 )
 from ragdesk.core.errors import BadInputError, NotFoundError
 from ragdesk.core.export import answer_from_json, conversation_json, conversation_markdown
+from ragdesk.core.safe_json import check_strings, check_text, load_file_bounded
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
+IMPORT_MAX_BYTES = 256 << 20
 TITLE_CHARS = 80  # a conversation named after its first question keeps this much of it
 KEEP_DELETED_DAYS = 30  # a deleted conversation can be restored for this long
 
@@ -49,12 +52,23 @@ def fts_query(user_text: str) -> str | None:
     Each word is quoted, so FTS5 operators and punctuation in the text (``AND``, ``-``,
     ``:``, ``"``, ``*``) are taken literally instead of raising a syntax error.
     """
-    words = user_text.split()
+    words = _words(user_text, "search")
     if not words:
         return None
     quoted = ['"' + w.replace('"', '""') + '"' for w in words]
     quoted[-1] += "*"
     return " ".join(quoted)
+
+
+def _words(user_text: str, what: str) -> list[str]:
+    """The words of what a user typed. Control characters separate words: SQLite reads a
+    NUL as the end of the query ("unterminated string" in the middle of a quoted word)."""
+    check_text(user_text, what=what)
+    return "".join(" " if ord(c) < 32 else c for c in user_text).split()
+
+
+def _title(title: str) -> str:
+    return " ".join(_words(title, "title"))
 
 
 def _like_pattern(word: str) -> str:
@@ -115,7 +129,7 @@ class ConversationStore:
             cid = conn.execute(
                 text("INSERT INTO conversations (title, created_at, updated_at) "
                      "VALUES (:t, :now, :now)"),
-                {"t": " ".join((title or "").split()), "now": now}).lastrowid
+                {"t": _title(title or ""), "now": now}).lastrowid
             return self._get(conn, int(cid))
 
     def new_conversation(self) -> ConversationRecord:
@@ -144,10 +158,11 @@ class ConversationStore:
 
     def rename(self, conversation_id: int, title: str) -> ConversationRecord:
         """Give a name; an empty one goes back to naming it after its first question."""
+        new = _title(title)
         with self.catalog.transaction() as conn:
             self._get(conn, conversation_id)
             conn.execute(text("UPDATE conversations SET title = :t WHERE id = :id"),
-                         {"t": " ".join(title.split()), "id": conversation_id})
+                         {"t": new, "id": conversation_id})
             return self._get(conn, conversation_id)
 
     def delete(self, conversation_id: int) -> None:
@@ -293,7 +308,7 @@ class ConversationStore:
     def search_titles(self, query: str, *, limit: int = 20) -> list[ConversationRecord]:
         """Conversations whose given name holds every word of ``query`` (case-insensitive),
         newest first: a renamed conversation is found by its name."""
-        words = query.split()
+        words = _words(query, "search")
         if not words:
             return []
         # LIKE's own wildcards in what the user typed are literal (escaped with '\').
@@ -321,6 +336,7 @@ class ConversationStore:
     def export_to(self, conversation_id: int, path: Path) -> Path:
         """Write the conversation to ``path``: JSON for a ``.json`` name, else Markdown;
         atomically, so an export interrupted by a full disk leaves no half file."""
+        _check_export_path(path)
         if path.suffix.lower() == ".json":
             body = json.dumps(self.export_json(conversation_id), ensure_ascii=False, indent=1)
         else:
@@ -328,9 +344,14 @@ class ConversationStore:
         write_bytes_atomic(path, body.encode("utf-8"))
         return path
 
+    def import_file(self, path: Path) -> ConversationRecord:
+        """A new conversation from a JSON file that :meth:`export_to` wrote."""
+        return self.import_json(load_file_bounded(path, max_bytes=IMPORT_MAX_BYTES))
+
     def import_json(self, data: Mapping[str, Any]) -> ConversationRecord:
         """A new conversation from :meth:`export_json`'s output. Every answer is read before
         anything is written: a damaged export adds nothing."""
+        check_strings(data)  # SQLite refuses lone surrogates only once half is written
         answers = data.get("answers") if isinstance(data, Mapping) else None
         if not isinstance(answers, list):
             raise BadInputError("This is not a ragdesk conversation export (it has no list "
@@ -351,3 +372,15 @@ class ConversationStore:
         for answer, pack, options in parsed:
             self.add_answer(conv.id, answer, pack=pack, options=options)
         return self.get(conv.id)
+
+
+def _check_export_path(path: Path) -> None:
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:
+        raise BadInputError(f"The file name {str(path)!r} cannot be written: it is not valid "
+                            "text.", hint="Choose another file name.") from None
+    if path.is_dir():
+        raise BadInputError(f"{path} is a folder.",
+                            hint="Choose a file name to export to, such as "
+                                 f"{path / 'conversation.md'}.")

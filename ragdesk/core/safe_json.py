@@ -65,7 +65,8 @@ def check_text(value: str, *, path: Path | str | None = None, line: int | None =
     return value
 
 
-def _check_strings(obj: Any, path: Path | str | None, line: int | None) -> None:
+def check_strings(obj: Any, path: Path | str | None = None, line: int | None = None) -> None:
+    """Refuse a parsed JSON value holding a string (or key) that is not text."""
     # Iterative: the depth is bounded already, but this walks every value of a large line.
     stack = [obj]
     while stack:
@@ -76,7 +77,7 @@ def _check_strings(obj: Any, path: Path | str | None, line: int | None) -> None:
             for k, v in o.items():
                 check_text(k, path=path, line=line, what="JSON text")
                 stack.append(v)
-        elif isinstance(o, list):
+        elif isinstance(o, (list, tuple)):
             stack.extend(o)
 
 
@@ -109,7 +110,7 @@ def loads_bounded(data: str | bytes, *, max_depth: int = MAX_DEPTH,
         raise BadInputError("is nested too deeply to read.", hint=hint,
                             path=path, line=line) from None
     if _SURROGATE_ESCAPE.search(text):
-        _check_strings(obj, path, line)
+        check_strings(obj, path, line)
     return obj
 
 

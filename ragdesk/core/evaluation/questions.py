@@ -3,13 +3,13 @@ object per line (``"answers"`` is accepted too, as some exports spell it)."""
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.safe_json import iter_lines_bounded, loads_bounded
 
 _HINT = ('Each line must be a JSON object like {"question": "who wrote hamlet", '
          '"answer": ["William Shakespeare"]}.')
@@ -23,11 +23,7 @@ class Question:
 
 
 def _parse_line(raw: str, path: Path, line_no: int) -> Question:
-    try:
-        obj = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"not valid JSON ({exc.msg} at column {exc.colno}).",
-                            path=path, line=line_no, hint=_HINT) from exc
+    obj = loads_bounded(raw, path=path, line=line_no, hint=_HINT)
     if not isinstance(obj, dict):
         raise BadInputError(f"expected a JSON object, found {type(obj).__name__}.",
                             path=path, line=line_no, hint=_HINT)
@@ -64,7 +60,7 @@ def read_questions(path: str | os.PathLike[str], limit: int | None = None,
         raise BadInputError(f"cannot be read: {exc.strerror or exc}.", path=p) from exc
     out: list[Question] = []
     with fh:
-        for line_no, raw_bytes in enumerate(fh, start=1):
+        for line_no, raw_bytes in iter_lines_bounded(fh, path=p):
             try:
                 raw = raw_bytes.decode("utf-8-sig" if line_no == 1 else "utf-8")
             except UnicodeDecodeError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,8 +10,9 @@ from typing import Any
 
 from ragdesk.core.atomic import write_json_atomic
 from ragdesk.core.encoders import EncoderInfo
-from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.errors import BadInputError, CorruptSnapshotError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import loads_bounded
 
 MANIFEST_FILE = "manifest.json"
 EMBEDDINGS_FILE = "embeddings.npy"
@@ -94,14 +94,17 @@ class Manifest:
 def read_manifest(folder: Path) -> Manifest:
     path = folder / MANIFEST_FILE
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise CorruptSnapshotError(f"{path} is missing.") from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise CorruptSnapshotError(f"{path} cannot be read ({exc}).") from exc
     try:
-        return Manifest.from_json(json.loads(raw))
-    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        return Manifest.from_json(loads_bounded(raw, max_bytes=len(raw)))
+    except BadInputError as exc:
+        raise CorruptSnapshotError(f"{path} is not a valid snapshot manifest (it "
+                                   f"{exc.message.rstrip('.')}).") from exc
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptSnapshotError(f"{path} is not a valid snapshot manifest ({exc}).") from exc
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import bz2
 import csv
 import gzip
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -30,6 +29,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from ragdesk.core.errors import BadInputError, NotFoundError
+from ragdesk.core.safe_json import (
+    MAX_PASSAGE_LINE_BYTES,
+    iter_lines_bounded,
+    loads_bounded,
+    read_bounded,
+)
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES, vital_articles_path
 
 JSONL = "jsonl"
@@ -41,6 +46,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 
 SNIFF_BYTES = 1 << 16
+# A Vital Articles file is parsed whole; the starter's is a few MB.
+VITAL_MAX_BYTES = 256 << 20
 UTF8_HINT = "Convert the file to UTF-8 (for example `iconv -f latin1 -t utf-8 IN > OUT`)."
 FORMAT_HINT = f"Pass --format with one of: {', '.join(FORMATS)}."
 
@@ -156,8 +163,8 @@ def _text_format(path: Path, text: bytes) -> str:
         return JSONL
     if text.startswith(b"{"):
         try:
-            obj = json.loads(first)
-        except ValueError:
+            obj = loads_bounded(first)
+        except BadInputError:
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("text"), str):
             return JSONL
@@ -216,7 +223,8 @@ class Source:
                ) -> Iterator[tuple[int, str]]:
         lineno = 0
         try:
-            for lineno, data in enumerate(fh, 1):
+            for lineno, data in iter_lines_bounded(fh, max_line_bytes=MAX_PASSAGE_LINE_BYTES,
+                                                   path=self.path):
                 line = _decode(data, self.path, lineno)
                 if lineno == 1:
                     line = line.removeprefix("\ufeff")
@@ -233,15 +241,10 @@ class Source:
             for lineno, line in self._lines(fh, raw):
                 if not line.strip():
                     continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise BadInputError(
-                        f"is not valid JSON ({exc.msg} at column {exc.colno}).",
-                        path=self.path, line=lineno,
-                        hint='Each line must be one JSON object like {"title": "...", '
-                        '"text": "..."}.',
-                    ) from exc
+                obj = loads_bounded(
+                    line, max_bytes=MAX_PASSAGE_LINE_BYTES, path=self.path, line=lineno,
+                    hint='Each line must be one JSON object like {"title": "...", '
+                    '"text": "..."}.')
                 if not isinstance(obj, dict):
                     raise BadInputError(f"holds a JSON {type(obj).__name__}, not an object.",
                                         path=self.path, line=lineno)
@@ -334,7 +337,7 @@ class Source:
     # ---- Vital Articles ------------------------------------------------------------
 
     def _vital(self) -> Iterator[Document]:
-        data = self.path.read_bytes()
+        data = read_bounded(self.path, VITAL_MAX_BYTES)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -344,11 +347,7 @@ class Source:
             _decode(data[start:end if end >= 0 else None], self.path,
                     data.count(b"\n", 0, start) + 1)
             raise
-        try:
-            obj = json.loads(text.removeprefix("\ufeff"))
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"is not valid JSON ({exc.msg} at column {exc.colno}).",
-                                path=self.path, line=exc.lineno) from exc
+        obj = loads_bounded(text, max_bytes=VITAL_MAX_BYTES, path=self.path)
         items: list[Any]
         if isinstance(obj, dict):
             items = [(k, v) for k, v in obj.items()]
