@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.documents.parsers import PARSER_VERSION, supported
+from ragdesk.core.safe_paths import is_text_name, link_problem, shown_name
 
 DOCUMENTS_FILE = "documents.json"
 DOCUMENTS_FORMAT = 1
@@ -64,23 +65,63 @@ def read_folder_record(snapshot_folder: Path) -> FolderRecord | None:
         return None
 
 
-def scan_folder(root: Path) -> tuple[list[str], int]:
+def scan_folder(root: Path) -> tuple[list[str], int, list[str]]:
     """Relative paths (forward slashes, sorted) of the files ragdesk reads under ``root``,
-    and how many other files were passed over. Hidden files and folders are skipped, and
-    links to folders are not followed (they can loop)."""
+    how many other files were passed over, and warnings naming the entries refused. Hidden
+    files and folders are skipped; links to folders are not followed (they can loop), and
+    a link leading out of ``root`` (to ``/etc/passwd``, to a file beside the folder), a
+    dangling link and a loop are refused, as are names that are not UTF-8, which no
+    passage, title or message could hold."""
     found: list[str] = []
+    refused: list[str] = []
     other = 0
+    allowed = [root.resolve()]
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        here = Path(dirpath)
+        kept = []
+        for d in sorted(dirnames):
+            if d.startswith("."):
+                continue
+            problem = _entry_problem(here / d, root, allowed)
+            if problem is not None:
+                refused.append(problem)
+            elif not (here / d).is_symlink():
+                kept.append(d)
+        dirnames[:] = kept
         for fname in filenames:
             if fname.startswith(".") or fname.startswith("~$"):  # ~$: Word's lock files
                 continue
-            path = Path(dirpath) / fname
-            if supported(path) and path.is_file():
+            path = here / fname
+            if not supported(path):
+                other += 1
+                continue
+            problem = _entry_problem(path, root, allowed)
+            if problem is not None:
+                refused.append(problem)
+            elif path.is_file():
                 found.append(path.relative_to(root).as_posix())
             else:
                 other += 1
-    return sorted(found), other
+    return sorted(found), other, sorted(refused)
+
+
+def _entry_problem(path: Path, root: Path, allowed: list[Path]) -> str | None:
+    """A warning ("NAME: why") for an entry that must not be read, else None."""
+    rel = path.relative_to(root).as_posix()
+    if not is_text_name(rel):
+        return (f"{shown_name(rel)}: its name is not valid UTF-8 text; rename it to import "
+                "it")
+    if path.is_symlink():
+        problem = link_problem(path, allowed)
+        if problem is not None:
+            return f"{rel}: is a symbolic link {problem}; not followed"
+    return None
+
+
+def inside_folder(path: Path, root: Path) -> bool:
+    """Whether ``path`` still leads inside ``root`` (a file may have been swapped for a link
+    since the folder was scanned)."""
+    return not path.is_symlink() or link_problem(path, [root.resolve()]) is None
 
 
 def file_sha256(path: Path) -> str:

@@ -31,6 +31,7 @@ from ragdesk.core.documents.folder import (
     FolderRecord,
     cache_key,
     file_sha256,
+    inside_folder,
     read_folder_record,
     scan_folder,
 )
@@ -246,7 +247,10 @@ class _FolderImport:
         return dict(record.files)
 
     def _collect(self, job: int) -> tuple[list[FileUnit], int]:
-        rels, other = scan_folder(self.root)
+        rels, other, refused = scan_folder(self.root)
+        for warning in refused:
+            log.warning("skipping %s", warning)
+        self.result_fields["warnings"].extend(refused)
         old = self._old_files()
         if self.previous is not None:
             self.result_fields["removed"] = sorted(set(self.previous[1].files) - set(rels))
@@ -273,6 +277,9 @@ class _FolderImport:
 
     def _unit(self, rel: str, old: dict[str, Any]) -> FileUnit | None:
         path = self.root / rel
+        if not inside_folder(path, self.root):
+            self._warn(rel, "became a symbolic link out of the folder while it was imported")
+            return None
         try:
             sha, size = file_sha256(path), path.stat().st_size
         except OSError as exc:

@@ -61,6 +61,7 @@ from ragdesk.core.models.refs import (
     resolve_ref,
 )
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_paths import link_problem
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -190,19 +191,10 @@ def check_links(src: Path) -> None:
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         for entry in (*dirnames, *filenames):
             link = Path(dirpath) / entry
-            if not link.is_symlink():
-                continue
-            try:
-                target = link.resolve(strict=True)
-            except FileNotFoundError:
-                raise _link_error(link, f"to {os.readlink(link)}, which does not exist") from None
-            except (OSError, RuntimeError):  # ELOOP (RuntimeError before Python 3.13)
-                raise _link_error(link, "that loops back on itself") from None
-            if not any(target.is_relative_to(a) for a in allowed):
-                raise _link_error(link, f"to {target}, outside the model folder {root}")
-            if target.is_dir() and link.parent.resolve().is_relative_to(target):
-                # A link to its own parent folder: copying it would never end.
-                raise _link_error(link, "to a folder that contains it (a loop)")
+            if link.is_symlink():
+                problem = link_problem(link, allowed, "model folder")
+                if problem is not None:
+                    raise _link_error(link, problem)
 
 
 def _leftovers(models_dir: Path, name: str, kind: str) -> list[Path]:
