@@ -65,10 +65,10 @@ def test_links_out_of_the_folder_are_refused_by_name(cli, tiny_models, tmp_path:
     os.symlink("good.md", root / "alias.md")  # inside the folder: fine
     res = _import(cli, root, tiny_models.st_encoder)
     warnings = "\n".join(res["warnings"])
-    for name, why in [("passwd.txt", "outside the folder"), ("environ.txt", "outside the folder"),
-                      ("beside.txt", "outside the folder"), ("sub/relative.md", "outside the folder"),
-                      ("dangling.txt", "does not exist"), ("loop.txt", "loops back"),
-                      ("outdir", "outside the folder")]:
+    out = "outside the folder"
+    for name, why in [("passwd.txt", out), ("environ.txt", out), ("beside.txt", out),
+                      ("sub/relative.md", out), ("outdir", out),
+                      ("dangling.txt", "does not exist"), ("loop.txt", "loops back")]:
         assert f"{name}: is a symbolic link" in warnings and why in warnings, (name, warnings)
     assert sorted(res["added"]) == ["alias.md", "good.md", "sub/inner.txt"]
     text = _passage_text(data_dir)
@@ -98,7 +98,7 @@ def test_a_name_that_is_not_utf8_is_skipped_by_name(cli, tiny_models, tmp_path: 
 def test_the_human_report_names_the_refused_links(cli, tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     root = _folder(tmp_path)
     os.symlink("/etc/passwd", root / "passwd.txt")
-    code, out, err = cli("index", "import", str(root), "--format", "docs", "--name", "docs",
-                         "--encoder", str(tiny_models.st_encoder))
+    code, _, err = cli("index", "import", str(root), "--format", "docs", "--name", "docs",
+                       "--encoder", str(tiny_models.st_encoder))
     assert code == 0, err
     assert "warning: skipped passwd.txt: is a symbolic link to /etc/passwd" in err

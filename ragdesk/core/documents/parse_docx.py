@@ -1,5 +1,13 @@
 """DOCX with python-docx (MIT): paragraphs and tables in body order, headings from the
-paragraph styles (Word has no pages until it lays the text out, so DOCX keeps headings)."""
+paragraph styles (Word has no pages until it lays the text out, so DOCX keeps headings).
+
+A DOCX is a zip of XML that python-docx reads whole into lxml trees: a 1 MB file can
+expand to gigabytes (a zip bomb) or hold 300k paragraphs (GBs of trees and proxies, and
+minutes of style look-ups). What it expands to is bounded before python-docx sees it, from
+the zip's central directory (member count, sizes, compression ratio; zipfile never reads a
+member past its recorded size) and a streamed count of the body's paragraphs and elements,
+and the text taken out is bounded while it is read.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +18,66 @@ from typing import Any
 
 from ragdesk.core.documents.model import Block, DocumentError, ParsedDocument
 
+MAX_MEMBERS = 5_000
+MAX_TOTAL_BYTES = 512 * 2**20  # every member expanded (python-docx loads them all)
+MAX_XML_BYTES = 32 * 2**20  # one XML part: its lxml tree takes several times this
+MAX_RATIO = 250  # deflated XML is 5-20x smaller (empty paragraphs ~200x); a bomb ~1000x
+RATIO_FROM_BYTES = 2**20  # small members may compress better than that, harmlessly
+MAX_PARAGRAPHS = 100_000  # a 1,000-page manual has ~20k
+MAX_ELEMENTS = 2_000_000  # XML elements of the body, each a node in memory
+MAX_TEXT_CHARS = 32 * 2**20
+_BODY = "word/document.xml"
+_SCAN_BLOCK = 1 << 20
+
+
+def _refuse(message: str) -> DocumentError:
+    return DocumentError(f"{message}; ragdesk does not read DOCX files this large (a zip bomb?)")
+
+
+def check_expansion(path: Path) -> None:
+    """Refuse a DOCX whose parts expand beyond what one document needs, reading only the
+    central directory and streaming the body once."""
+    with zipfile.ZipFile(path) as zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_MEMBERS:
+            raise _refuse(f"holds {len(infos):,} parts")
+        for info in infos:
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > RATIO_FROM_BYTES and ratio > MAX_RATIO:
+                raise _refuse(f"has a part ({info.filename}) compressed {ratio:,.0f} to 1")
+            if info.filename.endswith((".xml", ".rels")) and info.file_size > MAX_XML_BYTES:
+                raise _refuse(f"has a part ({info.filename}) of "
+                              f"{info.file_size / 2**20:,.0f} MiB")
+        total = sum(i.file_size for i in infos)
+        if total > MAX_TOTAL_BYTES:
+            raise _refuse(f"expands to {total / 2**20:,.0f} MiB")
+        if _BODY in zf.namelist():
+            _count_body(zf)
+
+
+def _count_body(zf: zipfile.ZipFile) -> None:
+    paragraphs = elements = 0
+    tail = b""
+    with zf.open(_BODY) as fh:
+        while block := fh.read(_SCAN_BLOCK):
+            data = tail + block
+            # A tag cut at the block's end is counted in the next block, once.
+            cut = data.rfind(b"<")
+            data, tail = (data[:cut], data[cut:]) if cut >= 0 else (data, b"")
+            paragraphs += data.count(b"<w:p>") + data.count(b"<w:p ")
+            elements += data.count(b"<") - data.count(b"</") - data.count(b"<?")
+            if paragraphs > MAX_PARAGRAPHS:
+                raise _refuse(f"has over {MAX_PARAGRAPHS:,} paragraphs")
+            if elements > MAX_ELEMENTS:
+                raise _refuse(f"has over {MAX_ELEMENTS:,} XML elements in its body")
+
 
 def parse_docx(path: Path) -> ParsedDocument:
     import docx
     from docx.opc.exceptions import PackageNotFoundError
 
     try:
+        check_expansion(path)
         document = docx.Document(str(path))
         props_title = (document.core_properties.title or "").strip()
         blocks, styled_title = _blocks(document)
@@ -33,7 +95,11 @@ def _blocks(document: Any) -> tuple[list[Block], str | None]:
     blocks: list[Block] = []
     heading: str | None = None
     title: str | None = None
+    chars = 0
     for text, style in _runs(document):
+        chars += len(text)
+        if chars > MAX_TEXT_CHARS:
+            raise _refuse(f"holds over {MAX_TEXT_CHARS:,} characters of text")
         if style == "Title" and title is None:
             title = text
         level = _heading_level(style)
@@ -47,7 +113,19 @@ def _blocks(document: Any) -> tuple[list[Block], str | None]:
 
 def _runs(document: Any) -> Iterator[tuple[str, str]]:
     """(text, style name) of every non-empty paragraph; a table row is one paragraph."""
+    from docx.enum.style import WD_STYLE_TYPE
     from docx.table import Table
+
+    # Paragraph.style resolves the default style by scanning every style, per paragraph
+    # (minutes for 100k paragraphs): names are looked up once per style id instead.
+    names: dict[str | None, str] = {}
+
+    def style_name(item: Any) -> str:
+        style_id = item._p.style  # what Paragraph.style looks up
+        if style_id not in names:
+            style = document.part.get_style(style_id, WD_STYLE_TYPE.PARAGRAPH)
+            names[style_id] = (style.name if style is not None else "") or ""
+        return names[style_id]
 
     for item in document.iter_inner_content():
         if isinstance(item, Table):
@@ -59,8 +137,7 @@ def _runs(document: Any) -> Iterator[tuple[str, str]]:
             continue
         text = " ".join(item.text.split())
         if text:
-            style = item.style.name if item.style is not None else ""
-            yield text, style or ""
+            yield text, style_name(item)
 
 
 def _heading_level(style: str) -> int | None:
