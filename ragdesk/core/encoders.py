@@ -17,8 +17,9 @@ import numpy as np
 
 from ragdesk.core.cpu import cpu_has_native_bf16
 from ragdesk.core.devices import select_device, to_device
-from ragdesk.core.errors import EncoderMismatchError, MissingModelError
+from ragdesk.core.errors import BadInputError, EncoderMismatchError, MissingModelError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import load_file_bounded
 
 if TYPE_CHECKING:
     import torch
@@ -88,9 +89,9 @@ def resolve_model_path(model: str | os.PathLike[str]) -> tuple[Path, str, str | 
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MissingModelError(f"{path} cannot be read as JSON: {exc}") from exc
+        data = load_file_bounded(path)
+    except BadInputError as exc:
+        raise MissingModelError(f"{path} cannot be read as JSON: {exc.message}") from exc
     if not isinstance(data, dict):
         raise MissingModelError(f"{path} does not hold a JSON object.")
     return data
@@ -215,13 +216,8 @@ def read_st_layout(folder: Path) -> StLayout:
     modules_path = folder / "modules.json"
     if not modules_path.exists():
         return layout
-    try:
-        modules = json.loads(modules_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MissingModelError(f"{modules_path} cannot be read: {exc}") from exc
-    for i, m in enumerate(modules):
-        kind = str(m.get("type", "")).rsplit(".", 1)[-1]
-        sub = folder / str(m.get("path", ""))
+    for i, (kind, rel) in enumerate(_read_modules(modules_path)):
+        sub = folder / rel
         if kind == "Transformer" and i == 0:
             continue
         if layout.normalize or kind not in ("Pooling", "Dense", "Normalize"):
@@ -234,6 +230,20 @@ def read_st_layout(folder: Path) -> StLayout:
         else:
             layout.normalize = True
     return layout
+
+
+def _read_modules(path: Path) -> list[tuple[str, str]]:
+    """(class name, folder) of each module that ``modules.json`` lists."""
+    hint = ('modules.json lists the modules in order, e.g. [{"idx": 0, "name": "0", "path": '
+            '"", "type": "sentence_transformers.models.Transformer"}, ...].')
+    modules = load_file_bounded(path, hint=hint)
+    if not isinstance(modules, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("type", ""), str)
+            and isinstance(m.get("path", ""), str) for m in modules):
+        raise BadInputError("is not a sentence-transformers module list (a JSON list of "
+                            'objects with a "type" and a "path" string).', path=path,
+                            hint=hint)
+    return [(m.get("type", "").rsplit(".", 1)[-1], m.get("path", "")) for m in modules]
 
 
 def _read_pooling(folder: Path, path: Path) -> str:
