@@ -84,7 +84,6 @@ def test_ask_json_holds_everything(cli: Any, snapshot_dir: Path, tiny_models: An
 
 @pytest.mark.parametrize(("args", "message"), [
     (["   "], "empty"),
-    (["who?", "--docs", "11"], "holds only 10"),
     (["who?", "--snapshot", "nope"], "nope"),
 ])
 def test_ask_errors_exit_cleanly(cli: Any, snapshot_dir: Path, tiny_models: Any,

@@ -70,13 +70,12 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
         if answered is not None:
             return answered
     from ragdesk.core.progress import after_delay, terminal_printer
-    from ragdesk.core.retrieval import check_n_docs
-    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.session import open_answerable
 
-    # none active, damaged; a first open hashes the files (minutes for a large snapshot)
-    snapshot = open_snapshot(ctx.data, ctx.catalog, args.snapshot,
-                             progress=after_delay(terminal_printer(sys.stderr), 1.0))
-    check_n_docs(opts.n_docs, snapshot)
+    # none active, damaged; a first open hashes the files (minutes for a large snapshot); a
+    # snapshot whose staged import has its BM25 stage answers with that meanwhile
+    snapshot = open_answerable(ctx.data, ctx.catalog, args.snapshot,
+                               progress=after_delay(terminal_printer(sys.stderr), 1.0))
     try:
         return _answer_here(args, ctx, opts, snapshot, t_start)
     finally:
@@ -89,9 +88,12 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
     from ragdesk.core.engine import Engine
     from ragdesk.core.engine.causal_decoder import default_precision
     from ragdesk.core.models.loading import load_generator, load_question_encoder
+    from ragdesk.core.session import answer_from_ready, ready_plan
     from ragdesk.core.snapshots import SnapshotLibrary
 
     qenc_ref, gen_ref, pack_name = _model_refs(args, ctx, snapshot)
+    for what in ready_plan(snapshot, opts.retriever, opts.n_docs).notes():
+        print(f"ragdesk: {what}", file=sys.stderr)
     marks = {"checked": time.perf_counter()}
     with _quiet_loading(args.verbose):
         encoder = load_question_encoder(qenc_ref)
@@ -111,7 +113,8 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
 
     try:
         marks["ask"] = time.perf_counter()
-        ans = engine.ask(args.question, opts, snapshot=snapshot, on_token=on_token)
+        ans = answer_from_ready(engine, args.question, opts, snapshot=snapshot,
+                                on_token=on_token)
         marks["done"] = time.perf_counter()
     finally:
         engine.close()
@@ -242,6 +245,9 @@ def _stream_to_stdout(tok: Any) -> None:
 
 def _print_sources(ans: Any) -> None:
     what = "RAG-Token" if ans.mode == "token" else f"RAG-Sequence ({ans.decoding})"
+    if ans.retriever:
+        what += ", " + {"sparse": "BM25", "dense": "dense"}.get(ans.retriever, ans.retriever)
+        what += " retrieval"
     print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {terminal_safe(ans.snapshot)}, "
           f"p(z|x) temperature {ans.temperature:.4g}")
     if ans.tokens:

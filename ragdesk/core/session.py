@@ -13,19 +13,30 @@ chose (``ragdesk models use``, the GUI's pack menu), else the snapshot's own
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import cast
 
 from ragdesk.core.app import AppContext
+from ragdesk.core.catalog import Catalog
 from ragdesk.core.encoders import EncoderInfo, TextEncoder, check_query_space
 from ragdesk.core.engine import Engine
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
 from ragdesk.core.models.packs import SETTINGS_KEY, STARTER, question_encoder_space
-from ragdesk.core.options import PRECISION_KEY
-from ragdesk.core.snapshots import SnapshotLibrary
+from ragdesk.core.options import PRECISION_KEY, AnswerOptions, RetrieverName
+from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.retrieval import SearchableSnapshot
+from ragdesk.core.snapshots import SnapshotLibrary, open_searchable, open_snapshot
+from ragdesk.core.snapshots.index import SnapshotIndex
+from ragdesk.core.snapshots.staged import StagedSnapshot, has_dense
+from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +75,99 @@ def _fits(app: AppContext, pack: str, snapshot: str) -> bool:
     if None in (family, dim, rec.encoder_family, rec.dim):
         return True
     return family == rec.encoder_family and dim == rec.dim
+
+
+# ---- answering from what is ready ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadyPlan:
+    """How a question is answered from a snapshot as it is now.
+
+    While a staged import still computes a snapshot's dense vectors, only its BM25 index can
+    search it: the retriever asked for gives way to ``"sparse"`` instead of failing (the
+    setup takes minutes; a question should not wait for it). A snapshot holding fewer
+    passages than the K asked for (a folder of two documents) gives all it holds.
+    """
+
+    snapshot: str
+    retriever: RetrieverName  # the one that will search
+    n_docs: int  # the passages that will be read
+    asked_retriever: str
+    asked_n_docs: int
+
+    @property
+    def dense_pending(self) -> bool:
+        return self.retriever != self.asked_retriever
+
+    @property
+    def fewer_docs(self) -> bool:
+        return self.n_docs < self.asked_n_docs
+
+    def notes(self) -> list[str]:
+        """What differs from what was asked, in words (empty when nothing does)."""
+        out = []
+        if self.dense_pending:
+            out.append(f"answering with BM25 keyword search: the dense vectors of "
+                       f"{self.snapshot!r} are still being computed")
+        if self.fewer_docs:
+            out.append(f"reading all {plural(self.n_docs, 'passage')} of {self.snapshot!r} "
+                       f"(K = {self.asked_n_docs} asked)")
+        return out
+
+
+def ready_plan(snapshot: SearchableSnapshot, retriever: str, n_docs: int) -> ReadyPlan:
+    """What ``snapshot`` can answer with now, for the ``retriever`` and K asked for."""
+    # The name is checked where it is used (get_retriever names the ones there are).
+    used = cast(RetrieverName, retriever) if has_dense(snapshot) else "sparse"
+    size = int(snapshot.size)
+    k = min(n_docs, size) if size > 0 else n_docs  # an empty one fails with its own message
+    return ReadyPlan(snapshot=snapshot.name, retriever=used, n_docs=k,
+                     asked_retriever=retriever, asked_n_docs=n_docs)
+
+
+def open_answerable(data: DataDir, catalog: Catalog, name: str | None = None, *,
+                    progress: ProgressCallback | None = None
+                    ) -> SnapshotIndex | StagedSnapshot:
+    """Open ``name`` (None: the active one) to answer from: a ready snapshot (checked against
+    its checksums, with ``progress``), else one whose staged import has reached its BM25
+    stage; anything else is refused as :func:`open_snapshot` refuses it."""
+    name = name if name is not None else catalog.active_snapshot()
+    if name is not None and catalog.get_snapshot(name).state != "ready":
+        return open_searchable(data, catalog, name)
+    return open_snapshot(data, catalog, name, progress=progress)
+
+
+def answer_from_ready(engine: Engine, question: str, options: AnswerOptions, *,
+                      snapshot: SearchableSnapshot | str | None = None,
+                      on_token: Callable[[AnswerToken], None] | None = None,
+                      cancel: CancelToken | None = None) -> Answer:
+    """``engine.ask`` with the retriever and K the snapshot can give now (:func:`ready_plan`);
+    the answer's ``retriever`` says which one searched. The snapshot is taken once, so a
+    switch meanwhile does not change it."""
+    index = engine.snapshot_index(snapshot)
+    plan = ready_plan(index, options.retriever, options.n_docs)
+    if plan.notes():
+        log.info("snapshot %s: %s", plan.snapshot, "; ".join(plan.notes()))
+    # BM25 and hybrid: the first question on a snapshot builds its BM25 index (seconds for
+    # the starter snapshot), here on the caller's thread.
+    answer = engine.ask(question, dataclasses.replace(options, retriever=plan.retriever,
+                                                      n_docs=plan.n_docs),
+                        snapshot=index, on_token=on_token, cancel=cancel)
+    answer.retriever = plan.retriever
+    return answer
+
+
+def retrieve_from_ready(engine: Engine, question: str, n_docs: int,
+                        snapshot: SearchableSnapshot | str | None,
+                        retriever: str) -> tuple[list[RetrievedDoc], ReadyPlan]:
+    """``engine.retrieve`` by the same rule as :func:`answer_from_ready` (for callers that
+    generate from the passages themselves, like the server): the passages and the plan,
+    whose ``retriever`` is the one that searched."""
+    index = engine.snapshot_index(snapshot)
+    plan = ready_plan(index, retriever, n_docs)
+    return engine.retrieve(question, plan.n_docs, snapshot=index,
+                           retriever=plan.retriever), plan
 
 
 class Session:
@@ -192,4 +296,5 @@ def load_engine(snapshot: str | None = None,
         raise
 
 
-__all__ = ["Session", "load_engine", "resolve_pack_name"]
+__all__ = ["ReadyPlan", "Session", "answer_from_ready", "load_engine", "open_answerable",
+           "ready_plan", "resolve_pack_name", "retrieve_from_ready"]

@@ -9,6 +9,7 @@ from typing import Any
 from ragdesk.core.documents import locate
 from ragdesk.core.documents.citations import document_root
 from ragdesk.core.progress import CancelToken
+from ragdesk.core.session import retrieve_from_ready
 from ragdesk.core.types import Hit
 from ragdesk.server.shapes import AskRequest, citation
 
@@ -18,7 +19,7 @@ def retrieve_with_citations(engine: Any, question: str, n_docs: int, snapshot: s
     """The passages for ``question`` and their citations (file, page, heading for a folder
     snapshot), in rank order."""
     index = engine.snapshot_index(snapshot)  # taken once: a switch meanwhile does not matter
-    docs = engine.retrieve(question, n_docs, snapshot=index, retriever=retriever)
+    docs, _plan = retrieve_from_ready(engine, question, n_docs, index, retriever)
     folder = getattr(index, "folder", None)
     locations = locate(index, [d.id for d in docs])
     root: Path | None = document_root(Path(folder)) if locations and folder else None

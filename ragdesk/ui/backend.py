@@ -8,7 +8,6 @@ are what crosses into widgets.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -362,21 +361,13 @@ class Backend:
         self.setup.wait(cancel)
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
-        from ragdesk.core.snapshots.staged import has_dense
+        from ragdesk.core.session import answer_from_ready
 
-        # Taken once, so a switch meanwhile does not change it (the engine does the same).
-        index = engine.snapshot_index(snapshot)
-        retriever = params.retriever
-        if not has_dense(index):
-            # Its dense vectors are still being computed: answer with what is ready. The
-            # answer records it, and the card says so.
-            retriever = "sparse"
-        # BM25 and hybrid: the first question on a snapshot builds its BM25 index (seconds
-        # for the starter snapshot), here on the worker.
-        answer: Answer = engine.ask(question, dataclasses.replace(params, retriever=retriever),
-                                    snapshot=index, on_token=on_token, cancel=cancel)
-        answer.retriever = retriever
-        return answer
+        # The core's rule, shared with the CLI and the server: a snapshot still computing its
+        # dense vectors answers with BM25, a small one with all its passages; the answer
+        # records the retriever and the card says so.
+        return answer_from_ready(engine, question, params, snapshot=snapshot,
+                                 on_token=on_token, cancel=cancel)
 
     def answer_from_docs(self, question: str, docs: Sequence[Hit], params: AnswerOptions, *,
                          pack: str, snapshot: str | None, on_token: OnToken | None,

@@ -603,8 +603,12 @@ class AnswerCard(QFrame):
         parts = [MODE_NAMES.get(p.mode, p.mode)]
         if p.mode == "sequence":
             parts.append(f"{p.decoding} decoding")
-        parts.append(f"K = {p.n_docs}")
         a = self.answer
+        if a is not None and a.docs and len(a.docs) < p.n_docs:
+            # A snapshot smaller than K answers with all it holds (the core's rule).
+            parts.append(f"K = {len(a.docs)}: all the snapshot holds ({p.n_docs} asked)")
+        else:
+            parts.append(f"K = {p.n_docs}")
         # What really retrieved (a snapshot still computing its vectors answers with BM25).
         used = a.retriever if a is not None and a.retriever else p.retriever
         if used != "dense":

@@ -116,7 +116,9 @@ class Conversation(QObject):
                          None if docs is None else tuple(docs))
         op = Op(lambda ctx: answer_on_engine_thread(self.backend, req, ctx), lane=Lane.ENGINE,
                 title="Answering")
-        card = AnswerCard(op.id, question, params, snapshot)
+        # Passages chosen elsewhere: the card's K is how many were chosen, not the setting.
+        shown = params if docs is None else params.replace(n_docs=max(1, len(docs)))
+        card = AnswerCard(op.id, question, shown, snapshot)
         ask = _Ask(op, card, in_chat, time.monotonic())
         op.started(lambda: self._started(ask)).stream(lambda item: self._streamed(ask, item))
         op.success(lambda answer: self._finished(ask, answer))
