@@ -36,7 +36,12 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(obj: Any) -> None:
-    json.dump(obj, sys.stdout, indent=2, ensure_ascii=False)
+    """The CLI's one JSON printer: indented for a person at a terminal, one line for a
+    program reading a pipe (``| head -1`` gets the whole document)."""
+    if sys.stdout.isatty():
+        json.dump(obj, sys.stdout, indent=2, ensure_ascii=False)
+    else:
+        json.dump(obj, sys.stdout, ensure_ascii=False, separators=(",", ":"))
     sys.stdout.write("\n")
 
 

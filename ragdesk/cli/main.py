@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
@@ -112,7 +113,48 @@ def _warn(text: str) -> None:
     print(f"ragdesk: warning: {terminal_safe(text, newlines=True)}", file=sys.stderr)
 
 
+def _internal_error(exc: Exception, ctx: AppContext | None, as_json: bool) -> int:
+    if isinstance(exc, BrokenPipeError) and _stdout_closed():
+        raise exc  # not a bug: the reader went away; main() ends quietly
+    log.exception("internal error")
+    logs = ctx.data.logs_dir / "ragdesk.log" if ctx is not None else "the log file"
+    return _report(f"{type(exc).__name__}: {exc}",
+                   f"This is a bug. Details are in {logs}; please report it with that "
+                   "file.", EXIT_BUG, as_json, "internal error")
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (``| head``): a BrokenPipeError from
+    anything else (a socket) is a real error."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no real stdout
+        return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; a reader that stops reading (``| head -1``, ``| true``) ends it
+    quietly with exit 0, as ``ls`` and ``git`` do."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at exit, where a closed pipe prints a traceback
+        return code
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        try:  # what is still buffered must not fail again when Python exits
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
@@ -164,11 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("user-facing error: %s", exc.message, exc_info=True)
         return _report(exc.message, exc.hint, exc.exit_code, as_json)
     except Exception as exc:
-        log.exception("internal error")
-        logs = ctx.data.logs_dir / "ragdesk.log" if ctx is not None else "the log file"
-        return _report(f"{type(exc).__name__}: {exc}",
-                       f"This is a bug. Details are in {logs}; please report it with that "
-                       "file.", EXIT_BUG, as_json, "internal error")
+        return _internal_error(exc, ctx, as_json)
     finally:
         if ctx is not None:
             ctx.close()
