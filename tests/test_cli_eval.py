@@ -186,12 +186,19 @@ def test_end_to_end_em_and_f1_with_tiny_generator(
 
 
 def test_calibrate_fits_and_stores_the_snapshot_temperature(
-        tiny_setup: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+        tiny_setup: dict[str, Any], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """`index calibrate` fits τ on exact top-K scores and answer passages (recomputed here
     with numpy and the has-answer test), stores it with the snapshot, and eval then uses it."""
     from ragdesk.cli.main import main
     from ragdesk.core.encoders import load_encoder
+    from ragdesk.core.evaluation import calibrate
     from ragdesk.core.posterior import fit_temperature
+
+    # The tiny models' random scores fit τ at the bound of the search, which calibrate
+    # refuses to store (tests/redteam/test_answer_limits.py); here the fit and the storing
+    # are what is tested.
+    monkeypatch.setattr(calibrate, "_check_inside_bounds", lambda fit: None)
 
     base = ["--data-dir", str(tiny_setup["data_dir"]), "index", "calibrate", "tiny",
             str(tiny_setup["questions"]), "--pack", "tiny", "--docs", "10", "--json"]

@@ -91,6 +91,24 @@ def check_lengths(num_beams: object, max_new_tokens: object, min_new_tokens: obj
             f"not {min_new_tokens!r}.")
 
 
+# The range of the retrieval temperature τ of p(z|x) = softmax(score / τ): a negative τ
+# inverts the ranking, 0 and a τ near it divide by zero, an infinite one is uniform.
+MIN_TEMPERATURE = 1e-3
+MAX_TEMPERATURE = 100.0
+
+
+def check_temperature_value(temperature: object) -> None:
+    """A temperature a question may override the snapshot's with (None: the snapshot's)."""
+    if temperature is None:
+        return
+    if (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+            or not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE):  # nan fails this too
+        raise BadInputError(
+            f"The retrieval temperature must be between {MIN_TEMPERATURE:g} and "
+            f"{MAX_TEMPERATURE:g}, not {temperature!r}.",
+            hint="Leave it out to use the snapshot's own (`ragdesk index calibrate` fits it).")
+
+
 def check_n_docs_value(n_docs: object) -> None:
     if not isinstance(n_docs, int) or isinstance(n_docs, bool) or n_docs < 1:
         raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.")
@@ -129,6 +147,7 @@ class AnswerOptions:
         check_style(self.style)
         check_n_docs_value(self.n_docs)
         check_lengths(self.num_beams, self.max_new_tokens, self.min_new_tokens)
+        check_temperature_value(self.temperature)
         if self.precision is not None:
             check_precision(self.precision)
         return self

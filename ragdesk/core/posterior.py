@@ -27,6 +27,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+# One range for every τ: a question's override (AnswerOptions.check), a stored fit, the
+# fit's search.
+from ragdesk.core.options import MAX_TEMPERATURE, MIN_TEMPERATURE
+
 if TYPE_CHECKING:
     import torch
 
@@ -43,8 +47,6 @@ KNOWN_TEMPERATURES: dict[str, float] = {
     "sentence-transformers/all-MiniLM-L6-v2": 0.088,
 }
 
-MIN_TEMPERATURE = 1e-3
-MAX_TEMPERATURE = 100.0
 
 
 def default_temperature(encoder_id: str | None, normalized: bool) -> float:

@@ -245,7 +245,7 @@ def rag_sequence_generate(
     import torch
 
     check_mode("sequence", decoding)
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
+    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
     passages = passages_of(docs)
     t0 = time.perf_counter()
     doc_lp = doc_log_probs(docs, temperature)

@@ -74,7 +74,7 @@ def rag_token_generate(
     is a span of the passages (see :mod:`.grounding`)."""
     import torch
 
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check()
+    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
     passages = passages_of(docs)
     t0 = time.perf_counter()
     doc_lp = doc_log_probs(docs, temperature)

@@ -9,18 +9,22 @@ left out.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import AnswerMatcher, passage_string
 from ragdesk.core.evaluation.questions import Question
+from ragdesk.core.options import MAX_TEMPERATURE, MIN_TEMPERATURE
 from ragdesk.core.posterior import TemperatureFit, fit_temperature, probs_np
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 DEFAULT_CALIBRATION_DOCS = 20
+_EDGE = 0.05  # log τ this close to a bound of the search counts as at the bound
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,20 @@ class CalibrationReport:
                 "mean_top1_prob": self.mean_top1_after}
 
 
+def _check_inside_bounds(fit: TemperatureFit) -> None:
+    """A fit at the edge of the search is no maximum, only where the search stopped: the
+    scores do not tell the answer passages apart (or always do), and storing it would make
+    p(z|x) uniform (or one-hot)."""
+    log_t = math.log(fit.temperature)
+    if min(log_t - math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE) - log_t) < _EDGE:
+        raise BadInputError(
+            f"The fitted temperature {fit.temperature:.4g} is at the bound of the search "
+            f"({MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}): on these questions the scores do "
+            "not single out the passages that hold the answer, so nothing was stored.",
+            hint="Calibrate on more (or other) questions with answers, or with a smaller "
+                 "--docs.")
+
+
 def calibrate_temperature(snapshot: Any, encoder: Any, questions: Sequence[Question], *,
                           docs: int = DEFAULT_CALIBRATION_DOCS, batch_size: int = 64,
                           progress: ProgressCallback | None = None,
@@ -48,6 +66,13 @@ def calibrate_temperature(snapshot: Any, encoder: Any, questions: Sequence[Quest
     """Fit τ for ``snapshot`` (a SnapshotIndex) with its question ``encoder``."""
     if docs < 2:
         raise ValueError("calibration needs at least 2 passages per question")
+    size = int(getattr(snapshot, "size", docs))
+    if docs > size:
+        # Every passage retrieved for every question: τ only spreads p(z|x) over them all,
+        # and the fit runs to its upper bound (τ = 100 was stored).
+        raise BadInputError(f"--docs {docs:,} is more than the {size:,} passages of the "
+                            "snapshot.", hint=f"Use a K below {size:,} (the default is "
+                            f"{DEFAULT_CALIBRATION_DOCS}).")
     scores: list[list[float]] = []
     positives: list[list[bool]] = []
     prog = Progress(len(questions), "retrieving for calibration", progress)
@@ -62,6 +87,7 @@ def calibrate_temperature(snapshot: Any, encoder: Any, questions: Sequence[Quest
             positives.append([m.matches(passage_string(h.title, h.text)) for h in hits])
         prog.update(len(batch))
     fit = fit_temperature(scores, positives)
+    _check_inside_bounds(fit)
 
     def top1(t: float) -> float:
         return float(np.mean([probs_np(s[:5], t).max() for s in scores if s]))

@@ -126,19 +126,22 @@ def check_on_open(name: str, folder: Path, manifest: Manifest, variant: str, *,
     last matched."""
     seen = read_verified(folder)
     stale: dict[str, os.stat_result] = {}
+    # A missing file is damage like any other: opening it anyway ended in a raw
+    # FileNotFoundError (a deleted index variant, exit 70).
+    problems: dict[str, str] = {}
     for fname in files_read(manifest, variant):
         try:
             st = (folder / fname).stat()
         except OSError:
-            continue  # a missing file: the open itself names it, as it always has
+            problems[fname] = f"{fname}: missing."
+            continue
         if not unchanged(seen.get(fname), st, manifest.files[fname]):
             stale[fname] = st
-    if not stale:
+    if not stale and not problems:
         return
     total = sum(int(manifest.files[f]["size"]) for f in stale)
     prog = Progress(total, CHECKING, progress, unit="bytes")
     passed: dict[str, os.stat_result] = {}
-    problems: dict[str, str] = {}
     for fname, st in stale.items():
         problem = file_problem(folder, fname, manifest.files[fname], prog, cancel)
         if problem is not None:

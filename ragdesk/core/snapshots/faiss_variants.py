@@ -298,7 +298,14 @@ def read_index(path: Path, ondisk: bool = False) -> Any:
     import faiss
 
     flags = faiss.IO_FLAG_ONDISK_SAME_DIR if ondisk else 0
-    if path.stat().st_size >= MMAP_MIN_BYTES:
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise CorruptSnapshotError(
+            f"{path} cannot be read ({exc.strerror or exc}).",
+            "Run `ragdesk index verify NAME`; rebuild the index variant with `ragdesk index "
+            "quantize NAME --variant V`.") from exc
+    if size >= MMAP_MIN_BYTES:
         # MMAP_IFC maps IVF lists, flat codes and HNSW storage in faiss 1.15; plain MMAP
         # covers IVF lists only.
         flags |= faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY
@@ -484,8 +491,8 @@ def open_searcher(folder: Path, emb: np.ndarray, variant: str, file: str,
     if variant == FLAT:
         return Searcher(emb)
     path = folder / file
-    return RerankSearcher(emb, read_index(path, ondisk=bool(params.get("ondisk"))), variant,
-                          params, path.stat().st_size)
+    index = read_index(path, ondisk=bool(params.get("ondisk")))
+    return RerankSearcher(emb, index, variant, params, path.stat().st_size)
 
 
 # ---- recall and tuning ---------------------------------------------------------------
