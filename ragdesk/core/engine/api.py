@@ -28,6 +28,7 @@ from ragdesk.core.options import (
     check_mode,
     check_question,
     check_style,
+    check_temperature_value,
     resolve_grounded,
 )
 from ragdesk.core.posterior import temperature_of
@@ -165,6 +166,7 @@ class Engine:
         check_mode(mode, decoding)
         check_style(style)
         check_lengths(num_beams, max_new_tokens, min_new_tokens)
+        check_temperature_value(temperature)
         get_retriever(retriever)
         index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
         t0 = time.perf_counter()
