@@ -74,6 +74,9 @@ class SnapshotInfo:
     unusable_reason: str | None = None
     stage: str | None = None  # "sparse": not ready, but answers with BM25 meanwhile
     documents: bool = False  # imported from a folder of documents: it can be re-imported
+    # The starter setup's snapshot, left unfinished by a setup no process runs any more (the
+    # app was quit during it): running the setup again resumes where it stopped.
+    interrupted_setup: bool = False
 
     @property
     def ready(self) -> bool:
@@ -83,6 +86,11 @@ class SnapshotInfo:
     def searchable(self) -> bool:
         """Questions can be asked of it now (ready, or BM25 while its vectors are computed)."""
         return self.ready or self.stage == "sparse"
+
+    @property
+    def keyword_only(self) -> bool:
+        """It answers, but with BM25 keyword search only: its dense vectors are not done."""
+        return not self.ready and self.stage == "sparse"
 
 
 @dataclass(frozen=True)
@@ -270,8 +278,18 @@ class Backend:
                 variants=tuple(VariantInfo(v.variant, v.bytes, v.bytes_per_passage,
                                            v.recall_at_20) for v in r.variants),
                 unusable_reason=reason, stage=r.stage,
-                documents=(self.data.snapshot_dir(r.slug) / DOCUMENTS_FILE).is_file()))
+                documents=(self.data.snapshot_dir(r.slug) / DOCUMENTS_FILE).is_file(),
+                interrupted_setup=self._interrupted_setup(r)))
         return out
+
+    def _interrupted_setup(self, record: Any) -> bool:
+        from ragdesk.core.models.starter import SNAPSHOT_NAME
+        from ragdesk.core.snapshots.locks import import_running
+
+        # "importing" with no process importing it: the app was killed rather than quit.
+        return bool(record.name == SNAPSHOT_NAME and record.state in ("failed", "importing")
+                    and record.stage == "sparse" and record.default_pack == "starter"
+                    and not import_running(self.data, record.slug))
 
     def _pack_spec(self, name: str) -> Any:
         try:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFrame,
@@ -59,6 +59,13 @@ def snippet_html(snippet: str) -> str:
             .replace("\n", " "))
 
 
+def narrowest_width(widget: QWidget) -> int:
+    """The sidebar's minimum width: its dock's bold title whole, with room to spare."""
+    bold = QFont(widget.font())
+    bold.setWeight(QFont.Weight.DemiBold)
+    return max(160, QFontMetrics(bold).horizontalAdvance("Conversations") + 64)
+
+
 class ConversationsSidebar(QWidget):
     """Signals: ``conversation_selected(id)`` when the user opens a conversation (or one was
     created), ``answer_selected(conversation_id, answer_id)`` when a search hit is opened,
@@ -97,6 +104,9 @@ class ConversationsSidebar(QWidget):
         lay.setContentsMargins(6, 6, 6, 6)
         lay.setSpacing(6)
         lay.addLayout(self._search_row())
+        # Squeezed by the docks beside it, the dock read "Con…" over "Sear…" and could not be
+        # dragged wider: it keeps room for its title and a few words of each question.
+        self.setMinimumWidth(narrowest_width(self))
 
         self.list = QListWidget()
         self.list.setAccessibleName("Conversations")

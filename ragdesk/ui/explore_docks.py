@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QWidget
 
@@ -46,6 +46,7 @@ class ExploreDocks:
         self.context = context
         self._views: dict[str, tuple[QAction, ViewFactory]] = {}
         self._docks: dict[str, QDockWidget] = {}
+        self._restore_widths: dict[QDockWidget, int] | None = None
         self._placeholder: QAction | None = menu.addAction("No explore views installed")
         self._placeholder.setEnabled(False)
 
@@ -80,8 +81,18 @@ class ExploreDocks:
         dock = QDockWidget(title, self.window)
         dock.setObjectName("Explore-" + re.sub(r"\W+", "-", title))
         dock.setWidget(factory(self.context))
+        # The new tab would widen the whole right-hand area to its own preferred width, taking
+        # it from the left-hand docks (the conversations sidebar went down to its minimum, and
+        # stayed there in the saved layout): every side dock keeps the width it had. Views
+        # opened together keep the widths from before the first.
+        restore = self._restore_widths is None
+        widths = self._restore_widths = self._restore_widths or self._side_widths()
         self.window.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, dock)
         self.window.tabifyDockWidget(self.tab_with, dock)
+        if self.tab_with in widths:
+            widths[dock] = widths[self.tab_with]
+        if restore:  # after the layout has taken the new tab in, on its next pass
+            QTimer.singleShot(0, self.tab_with, self._restore)
         dock.visibilityChanged.connect(
             lambda vis, a=act, d=dock: a.setChecked(vis or not d.isHidden()))
         self._docks[title] = dock
@@ -89,6 +100,18 @@ class ExploreDocks:
         if answer is not None:
             self.context.state.answerSelected.emit(answer)  # the new view shows it too
         return dock
+
+    def _restore(self) -> None:
+        widths, self._restore_widths = self._restore_widths or {}, None
+        self.window.resizeDocks(list(widths), list(widths.values()),
+                                Qt.Orientation.Horizontal)
+
+    def _side_widths(self) -> dict[QDockWidget, int]:
+        """The widths of the docks shown beside the conversation, left and right."""
+        sides = (Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea)
+        return {d: d.width() for d in self.window.findChildren(QDockWidget)
+                if d.isVisible() and not d.isFloating()
+                and self.window.dockWidgetArea(d) in sides}
 
     def shutdown(self) -> None:
         """Views with a ``shutdown()`` stop their work (the window is closing)."""

@@ -175,7 +175,7 @@ class FirstRunDialog(QDialog):
                 self.paper_pack.addItem(name, name)
 
     def start(self) -> None:
-        self.message.setText("")
+        self._say("")
         if self.local.isChecked():
             self.accept()
             self.open_import()
@@ -196,9 +196,8 @@ class FirstRunDialog(QDialog):
         if (self._starter_job and not self._answerable
                 and not self.backend.setup.pending):
             self._answerable = True
-            self.message.setText(
-                "<b>Ready for questions.</b> Answers use BM25 keyword search until the "
-                "dense index above is done; then dense retrieval switches on by itself.")
+            self._say("<b>Ready for questions.</b> Answers use BM25 keyword search until the "
+                      "dense index above is done; then dense retrieval switches on by itself.")
             self.later.setText("Start &asking")
 
     def _job_finished(self, op: Op[None]) -> None:
@@ -215,9 +214,16 @@ class FirstRunDialog(QDialog):
         self.start_button.setEnabled(True)
         self.later.setText("&Not now")
         if report.cancelled:
-            self.message.setText("Cancelled. Nothing half-built was kept.")
+            self._say("Cancelled. Nothing half-built was kept.")
         elif not self.isVisible():
             self.library.report(report, title)
         else:
             hint = f"<br/>{report.hint}" if report.hint else ""
-            self.message.setText(f"<b>{report.message}</b>{hint}")
+            self._say(f"<b>{report.message}</b>{hint}", error=True)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        """The message line; red only for an error (good news in red reads as a failure)."""
+        self.message.setText(text)
+        self.message.setProperty("error", error)
+        self.message.style().unpolish(self.message)
+        self.message.style().polish(self.message)

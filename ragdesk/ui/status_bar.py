@@ -48,7 +48,14 @@ class StatusLine:
         info = self.state.snapshot(self.state.active_snapshot)
         count = f" ({plural(info.passages, 'passage')})" if info else ""
         name = html.escape(self.state.active_snapshot or "none")
-        self.snapshot.setText(f"Snapshot: <b>{name}</b>{count}")
+        # Said where the snapshot is named, for as long as it lasts: the card of each answer
+        # says it too, but a user who has not asked yet should know before asking.
+        pending = (" · <i>keyword search (BM25) until its dense index is done</i>"
+                   if info is not None and info.keyword_only else "")
+        self.snapshot.setText(f"Snapshot: <b>{name}</b>{count}{pending}")
+        self.snapshot.setToolTip(
+            "Its dense vectors are still being computed (or their computation was "
+            "interrupted); answers use BM25 until then." if pending else "")
         self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
 
     def _job_finished(self, op: Op[Any], _result: object) -> None:

@@ -24,6 +24,13 @@ def plain_text(label_text: str) -> str:
     return label_text.replace("\xa0", " ").replace("\u2060", "")
 
 
+def red_pixels(widget: Any) -> int:
+    """How many of the widget's pixels are clearly red (an error's colour)."""
+    image = widget.grab().toImage()
+    return sum(1 for y in range(image.height()) for x in range(image.width())
+               if (c := image.pixelColor(x, y)).red() - max(c.green(), c.blue()) > 80)
+
+
 class StarterBackend(Backend):
     """The real Backend and the real staged setup (importer, BM25, catalog, gate), with the
     starter's models replaced by tiny ones: a tiny sentence-transformers encoder (passages
@@ -120,6 +127,7 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert window.last_error is None
     # The welcome dialog (were it still open) says questions can be asked now.
     qtbot.waitUntil(lambda: "Ready for questions" in dialog.message.text(), timeout=30_000)
+    assert red_pixels(dialog.message) == 0  # good news is not written like an error
 
     # The vectors finish: the same snapshot is ready and dense retrieval is back.
     with qtbot.waitSignal(window.ops.events(Lane.JOBS).finished, timeout=120_000) as done:
@@ -134,3 +142,41 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert again.retriever == "dense" and again.snapshot == "vital-articles"
     assert "BM25" not in plain_text(window.chat.cards[-1].meta_label.text())
     assert window.last_error is None
+
+
+def test_a_setup_interrupted_by_quitting_resumes_at_the_next_start(
+        qtbot: Any, starter_window: tuple[Any, dict[str, Any]]) -> None:
+    window, release = starter_window
+    data = window.backend.ctx.data.root
+    op = window.library.start_starter_pack()
+    cat = window.backend.catalog
+    qtbot.waitUntil(lambda: (cat.find_snapshot("vital-articles") is not None
+                             and cat.get_snapshot("vital-articles").stage == "sparse"),
+                    timeout=60_000)
+    # Quit while the dense vectors are being computed: the job is cancelled (as closing the
+    # window cancels it) and the snapshot is left answering with BM25 only.
+    with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=120_000) as failed:
+        op.cancel()
+        release["generator"].set()
+        release["vectors"].set()
+    assert failed.args[1].cancelled
+    rec = cat.get_snapshot("vital-articles")
+    assert rec.state == "failed" and rec.stage == "sparse"
+    window.shutdown()
+    window.backend.ctx.close()
+
+    again = open_window(qtbot, data, StarterBackend)
+    try:
+        status = again.status
+        # Before the job has done anything, the status bar says how answers are made.
+        assert "keyword search (BM25) until its dense index is done" in status.snapshot.text()
+        qtbot.waitUntil(lambda: "Resuming the starter setup" in status.text.fullText(),
+                        timeout=10_000)
+        cat2 = again.backend.catalog
+        qtbot.waitUntil(lambda: cat2.get_snapshot("vital-articles").state == "ready",
+                        timeout=120_000)
+        qtbot.waitUntil(lambda: "keyword search" not in status.snapshot.text(), timeout=30_000)
+        assert again.last_error is None
+    finally:
+        again.shutdown()
+        again.backend.ctx.close()

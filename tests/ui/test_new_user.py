@@ -52,3 +52,36 @@ def test_a_snapshot_smaller_than_k_answers_with_all_its_passages(qtbot: Any, win
     assert "K = 4: all the snapshot holds (5 asked)" in _plain(card.meta_label.text())
     assert len(card.chip_widgets()) == 4
     assert window.last_error is None
+
+
+def test_opening_the_explore_views_leaves_the_conversations_sidebar_its_width(
+        qtbot: Any, window: Any, ui_data: Path, tiny_parts: Any) -> None:
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    from ragdesk.ui.explore import install
+    from tests.ui.conftest import SharedModelsBackend, open_window
+
+    install(window)
+    window.resize(1180, 720)
+    qtbot.wait(100)
+    sidebar = window.sidebar_dock
+    before = sidebar.width()
+    for act, _factory in window.explore._views.values():
+        act.setChecked(True)
+    qtbot.waitUntil(lambda: all(d.isVisible() for d in window.explore._docks.values()))
+    qtbot.wait(100)
+    assert sidebar.width() >= before - 2
+    bold = QFont(sidebar.font())
+    bold.setWeight(QFont.Weight.DemiBold)
+    assert sidebar.widget().minimumWidth() > QFontMetrics(bold).horizontalAdvance("Conversations")
+    # The layout the window saves on closing brings the sidebar back as wide.
+    window.close()
+    window.backend.ctx.close()
+    again = open_window(qtbot, ui_data, SharedModelsBackend)
+    try:
+        again.resize(1180, 720)
+        qtbot.wait(100)
+        assert again.sidebar_dock.width() >= before - 2
+    finally:
+        again.shutdown()
+        again.backend.ctx.close()
