@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragdesk.core.errors import DiskFullError, is_disk_full
+from ragdesk.core.errors import DiskFullError, disk_full_message, is_disk_full
 
 
 def fsync_dir(path: Path) -> None:
@@ -85,7 +85,7 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         if is_disk_full(exc):
-            raise DiskFullError(f"The disk is full while writing {path}.") from exc
+            raise DiskFullError(disk_full_message(path)) from exc
         raise
     fsync_dir(path.parent)
 

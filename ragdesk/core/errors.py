@@ -179,6 +179,31 @@ class Cancelled(RagdeskError):
 
 
 def is_disk_full(exc: BaseException) -> bool:
+    """A write that ran out of room: a full disk or quota, the file-size limit (``ulimit
+    -f``: EFBIG), or SQLite saying so (it reports the file-size limit as a "disk I/O
+    error", which is taken for it only while such a limit is set)."""
     import errno
 
-    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    msg = str(exc)
+    return "disk is full" in msg or ("disk I/O error" in msg and file_size_limit() is not None)
+
+
+def file_size_limit() -> int | None:
+    """The largest file this process may write, in bytes (None: no limit is set)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def disk_full_message(path: object) -> str:
+    """What ran out while writing ``path``: the disk, or the file-size limit."""
+    limit = file_size_limit()
+    if limit is not None:
+        return (f"Writing {path} ran out of room: the disk is full or the file-size limit "
+                f"(`ulimit -f`, {limit:,} bytes) was reached.")
+    return f"The disk is full while writing {path}."

@@ -29,6 +29,7 @@ from ragdesk.core.errors import (
     CatalogError,
     DiskFullError,
     NotFoundError,
+    is_disk_full,
 )
 
 log = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ def _translate(exc: BaseException, path: Path) -> Exception:
     msg = str(getattr(exc, "orig", exc))
     if "locked" in msg or "busy" in msg:
         return CatalogBusyError(f"The catalog {path} is locked by another process.")
-    if ("disk" in msg and "full" in msg) or _disk_nearly_full(path):
+    if ("disk" in msg and "full" in msg) or _disk_nearly_full(path) or is_disk_full(exc):
         # Checked before the "not a database" cases: on a full disk the file is fine, and
         # "move the file aside" would be the wrong advice.
         return DiskFullError(f"The disk is full while using the catalog {path} ({msg}).")

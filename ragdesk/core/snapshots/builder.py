@@ -38,6 +38,7 @@ from ragdesk.core.errors import (
     DiskFullError,
     NotFoundError,
     RagdeskError,
+    disk_full_message,
     is_disk_full,
 )
 from ragdesk.core.pages import release_pages
@@ -77,7 +78,7 @@ EMBEDDING_DTYPES = (np.float16, np.float32)
 
 def _disk_full(exc: OSError, path: Path) -> RagdeskError | OSError:
     if is_disk_full(exc):
-        return DiskFullError(f"The disk is full while writing {path}.")
+        return DiskFullError(disk_full_message(path))
     return exc
 
 

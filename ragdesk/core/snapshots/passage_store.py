@@ -14,7 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ragdesk.core.errors import CorruptSnapshotError, DiskFullError
+from ragdesk.core.errors import (
+    CorruptSnapshotError,
+    DiskFullError,
+    disk_full_message,
+    is_disk_full,
+)
 from ragdesk.core.snapshots.chunking import PassageRow
 from ragdesk.core.types import Passage
 
@@ -33,8 +38,8 @@ def sqlite_errors(path: Path) -> Iterator[None]:
     try:
         yield
     except sqlite3.OperationalError as exc:
-        if "disk is full" in str(exc):
-            raise DiskFullError(f"The disk is full while writing {path}.") from exc
+        if is_disk_full(exc):
+            raise DiskFullError(disk_full_message(path)) from exc
         raise
     except sqlite3.DatabaseError as exc:
         raise CorruptSnapshotError(f"{path} is not a readable passage database ({exc}).") \
