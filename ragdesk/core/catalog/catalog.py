@@ -181,6 +181,32 @@ def _disk_nearly_full(path: Path) -> bool:
         return False
 
 
+def restore_hint(path: Path) -> str:
+    """How to put a damaged catalog's backup in its place, by hand (the WAL and its index
+    go too: replayed onto the backup, they would damage it)."""
+    backup = path.with_name(path.name + BACKUP_SUFFIX)
+    if not backup.exists():
+        return CatalogError.hint_default
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(backup.stat().st_mtime))
+    return (f"Its backup of {when} is kept as it was; to go back to it, close ragdesk and "
+            f"run: mv {path} {path}.damaged && rm -f {path}-wal {path}-shm && cp {backup} {path} "
+            "(snapshots imported since then are registered again from their folders; model "
+            "packs imported since then must be imported again).")
+
+
+def _sqlite_check(con: sqlite3.Connection, pragma: str) -> str | None:
+    """The first problem ``PRAGMA quick_check`` / ``integrity_check`` finds (None: ok); a
+    busy or unreadable file raises (OperationalError), it is not damage."""
+    try:
+        rows = con.execute(f"PRAGMA {pragma}").fetchall()
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError as exc:  # "database disk image is malformed"
+        return str(exc)
+    first = str(rows[0][0]) if rows else "no answer"
+    return None if first == "ok" else " ".join(first.split())
+
+
 def _translate(exc: BaseException, path: Path) -> Exception:
     msg = str(getattr(exc, "orig", exc))
     if "locked" in msg or "busy" in msg:
@@ -190,7 +216,8 @@ def _translate(exc: BaseException, path: Path) -> Exception:
         # "move the file aside" would be the wrong advice.
         return DiskFullError(f"The disk is full while using the catalog {path} ({msg}).")
     if "not a database" in msg or "malformed" in msg or "file is encrypted" in msg:
-        return CatalogError(f"The catalog {path} is not a valid ragdesk database ({msg}).")
+        return CatalogError(f"The catalog {path} is not a valid ragdesk database ({msg}).",
+                            restore_hint(path))
     if "readonly" in msg or "unable to open" in msg:
         return CatalogError(
             f"The catalog {path} cannot be opened for writing ({msg}).",
@@ -209,6 +236,8 @@ class Catalog:
         # then are to be registered again from their folders: snapshots.recover does that).
         self.problem: str | None = None
         self.restored = False
+        # Set when SQLite's own check fails: the backup is then never refreshed from it.
+        self.damaged = False
         if self.path.exists() and self.path.stat().st_size == 0:
             self._replace_empty_file()
         if self.path.exists() and self.path.stat().st_size > 0:
@@ -285,6 +314,8 @@ class Catalog:
             lock.release()
 
     def _copy_to_backup(self) -> None:
+        if self.damaged:
+            return  # the last good copy is worth more than a copy of the damage
         tmp = self.path.with_name(f".{self.backup_path.name}.tmp-{os.getpid()}-"
                                   f"{threading.get_ident()}")
         try:
@@ -293,10 +324,20 @@ class Catalog:
                 dst = sqlite3.connect(str(tmp))
                 try:
                     src.backup(dst)
+                    # The online backup copies damaged pages as they are: check the copy
+                    # (a consistent snapshot of the live file) before it replaces the
+                    # last good one.
+                    problem = _sqlite_check(dst, "integrity_check")
                 finally:
                     dst.close()
             finally:
                 src.close()
+            if problem is not None:
+                self.damaged = True
+                log.warning("the catalog %s fails SQLite's integrity check (%s); its backup "
+                            "%s was kept as it was", self.path, problem, self.backup_path)
+                tmp.unlink(missing_ok=True)
+                return
             os.replace(tmp, self.backup_path)
         except (OSError, sqlite3.Error):
             log.warning("could not back up the catalog %s", self.path, exc_info=True)
@@ -315,6 +356,7 @@ class Catalog:
                                   timeout=timeout_s)
             try:
                 con.execute("PRAGMA schema_version").fetchone()
+                self._quick_check(con)
             finally:
                 con.close()
         except sqlite3.OperationalError:
@@ -322,6 +364,17 @@ class Catalog:
             # below reports that, with the hint for its cause
         except sqlite3.DatabaseError as exc:
             raise CatalogError(f"The catalog {self.path} is not an SQLite database.") from exc
+
+    def _quick_check(self, con: sqlite3.Connection) -> None:
+        """SQLite's quick structural check (milliseconds for a catalog): a damaged file is
+        reported, with how to restore its backup, and never copied over that backup."""
+        problem = _sqlite_check(con, "quick_check")
+        if problem is None:
+            return
+        self.damaged = True
+        self.problem = (f"The catalog {self.path} is damaged (SQLite's check says: "
+                        f"{problem[:200]}). " + restore_hint(self.path))
+        log.warning("%s", self.problem)
 
     def _replace_empty_file(self) -> None:
         """A catalog of 0 bytes is one that was truncated (SQLite never leaves one): put its
