@@ -169,11 +169,19 @@ def _model_refs(args: argparse.Namespace, ctx: AppContext, snapshot: Any
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
                   json_extra: dict[str, Any]) -> int:
+    from ragdesk.core.confidence import confidence_label, shown_text
+
     if args.json:
-        print_json({**ans.to_json(), **json_extra})
+        print_json({**ans.to_json(), "message": shown_text(ans), **json_extra})
         return 0
-    if not streamed:
+    if ans.abstained:
+        # streamed: the guess is on screen already; the verdict follows it
+        print(("\n" if streamed else "") + terminal_safe(shown_text(ans), newlines=True))
+        print(f"Best guess: {terminal_safe(ans.text, newlines=True) or '(empty)'}")
+    elif not streamed:
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
+    if not ans.cancelled:
+        print(("" if ans.abstained or not streamed else "\n") + confidence_label(ans.confidence))
     _print_sources(ans)
     return 0
 
@@ -254,7 +262,8 @@ def _print_sources(ans: Any) -> None:
         marked = " ".join(f"{terminal_safe(t.text.strip()) or repr(t.text)}[{t.source + 1}]"
                           for t in ans.tokens)
         print(f"\nTokens [main source]: {marked}")
-    print("\nSources:")
+    print("\nClosest passages (none seems to hold the answer):" if ans.abstained
+          else "\nSources:")
     for i, d in enumerate(ans.docs, 1):
         text = terminal_safe(" ".join(d.text.split()))
         short = text if len(text) <= 160 else text[:157] + "..."

@@ -114,6 +114,10 @@ def add_answer_options(p: argparse.ArgumentParser) -> None:
                         "else on for causal generators such as the starter pack's)")
     p.add_argument("--temperature", type=float, metavar="T",
                    help="retrieval temperature of p(z|x) (default: the snapshot's)")
+    p.add_argument("--abstain", action=argparse.BooleanOptionalAction, default=None,
+                   help="say \"not found in this snapshot\" when the answer's confidence is "
+                        "below the calibrated threshold; the best guess is still given "
+                        "(default: the setting, else on)")
     p.add_argument("--precision", choices=PRECISIONS,
                    help="generator arithmetic for Gemma 3 (the starter pack): float32 (exact), "
                         "bfloat16 (the fast path: 3-5x faster on a CPU with bfloat16 "
@@ -134,7 +138,7 @@ def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
     flags = {"mode": "mode", "decoding": "decoding", "n_docs": "docs",
              "num_beams": "beams", "max_new_tokens": "max_new_tokens",
              "retriever": "retriever", "style": "style", "grounded": "grounded",
-             "precision": "precision", "temperature": "temperature"}
+             "precision": "precision", "temperature": "temperature", "abstain": "abstain"}
     given = {field: getattr(args, flag, None) for field, flag in flags.items()}
     return AnswerOptions.from_settings(ctx.settings.as_dict()).replace(**given).check()
 

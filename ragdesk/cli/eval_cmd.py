@@ -114,7 +114,8 @@ def _config(args: argparse.Namespace, opts: AnswerOptions, snapshot: SnapshotInd
                           if engine is not None else None),
             "temperature": (opts.temperature if opts.temperature is not None
                             else snapshot.temperature),
-            "skip": args.skip, "answerable_only": bool(args.answerable_only)}
+            "skip": args.skip, "answerable_only": bool(args.answerable_only),
+            "abstain": opts.abstain if answering else None}
 
 
 def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
@@ -138,7 +139,8 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, opts.retriever),
         passages=snapshot, answer=answer, cite=opts.n_docs, batch_size=args.batch_size,
         config=_config(args, opts, snapshot, pack_name, engine), progress=progress,
-        ks=sorted(set(DEFAULT_KS) | {opts.n_docs}), answerable_only=bool(args.answerable_only))
+        ks=sorted(set(DEFAULT_KS) | {opts.n_docs}), answerable_only=bool(args.answerable_only),
+        abstain=opts.abstain)
     summary = report.to_json()
     if out_path is not None:
         with open(out_path, "w", encoding="utf-8") as fh:
@@ -151,6 +153,19 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         if out_path is not None:
             print(f"\nPer-question results: {out_path}")
     return 0
+
+
+def _print_confidence(conf: dict[str, Any] | None, on_answerable: dict[str, Any] | None) -> None:
+    if not conf:
+        return
+    auroc = (on_answerable or {}).get("auroc") or conf.get("auroc_answerable")
+    print(f"\nconfidence: AUROC {_fmt(conf['auroc'], pct=False)} (answerable questions: "
+          f"{_fmt(auroc, pct=False)}); expected calibration error {_fmt(conf['ece'], pct=False)}")
+    g = conf.get("at_threshold")
+    if g:
+        print(f"answers given {g['given']:,} of {conf['n']:,}, right {_fmt(g['given_right_share'])}"
+              f" %; right answers kept {_fmt(g['right_kept_share'])} %; questions the snapshot "
+              f"cannot answer that said \"not found\" {_fmt(g['unanswerable_abstain_share'])} %")
 
 
 def _fmt(v: float | None, pct: bool = True) -> str:
@@ -185,6 +200,7 @@ def _print_summary(s: dict[str, Any]) -> None:
                         ([_fmt(ans.get(key), pct=False)] if ans else []))
     print()
     print_table(headers, rows)
+    _print_confidence(s.get("confidence"), (ans or {}).get("confidence"))
     k = str(c["n_docs"])
     ceiling = (ans or s)["top_k_accuracy"].get(k)
     if ceiling is not None and not c["retrieval_only"]:

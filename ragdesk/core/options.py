@@ -139,6 +139,9 @@ class AnswerOptions:
     grounded: bool | None = GROUNDED_AUTO
     precision: Precision | None = None
     temperature: float | None = None
+    # Below the confidence model's threshold, say "not found in this snapshot" (the guess
+    # stays in the answer, one click away); False: always give the guess as the answer.
+    abstain: bool = True
 
     def check(self) -> AnswerOptions:
         """Raise ``BadInputError`` for a value no answer can use; returns self."""
@@ -175,6 +178,7 @@ class AnswerOptions:
             grounded=_optional_bool(got["grounded"]),
             precision=cast("Precision | None",
                            None if got["precision"] is None else str(got["precision"])),
+            abstain=d.abstain if got["abstain"] is None else bool(got["abstain"]),
         )
 
     def to_settings(self) -> dict[str, Any]:
@@ -187,7 +191,7 @@ _SETTINGS_KEYS: dict[str, str] = {
     "mode": "mode", "decoding": "decoding", "n_docs": "n_docs", "num_beams": "num_beams",
     "max_new_tokens": "max_new_tokens", "min_new_tokens": "min_new_tokens",
     "retriever": "retriever", "style": "style", "grounded": "grounded",
-    "precision": PRECISION_KEY,
+    "precision": PRECISION_KEY, "abstain": "abstain",
 }
 
 DEFAULT_OPTIONS = AnswerOptions()

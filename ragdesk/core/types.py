@@ -45,9 +45,15 @@ class AnswerToken:
     id: int
     text: str
     posterior: list[float]
+    # The passage shown as this token's source when the posterior's argmax is not one that
+    # holds it: a grounded answer quoted from a passage cites that passage for every token
+    # (see ragdesk.core.confidence.sources). None: the argmax of the posterior.
+    quoted_from: int | None = None
 
     @property
     def source(self) -> int:
+        if self.quoted_from is not None:
+            return self.quoted_from
         return max(range(len(self.posterior)), key=self.posterior.__getitem__)
 
 
@@ -70,6 +76,14 @@ class Answer:
     # Which retriever found the passages ("dense", "sparse" = BM25, "hybrid"), when the
     # caller knows: a snapshot whose vectors are still being computed answers with BM25.
     retriever: str | None = None
+    # P(the answer is right), from a model fitted on held-out questions
+    # (ragdesk.core.confidence); None when no model fits this snapshot and generator.
+    confidence: float | None = None
+    # The confidence is below the threshold: front ends say "not found in this snapshot"
+    # and keep ``text`` (the best guess) one click away.
+    abstained: bool = False
+    # The confidence model's inputs, kept for evaluation and the inspector.
+    features: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

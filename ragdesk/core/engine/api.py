@@ -16,6 +16,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from ragdesk.core.confidence import (
+    ConfidenceModel,
+    answer_features,
+    assign_sources,
+    confidence_model,
+)
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
@@ -126,7 +132,7 @@ class Engine:
             num_beams=o.num_beams, max_new_tokens=o.max_new_tokens,
             min_new_tokens=o.min_new_tokens, retriever=o.retriever, snapshot=snapshot,
             on_token=on_token, cancel=cancel, style=o.style, grounded=o.grounded,
-            temperature=o.temperature)
+            temperature=o.temperature, abstain=o.abstain)
 
     def answer(
         self,
@@ -145,6 +151,7 @@ class Engine:
         style: str = DEFAULT_OPTIONS.style,
         grounded: bool | None = DEFAULT_OPTIONS.grounded,
         temperature: float | None = DEFAULT_OPTIONS.temperature,
+        abstain: bool = DEFAULT_OPTIONS.abstain,
     ) -> Answer:
         """Retrieve ``n_docs`` passages and generate the answer, marginalizing over them.
 
@@ -159,6 +166,8 @@ class Engine:
         instructions. ``grounded``: the answer is a span of the passages (None: automatic,
         see :func:`ragdesk.core.options.resolve_grounded`). ``temperature``: τ
         of p(z|x); by default the snapshot's (fitted, measured for its encoder, or 1 for DPR).
+        ``abstain``: an answer whose confidence is below the model's threshold is marked
+        ``abstained`` (see :mod:`ragdesk.core.confidence`).
         """
         check_question(question)
         # Every option is checked before any work; a retriever registered under another
@@ -172,11 +181,12 @@ class Engine:
         t0 = time.perf_counter()
         hits = self._search(question, n_docs, index, retriever)
         t1 = time.perf_counter()
-        ans = self.answer_from_docs(
+        ans = self._generate(
             question, hits, mode=mode, decoding=decoding, num_beams=num_beams,
             max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
             cancel=cancel, snapshot_name=index.name, style=style, grounded=grounded,
             temperature=temperature_of(index) if temperature is None else temperature)
+        self.judge(ans, abstain, index)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
         return ans
@@ -197,29 +207,77 @@ class Engine:
         style: str = DEFAULT_OPTIONS.style,
         grounded: bool | None = DEFAULT_OPTIONS.grounded,
         temperature: float | None = DEFAULT_OPTIONS.temperature,
+        abstain: bool = DEFAULT_OPTIONS.abstain,
     ) -> Answer:
         """Generate from passages retrieved elsewhere (rank order, exact scores).
 
         ``temperature`` None: the τ of ``snapshot_name`` when this engine can open it, else 1.
+        The answer's shown sources and confidence are set as :meth:`judge` says.
         """
         check_question(question)
         check_mode(mode, decoding)
         check_style(style)
         if temperature is None:
             temperature = self._temperature_of(snapshot_name)
+        ans = self._generate(
+            question, docs, mode=mode, decoding=decoding, num_beams=num_beams,
+            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
+            cancel=cancel, snapshot_name=snapshot_name, style=style, grounded=grounded,
+            temperature=temperature)
+        self.judge(ans, abstain, self._index_named(snapshot_name))
+        return ans
+
+    def _generate(self, question: str, docs: Sequence[Hit], *, mode: str, decoding: str,
+                  num_beams: int, max_new_tokens: int, min_new_tokens: int,
+                  on_token: TokenCallback | None, cancel: CancelToken | None,
+                  snapshot_name: str | None, style: str, grounded: bool | None,
+                  temperature: float) -> Answer:
         on = resolve_grounded(grounded, self.generator.kind)
         with self._lock:
             if mode == "token":
-                return rag_token_generate(
+                ans = rag_token_generate(
                     self.generator, question, docs, num_beams=num_beams,
                     max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                     on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
                     grounded=on, temperature=temperature)
-            return rag_sequence_generate(
-                self.generator, question, docs, decoding=decoding, num_beams=num_beams,
-                max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                grounded=on, temperature=temperature)
+            else:
+                ans = rag_sequence_generate(
+                    self.generator, question, docs, decoding=decoding, num_beams=num_beams,
+                    max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
+                    grounded=on, temperature=temperature)
+        return ans
+
+    def judge(self, ans: Answer, abstain: bool = DEFAULT_OPTIONS.abstain,
+              index: object | None = None) -> None:
+        """Give a finished answer sources that hold it, its features and its confidence
+        (the model for ``index``, the snapshot answered from), and mark it abstained when
+        the confidence is below the model's threshold."""
+        if ans.cancelled:
+            return
+        assign_sources(ans)
+        ans.features = answer_features(ans)
+        model = self._confidence_model(index)
+        if model is not None:
+            ans.confidence = model.predict(ans.features)
+            ans.abstained = bool(abstain) and model.abstains(ans.confidence)
+
+    def _index_named(self, snapshot_name: str | None) -> object | None:
+        if snapshot_name is None or self.library is None:
+            return None
+        try:
+            return self.library.get(snapshot_name)
+        except Exception:  # a removed snapshot: its docs still answer, judged without it
+            log.warning("snapshot %r is gone; judging its answer without it", snapshot_name)
+            return None
+
+    def _confidence_model(self, index: object | None) -> ConfidenceModel | None:
+        folder = getattr(index, "folder", None)
+        encoder = getattr(getattr(index, "encoder", None), "id", None)
+        if encoder is None:
+            encoder = getattr(getattr(self.question_encoder, "info", None), "id", None)
+        model, _ = confidence_model(folder, self.generator.name, encoder)
+        return model
 
     def _temperature_of(self, snapshot_name: str | None) -> float:
         if snapshot_name is None or self.library is None:

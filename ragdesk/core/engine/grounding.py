@@ -19,6 +19,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.matching import AnswerMatcher, passage_string
+
 if TYPE_CHECKING:
     import torch
 
@@ -182,6 +184,7 @@ class SpanConstraint:
         # a typed answer starts at an anchor (see AnswerKind.anchors)
         self.tokenizer = tokenizer
         self.sources = [normalize_span(f"{p.title}\n{p.text}") for p in passages]
+        self.held_strings = [passage_string(p.title, p.text) for p in passages]
         texts = [t for p in passages for t in (p.title, p.text) if t]
         words = sorted({w for t in texts for w in t.split()})
         ids: set[int] = set()
@@ -195,17 +198,38 @@ class SpanConstraint:
         # tokens that add no text and that the model may need (BART's forced BOS)
         self.passthrough = torch.tensor(sorted(int(i) for i in passthrough_ids),
                                         dtype=torch.long)
-        self._ok_cache: dict[str, bool] = {}
+        self._ok_cache: dict[tuple[str, bool], bool] = {}
+        self._whole_cache: dict[str, bool] = {}
         self.anchored = ([(src, at) for src in self.sources for at in kind.anchors(src)]
                          if kind is not None else [])
 
-    def allowed(self, text: str) -> bool:
-        """Whether ``text`` (an answer so far) is a span of a passage."""
+    def whole(self, text: str) -> bool:
+        """Whether a passage holds ``text`` as whole words, by the has-answer test that
+        evaluation and the shown sources use: "July 19" is a substring of "28 July 1914" but
+        no answer a passage gives, and neither is "7" of "7–8 million"."""
         key = normalize_span(text)
-        hit = self._ok_cache.get(key)
+        hit = self._whole_cache.get(key)
         if hit is None:
-            hit = any(key in s for s in self.sources)
-            self._ok_cache[key] = hit
+            matcher = AnswerMatcher([text])
+            hit = any(matcher.matches(s) for s in self.held_strings)
+            self._whole_cache[key] = hit
+        return hit
+
+    def may_end(self, text: str) -> bool:
+        """Whether the answer may stop after ``text``: see :func:`can_end`, and a whole span."""
+        return can_end(text, self.kind) and self.whole(text)
+
+    def allowed(self, text: str) -> bool:
+        """Whether ``text`` (an answer so far) is a span of a passage that starts where a
+        word starts ("ondon" of "London" is not) and, when it ends in a space, whose last
+        word is whole there ("19 " is a dead end in "1914")."""
+        key = normalize_span(text)
+        word_ended = text[-1:].isspace()
+        hit = self._ok_cache.get((key, word_ended))
+        if hit is None:
+            pattern = re.compile(r"(?<!\w)" + re.escape(key) + (r"(?!\w)" if word_ended else ""))
+            hit = any(key in s and pattern.search(s) is not None for s in self.sources)
+            self._ok_cache[(key, word_ended)] = hit
         return hit
 
     def _of_kind(self, text: str) -> bool:
@@ -244,7 +268,7 @@ class SpanConstraint:
             out[r, keep] = scores[r, keep]
             out[r, self.passthrough] = scores[r, self.passthrough]
             text = self.tokenizer.decode(prefix, skip_special_tokens=True)
-            ended = can_end(text, self.kind) and not self._date_goes_on(text)
+            ended = self.may_end(text) and not self._date_goes_on(text)
             if ended or keep.numel() == 0:
                 # an answer may end wherever it is a whole span; with nothing allowed the
                 # only honest move is to stop
@@ -274,13 +298,17 @@ def end_at_a_whole_span(emitter: Any, constraint: Sequence[SpanConstraint]) -> N
     The constraint checks text, so a model can take a token that starts the passage's next
     word and then find no token that finishes it ("the temperature a" of "at"): the search
     stops there. The answer keeps its longest start that may end (a whole span, not open, of
-    its kind); the tokens were streamed already, the final answer is the cut one."""
+    its kind), else nothing; the tokens were streamed already, the final answer is the cut
+    one."""
     if not constraint or not emitter.ids:
         return
     rule = constraint[0]
     for n in range(len(emitter.ids), 0, -1):
         text = rule.tokenizer.decode(emitter.ids[:n], skip_special_tokens=True)
-        if can_end(text, rule.kind):
+        if rule.may_end(text):
             if n < len(emitter.ids):
                 emitter.keep(n)
             return
+    # No start of it is a whole span ("na" of "native"): no passage says it, so it is no
+    # quote, and an empty answer is the honest one.
+    emitter.keep(0)

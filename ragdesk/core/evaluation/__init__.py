@@ -9,8 +9,8 @@ from ragdesk.core.evaluation.metrics import (
     token_f1,
     top_k_accuracy,
 )
-from ragdesk.core.evaluation.normalize import normalize_answer
 from ragdesk.core.evaluation.questions import Question, read_questions
+from ragdesk.core.matching import normalize_answer
 
 __all__ = [
     "DEFAULT_KS",

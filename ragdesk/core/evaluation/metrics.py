@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from ragdesk.core.evaluation.normalize import answer_tokens, match_tokens, normalize_answer
+# The has-answer test is defined in ragdesk.core.matching (the confidence model uses it too)
+# and re-exported here, where evaluation code has always found it.
+from ragdesk.core.matching import (
+    AnswerMatcher,
+    answer_tokens,
+    has_answer,
+    normalize_answer,
+    padded,
+    passage_string,
+)
 
 DEFAULT_KS = (1, 5, 20, 100)
 
@@ -35,43 +44,6 @@ def token_f1(prediction: str, gold: Iterable[str]) -> float:
     return max((_f1_one(pred, answer_tokens(g)) for g in gold), default=0.0)
 
 
-def padded(tokens: Sequence[str]) -> str:
-    """Tokens joined with single spaces and padded, so a substring test is a whole-word test."""
-    return " " + " ".join(tokens) + " "
-
-
-def passage_string(title: str, text: str) -> str:
-    """What the has-answer test searches: the title and the text of a passage, each
-    normalized and padded, joined by a newline that no answer can span.
-
-    The title counts because the generator reads it (``title / text``); DPR's original
-    scripts matched the text alone (on the starter snapshot that finds 1,525 instead of 1,554
-    answerable NQ-open dev questions)."""
-    return padded(match_tokens(title)) + "\n" + padded(match_tokens(text))
-
-
-class AnswerMatcher:
-    """The DPR has-answer test for one question's gold answers.
-
-    A passage contains an answer when the answer's normalized tokens occur as a contiguous
-    run of whole tokens in the passage's normalized tokens (its title or its text). Answers
-    that normalize to nothing (e.g. "the") can never match.
-    """
-
-    def __init__(self, gold: Iterable[str]) -> None:
-        toks = [t for t in (match_tokens(g) for g in gold) if t]
-        self.token_needles = [tuple(t) for t in toks]
-        self.needles = [padded(t) for t in toks]
-
-    def matches(self, passage: str) -> bool:
-        """``passage`` is :func:`passage_string` of the passage."""
-        return any(n in passage for n in self.needles)
-
-
-def has_answer(title: str, text: str, gold: Iterable[str]) -> bool:
-    return AnswerMatcher(gold).matches(passage_string(title, text))
-
-
 def first_hit_rank(hit_flags: Sequence[bool]) -> int | None:
     """0-based rank of the first passage that contains an answer, or None."""
     for i, flag in enumerate(hit_flags):
@@ -91,3 +63,16 @@ def top_k_accuracy(first_ranks: Sequence[int | None],
     for k in ks:
         out[str(k)] = (sum(1 for r in first_ranks if r is not None and r < k) / n) if n else None
     return out
+
+
+__all__ = [
+    "DEFAULT_KS",
+    "AnswerMatcher",
+    "exact_match",
+    "first_hit_rank",
+    "has_answer",
+    "padded",
+    "passage_string",
+    "token_f1",
+    "top_k_accuracy",
+]

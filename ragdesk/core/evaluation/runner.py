@@ -28,6 +28,7 @@ from ragdesk.core.evaluation.metrics import (
     top_k_accuracy,
 )
 from ragdesk.core.evaluation.questions import Question
+from ragdesk.core.evaluation.selective import selective_summary
 from ragdesk.core.posterior import entropy
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.types import Hit, Passage, RetrievedDoc
@@ -70,13 +71,21 @@ class QuestionResult:
     timings: dict[str, float] = field(default_factory=dict)
     top1_prob: float | None = None  # the largest p(z|x) among the passages read
     token_entropy: float | None = None  # mean entropy (nats) of the answer tokens' sources
+    # P(right) of the answer and whether it said "not found"; ``prediction`` is the best
+    # guess either way, so that it can be scored
+    confidence: float | None = None
+    abstained: bool = False
+    features: dict[str, float] = field(default_factory=dict)
+    source: int | None = None  # the passage the answer is shown as quoted from (rank)
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "question": self.question, "answers": self.answers,
                 "prediction": self.prediction, "em": self.em, "f1": self.f1,
+                "confidence": self.confidence, "abstained": self.abstained,
                 "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
-                "docs": self.docs, "timings": self.timings, "top1_prob": self.top1_prob,
-                "token_entropy": self.token_entropy}
+                "source": self.source, "docs": self.docs, "timings": self.timings,
+                "top1_prob": self.top1_prob, "token_entropy": self.token_entropy,
+                "features": self.features}
 
 
 @dataclass
@@ -86,6 +95,7 @@ class EvalReport:
     retrieval_only: bool
     timings: dict[str, float]
     config: dict[str, Any]
+    abstain: bool = True  # whether the answers were allowed to say "not found"
 
     def _summary(self, rows: list[QuestionResult]) -> dict[str, Any]:
         def mean(vals: list[float]) -> float | None:
@@ -101,6 +111,10 @@ class EvalReport:
             "mean_top1_prob": mean([r.top1_prob for r in rows if r.top1_prob is not None]),
             "mean_token_entropy": mean([r.token_entropy for r in rows
                                         if r.token_entropy is not None]),
+            "confidence": selective_summary(
+                [r.confidence for r in rows], [bool(r.em) for r in rows],
+                [r.answerable for r in rows],
+                [r.abstained for r in rows] if self.abstain else None) if answered else None,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -198,6 +212,7 @@ def evaluate(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     answerable_only: bool = False,
+    abstain: bool = True,
 ) -> EvalReport:
     """Run retrieval for every question (and generation when ``answer`` is given).
 
@@ -223,7 +238,7 @@ def evaluate(
         run.answer(answer, todo, timings)
     timings["total_s"] = time.perf_counter() - t_start
     return EvalReport(results=run.results, ks=ks_t, retrieval_only=answer is None,
-                      timings=timings, config=dict(config or {}))
+                      timings=timings, config=dict(config or {}), abstain=abstain)
 
 
 class _Run:
@@ -305,9 +320,19 @@ class _Run:
             probs = [getattr(d, "prob", None) for d in used]
             if all(isinstance(p, float) for p in probs):
                 r.top1_prob = max(p for p in probs if p is not None)
-        posts = [t.posterior for t in (getattr(ans, "tokens", []) or [])]
+        toks = list(getattr(ans, "tokens", []) or [])
+        posts = [t.posterior for t in toks]
         if posts:
             r.token_entropy = float(np.mean([entropy(p) for p in posts]))
+        conf = getattr(ans, "confidence", None)
+        r.confidence = float(conf) if conf is not None else None
+        r.abstained = bool(getattr(ans, "abstained", False))
+        r.features = {k: float(v) for k, v in (getattr(ans, "features", {}) or {}).items()}
+        if toks:
+            counts: dict[int, int] = {}
+            for t in toks:
+                counts[t.source] = counts.get(t.source, 0) + 1
+            r.source = max(counts, key=counts.__getitem__)
 
 
 def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from ragdesk.core.evaluation.metrics import (
     token_f1,
     top_k_accuracy,
 )
-from ragdesk.core.evaluation.normalize import match_tokens, normalize_answer
+from ragdesk.core.matching import match_tokens, normalize_answer
 
 
 # The reference: normalize_answer / f1_score copied verbatim (modulo style) from the SQuAD v1.1

@@ -1,0 +1,26 @@
+"""Honest answers: a calibrated P(right) for every answer, "not found in this snapshot" below
+a measured threshold, and shown sources that hold what they are cited for."""
+
+from ragdesk.core.confidence.features import FEATURES, answer_features, holders
+from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence, fit_logistic
+from ragdesk.core.confidence.sources import SourceSummary, assign_sources, summarize_sources
+from ragdesk.core.confidence.store import confidence_model, generator_key, write_snapshot_model
+from ragdesk.core.confidence.wording import confidence_label, not_found_message, shown_text
+
+__all__ = [
+    "FEATURES",
+    "ConfidenceModel",
+    "SourceSummary",
+    "answer_features",
+    "assign_sources",
+    "confidence_label",
+    "confidence_model",
+    "fit_confidence",
+    "fit_logistic",
+    "generator_key",
+    "holders",
+    "not_found_message",
+    "shown_text",
+    "summarize_sources",
+    "write_snapshot_model",
+]

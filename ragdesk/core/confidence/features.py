@@ -1,0 +1,97 @@
+"""What the confidence model reads: a handful of numbers the engine has for free.
+
+Every feature comes from the answer, its tokens' sources and the retrieved passages' scores;
+nothing is decoded or encoded again. They follow selective question answering (Kamath, Jia &
+Liang 2020): the reader's own likelihood, the retriever's certainty, and whether the passages
+hold the answer at all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ragdesk.core.matching import AnswerMatcher, answer_tokens, passage_string
+from ragdesk.core.posterior import entropy
+from ragdesk.core.types import Answer, RetrievedDoc
+
+# The order is the model's: coefficients are stored by name, so adding one keeps old files
+# readable (a missing name counts as 0 after standardization, see ConfidenceModel).
+FEATURES: tuple[str, ...] = (
+    "logprob",            # log p(y|x) of the answer, clipped at -40
+    "logprob_per_token",  # the same per answer token
+    "log_tokens",         # log(1 + answer tokens)
+    "top1_score",         # the best passage's retrieval score d(z)·q(x)
+    "score_margin",       # its lead over the second
+    "top1_prob",          # the largest p(z|x)
+    "retrieval_entropy",  # entropy of p(z|x) over ln K: 0 peaked, 1 flat
+    "support_prob",       # p(z|x) summed over the passages that hold the answer
+    "support_share",      # share of the passages that hold it
+    "quoted_top1",        # the rank-1 passage holds it
+    "source_share",       # largest share of the answer's tokens from one passage
+    "echo",               # share of the answer's words that are the question's
+    "question_overlap",   # share of the question's words in the passage quoted from
+    "title_overlap",      # share of that passage's title words that are in the question
+    "top1_overlap",       # share of the question's words in the rank-1 passage
+    "has_digit",          # the answer holds a digit (dates, numbers)
+    "empty",              # no answer text at all
+)
+
+# Words that say nothing about whether a passage is about the question.
+_STOP = frozenset((
+    "what", "who", "whom", "whose", "which", "when", "where", "why", "how", "is", "are", "was",
+    "were", "be", "been", "do", "does", "did", "of", "in", "on", "at", "to", "for", "from", "by",
+    "with", "and", "or", "as", "that", "this", "it", "its", "s", "many", "much", "name", "called",
+    "first", "last"))
+
+
+def holders(answer_text: str, docs: Sequence[RetrievedDoc]) -> list[bool]:
+    """Which passages hold the answer as whole words (DPR's has-answer test, as evaluation
+    scores it): the one definition of "a passage contains this answer"."""
+    matcher = AnswerMatcher([answer_text])
+    return [matcher.matches(passage_string(d.title, d.text)) for d in docs]
+
+
+def _share_of(words: Sequence[str], within: set[str]) -> float:
+    return sum(1 for w in words if w in within) / len(words) if words else 0.0
+
+
+def answer_features(answer: Answer) -> dict[str, float]:
+    """The features of one answer, by name (see :data:`FEATURES`)."""
+    docs = answer.docs
+    n_tok = len(answer.tokens)
+    lp = max(-40.0, float(answer.logprob)) if math.isfinite(answer.logprob) else -40.0
+    scores = [float(d.score) for d in docs]
+    probs = [float(d.prob) for d in docs]
+    held = holders(answer.text, docs) if answer.text.strip() else [False] * len(docs)
+    counts = [0] * len(docs)
+    for t in answer.tokens:
+        if 0 <= t.source < len(docs):
+            counts[t.source] += 1
+    quoted = max(range(len(docs)), key=counts.__getitem__) if docs and n_tok else None
+    q_words = [w for w in answer_tokens(answer.question) if w not in _STOP]
+    a_words = answer_tokens(answer.text)
+    passage_words = (set(answer_tokens(f"{docs[quoted].title} {docs[quoted].text}"))
+                     if quoted is not None else set())
+    title_words = answer_tokens(docs[quoted].title) if quoted is not None else []
+    top1_words = set(answer_tokens(f"{docs[0].title} {docs[0].text}")) if docs else set()
+    k = len(docs)
+    return {
+        "logprob": lp,
+        "logprob_per_token": lp / max(1, n_tok),
+        "log_tokens": math.log1p(n_tok),
+        "top1_score": scores[0] if scores else 0.0,
+        "score_margin": scores[0] - scores[1] if len(scores) > 1 else 0.0,
+        "top1_prob": max(probs) if probs else 0.0,
+        "retrieval_entropy": entropy(probs) / math.log(k) if k > 1 else 0.0,
+        "support_prob": sum(p for p, h in zip(probs, held, strict=True) if h),
+        "support_share": sum(held) / k if k else 0.0,
+        "quoted_top1": float(bool(held) and held[0]),
+        "source_share": max(counts) / n_tok if n_tok and counts else 0.0,
+        "echo": _share_of(a_words, set(answer_tokens(answer.question))),
+        "question_overlap": _share_of(q_words, passage_words),
+        "title_overlap": _share_of(title_words, set(answer_tokens(answer.question))),
+        "top1_overlap": _share_of(q_words, top1_words),
+        "has_digit": float(any(c.isdigit() for c in answer.text)),
+        "empty": float(not a_words),
+    }

@@ -1,0 +1,115 @@
+"""P(right) from an answer's features: a logistic regression, fitted on held-out questions.
+
+Standardized features, an L2 penalty and Newton's method (iteratively reweighted least
+squares): a few kilobytes of coefficients, numpy only, no heavy dependency at run time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragdesk.core.confidence.features import FEATURES
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ConfidenceModel:
+    """``P(right) = sigmoid(b + Σ w_f (x_f - mean_f) / scale_f)``; ``threshold``: below it an
+    answer says "not found in this snapshot"."""
+
+    names: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    intercept: float
+    threshold: float
+    # what it was fitted on and how it measured there, for `index list` and the docs
+    fitted_on: dict[str, Any] = field(default_factory=dict)
+
+    def predict(self, features: Mapping[str, float]) -> float:
+        z = self.intercept
+        for name, m, s, w in zip(self.names, self.mean, self.scale, self.weights, strict=True):
+            x = float(features.get(name, m))
+            z += w * (x - m) / s
+        return _sigmoid(z)
+
+    def abstains(self, confidence: float) -> bool:
+        return confidence < self.threshold
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, "names": list(self.names), "mean": list(self.mean),
+                "scale": list(self.scale), "weights": list(self.weights),
+                "intercept": self.intercept, "threshold": self.threshold,
+                "fitted_on": self.fitted_on}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ConfidenceModel:
+        if int(d.get("format", 0)) != FORMAT:
+            raise ValueError(f"unknown confidence model format {d.get('format')!r}")
+        names = tuple(str(n) for n in d["names"])
+        cols = [tuple(float(v) for v in d[key]) for key in ("mean", "scale", "weights")]
+        if any(len(c) != len(names) for c in cols) or any(s <= 0 for s in cols[1]):
+            raise ValueError("confidence model columns do not match its feature names")
+        values = [*cols[0], *cols[1], *cols[2], float(d["intercept"]), float(d["threshold"])]
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError("confidence model holds a non-finite number")
+        return cls(names, cols[0], cols[1], cols[2], float(d["intercept"]),
+                   float(d["threshold"]), dict(d.get("fitted_on") or {}))
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def feature_matrix(rows: Sequence[Mapping[str, float]],
+                   names: Sequence[str] = FEATURES) -> np.ndarray:
+    return np.array([[float(r.get(n, 0.0)) for n in names] for r in rows], dtype=np.float64)
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0,
+                 iterations: int = 50) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimizing ``Σ logloss + l2/2 |w|²`` (the intercept is not
+    penalized), by Newton's method; the same optimum as scikit-learn's
+    ``LogisticRegression(C=1/l2)``."""
+    n, d = x.shape
+    a = np.hstack([x, np.ones((n, 1))])
+    beta = np.zeros(d + 1)
+    penalty = np.full(d + 1, float(l2))
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(a @ beta)))
+        grad = a.T @ (p - y) + penalty * beta
+        hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(penalty) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if float(np.abs(step).max()) < 1e-10:
+            break
+    return beta[:-1], float(beta[-1])
+
+
+def fit_confidence(rows: Sequence[Mapping[str, float]], right: Sequence[bool], *,
+                   threshold: float, l2: float = 1.0, names: Sequence[str] = FEATURES,
+                   fitted_on: dict[str, Any] | None = None) -> ConfidenceModel:
+    """A :class:`ConfidenceModel` for answers with these features and outcomes."""
+    if len(rows) != len(right) or not rows:
+        raise ValueError("need one outcome per answer, and at least one answer")
+    y = np.asarray(right, dtype=np.float64)
+    if y.min() == y.max():
+        raise ValueError("the answers are all right or all wrong; nothing to tell apart")
+    x = feature_matrix(rows, names)
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale < 1e-9] = 1.0  # a constant feature: weight 0 under the penalty anyway
+    w, b = fit_logistic((x - mean) / scale, y, l2=l2)
+    return ConfidenceModel(tuple(names), tuple(float(v) for v in mean),
+                           tuple(float(v) for v in scale), tuple(float(v) for v in w), b,
+                           float(threshold), dict(fitted_on or {}))

@@ -1,0 +1,34 @@
+"""The words every front end uses for an answer's confidence and for "not found"."""
+
+from __future__ import annotations
+
+from ragdesk.core.types import Answer
+
+# P(right) at or above these reads as high / medium; below the second as low.
+HIGH = 0.6
+MEDIUM = 0.3
+
+
+def confidence_label(confidence: float | None) -> str:
+    """A phrase read at a glance: "High confidence (72 %)"."""
+    if confidence is None:
+        return "Confidence unknown (not calibrated for this snapshot and model)"
+    pct = f"{round(100 * confidence)} %"
+    if confidence >= HIGH:
+        return f"High confidence ({pct})"
+    if confidence >= MEDIUM:
+        return f"Medium confidence ({pct})"
+    return f"Low confidence ({pct}): may be wrong"
+
+
+def not_found_message(snapshot: str | None) -> str:
+    """What an abstained answer says instead of its guess."""
+    where = f"the snapshot '{snapshot}'" if snapshot else "this snapshot"
+    return (f"Not found in {where}: the passages retrieved do not seem to hold the answer. "
+            "The closest passages are shown; the best guess is one click away.")
+
+
+def shown_text(answer: Answer) -> str:
+    """The answer as a front end states it: the not-found message when it abstained (its
+    ``text`` then holds the best guess), else its text."""
+    return not_found_message(answer.snapshot) if answer.abstained else answer.text

@@ -1,0 +1,72 @@
+"""The confidence model: its logistic regression against scikit-learn's, its file format."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragdesk.core.confidence import FEATURES, ConfidenceModel, fit_confidence, fit_logistic
+
+
+def _data(seed: int, n: int = 400, d: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    w = rng.normal(size=d)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(x @ w - 0.5)))).astype(float)
+    return x, y
+
+
+@pytest.mark.parametrize("l2", [0.1, 1.0, 10.0])
+def test_fit_equals_scikit_learn(l2: float) -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = _data(int(l2 * 10))
+    w, b = fit_logistic(x, y, l2=l2)
+    ref = LogisticRegression(C=1 / l2, tol=1e-12, max_iter=10_000).fit(x, y)
+    assert w == pytest.approx(ref.coef_[0], abs=1e-5)
+    assert b == pytest.approx(ref.intercept_[0], abs=1e-5)
+
+
+def test_predict_is_the_standardized_regression_and_survives_json() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    x, y = _data(3, d=len(FEATURES))
+    rows = [dict(zip(FEATURES, r, strict=True)) for r in x]
+    model = fit_confidence(rows, [bool(v) for v in y], threshold=0.4)
+    z = (x - x.mean(axis=0)) / x.std(axis=0)
+    ref = LogisticRegression(C=1.0, tol=1e-12, max_iter=10_000).fit(z, y)
+    back = ConfidenceModel.from_json(model.to_json())
+    for row, want in zip(rows[:20], ref.predict_proba(z[:20])[:, 1], strict=True):
+        assert back.predict(row) == pytest.approx(want, abs=1e-6)
+    assert back.abstains(0.39) and not back.abstains(0.4)
+
+
+def test_a_missing_feature_counts_as_its_mean() -> None:
+    x, y = _data(4, d=len(FEATURES))
+    rows = [dict(zip(FEATURES, r, strict=True)) for r in x]
+    model = fit_confidence(rows, [bool(v) for v in y], threshold=0.5)
+    full = dict(zip(model.names, model.mean, strict=True))
+    partial = {k: v for k, v in full.items() if k != FEATURES[0]}
+    assert model.predict(partial) == pytest.approx(model.predict(full))
+    assert model.predict(full) == pytest.approx(1 / (1 + math.exp(-model.intercept)))
+
+
+@pytest.mark.parametrize("change", [{"weights": [1.0]}, {"scale": None}, {"intercept": "nan"},
+                                    {"format": 9}])
+def test_damaged_model_files_are_refused(change: dict[str, object]) -> None:
+    x, y = _data(5, d=len(FEATURES))
+    good = fit_confidence([dict(zip(FEATURES, r, strict=True)) for r in x],
+                          [bool(v) for v in y], threshold=0.5).to_json()
+    if change.get("scale", 1) is None:
+        good["scale"] = [0.0] * len(FEATURES)
+    else:
+        good.update(change)
+    with pytest.raises((ValueError, TypeError)):
+        ConfidenceModel.from_json(good)
+
+
+def test_one_class_cannot_be_fitted() -> None:
+    with pytest.raises(ValueError, match="all right or all wrong"):
+        fit_confidence([{"logprob": -1.0}, {"logprob": -2.0}], [True, True], threshold=0.5)

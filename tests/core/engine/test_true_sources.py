@@ -1,0 +1,145 @@
+"""Shown sources hold what they are cited for, over many generated answers, and the
+engine judges every answer (features, confidence, abstention)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragdesk.core.confidence import (
+    FEATURES,
+    ConfidenceModel,
+    assign_sources,
+    summarize_sources,
+    write_snapshot_model,
+)
+from ragdesk.core.engine.api import Engine
+from ragdesk.core.matching import answer_tokens
+from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+
+NEW = 8
+
+
+def _normalized(title: str, text: str) -> str:
+    return " " + " ".join(answer_tokens(f"{title} {text}")) + " "
+
+
+@pytest.mark.parametrize("which", ["bart", "causal"])
+@pytest.mark.parametrize("mode,num_beams", [("token", 1), ("token", 3), ("sequence", 1),
+                                            ("sequence", 3)])
+def test_every_grounded_answer_cites_a_passage_that_holds_it(
+        bart_gen: Any, causal_gen: Any, make_cases: Any, which: str, mode: str,
+        num_beams: int) -> None:
+    engine = Engine(None, bart_gen if which == "bart" else causal_gen)  # type: ignore[arg-type]
+    checked = 0
+    for seed in range(12):
+        case = make_cases(seed)
+        ans = engine.answer_from_docs(case.question, case.hits, mode=mode, decoding="fast",
+                                      num_beams=num_beams, max_new_tokens=NEW, grounded=True)
+        words = answer_tokens(ans.text)
+        if not words:
+            continue  # an answer of punctuation alone holds no words to cite
+        summary = summarize_sources(ans)
+        assert summary.primary is not None
+        top = ans.docs[summary.primary]
+        # the independent check: the normalized answer, as whole words, in the cited passage
+        assert " " + " ".join(words) + " " in _normalized(top.title, top.text), (
+            ans.text, top.title)
+        assert not summary.mixed
+        for tok in ans.tokens:
+            piece = " ".join(answer_tokens(tok.text))
+            cited = ans.docs[tok.source]
+            assert piece in _normalized(cited.title, cited.text), (tok.text, cited.title)
+        checked += 1
+    assert checked >= 8, "too few answers held words to make the check meaningful"
+
+
+def _doc(k: int, title: str, text: str, prob: float) -> RetrievedDoc:
+    return RetrievedDoc(id=k, title=title, text=text, score=prob, prob=prob)
+
+
+def test_a_pieced_together_answer_is_marked_mixed_and_never_cites_a_non_holder() -> None:
+    """The zorblat case: "July 19" pieced from "28 July 1914" while the posterior leads with
+    the passage about the festival, which holds neither word."""
+    docs = [_doc(0, "Zorblat festival", "It is held on the third Sunday of May.", 0.9),
+            _doc(1, "World War I", "The war began on 28 July 1914.", 0.1)]
+    toks = [AnswerToken(1, "July", [0.99, 0.01]), AnswerToken(2, " 19", [0.98, 0.02])]
+    ans = Answer(question="when is the zorblat festival held", text="July 19", token_ids=[1, 2],
+                 tokens=toks, docs=docs, logprob=-1.0, mode="token")
+    assign_sources(ans)
+    assert [t.source for t in ans.tokens] == [1, 1]
+    summary = summarize_sources(ans)
+    assert summary.mixed and summary.holders == [False, False]
+
+
+def test_an_answer_held_by_a_passage_is_quoted_from_the_holder_with_the_most_mass() -> None:
+    docs = [_doc(0, "A", "Jane Austen wrote it.", 0.5), _doc(1, "B", "no such words", 0.3),
+            _doc(2, "C", "Jane Austen was born in 1775.", 0.2)]
+    toks = [AnswerToken(1, "Jane", [0.2, 0.7, 0.1]), AnswerToken(2, " Austen", [0.1, 0.3, 0.6])]
+    ans = Answer(question="who wrote pride and prejudice", text="Jane Austen", token_ids=[1, 2],
+                 tokens=toks, docs=docs, logprob=-1.0, mode="token")
+    assign_sources(ans)
+    assert [t.source for t in ans.tokens] == [2, 2]  # C: 0.7 of mass against A's 0.3
+    s = summarize_sources(ans)
+    assert s.primary == 2 and s.shares[2] == 1.0 and not s.mixed
+
+
+class _Snap:
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder, self.name = folder, name
+
+        class _Enc:
+            id = "tiny-encoder"
+
+        self.encoder = _Enc()
+
+
+class _Library:
+    def __init__(self, snap: _Snap) -> None:
+        self.snap = snap
+
+    def get(self, name: str) -> _Snap:
+        assert name == self.snap.name
+        return self.snap
+
+    def current(self) -> _Snap:
+        return self.snap
+
+    def close(self) -> None:
+        pass
+
+
+def _model(threshold: float, bias: float) -> ConfidenceModel:
+    n = len(FEATURES)
+    return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, (0.0,) * n, bias, threshold)
+
+
+@pytest.mark.parametrize("bias,abstains", [(-3.0, True), (3.0, False)])
+def test_the_engine_judges_answers_with_the_snapshots_model(
+        causal_gen: Any, make_cases: Any, tmp_path: Path, bias: float, abstains: bool) -> None:
+    write_snapshot_model(tmp_path, causal_gen.name, _model(0.5, bias))
+    snap = _Snap(tmp_path, "snap")
+    engine = Engine(None, causal_gen, library=_Library(snap))  # type: ignore[arg-type]
+    case = make_cases(0)
+    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                  snapshot_name="snap")
+    assert ans.confidence == pytest.approx(1 / (1 + math.exp(-bias)))
+    assert ans.abstained is abstains
+    assert set(ans.features) == set(FEATURES)
+    kept = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                   snapshot_name="snap", abstain=False)
+    assert not kept.abstained and kept.text == ans.text  # the guess is the same either way
+    stored = json.loads((tmp_path / "confidence.json").read_text())
+    assert list(stored["models"]) == ["tiny-gpt2"]
+
+
+def test_without_a_model_an_answer_has_no_confidence_and_never_abstains(
+        causal_gen: Any, make_cases: Any) -> None:
+    case = make_cases(1)
+    ans = Engine(None, causal_gen).answer_from_docs(  # type: ignore[arg-type]
+        case.question, case.hits, max_new_tokens=NEW)
+    assert ans.confidence is None and not ans.abstained and ans.features
