@@ -11,6 +11,11 @@ from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
+    from ragdesk.core.confidence import ConfidenceModel
+    from ragdesk.core.encoders import TextEncoder
+    from ragdesk.core.evaluation.questions import Question
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.snapshots import SnapshotIndex
 
 
 def register(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,6 +34,10 @@ def register(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="skip the first N questions of the file")
     c.add_argument("--limit", type=int, metavar="N", help="use at most N questions")
     c.add_argument("--pack", metavar="P", help="model pack whose question encoder to use")
+    c.add_argument("--confidence", action="store_true",
+                   help="also answer every question with the pack's generator and fit the "
+                        "confidence model that decides when an answer says \"not found in this "
+                        "snapshot\" (about a second per question with the starter pack)")
     c.add_argument("--dry-run", action="store_true", help="report the fit without storing it")
     c.add_argument("--json", action="store_true", help="print the report as JSON")
     c.set_defaults(func=cmd_calibrate)
@@ -50,7 +59,7 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
     if not questions:
         raise BadInputError("No questions left to calibrate on.",
                             hint="Check the file, --skip and --limit.")
-    snapshot, _, _, encoder = snapshot_pack_encoder(ctx, args.name, args.pack)
+    snapshot, _, pack, encoder = snapshot_pack_encoder(ctx, args.name, args.pack)
     try:
         report = calibrate_temperature(snapshot, encoder, questions, docs=args.docs,
                                        progress=terminal_printer(sys.stderr))
@@ -63,13 +72,54 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
         write_calibration(snapshot.folder, Calibration(
             temperature=fit.temperature, questions=fit.questions, source=source,
             log_likelihood=fit.log_likelihood, log_likelihood_at_1=fit.log_likelihood_at_1))
+    confidence = (_fit_confidence(args, ctx, snapshot, pack, encoder, questions,
+                                  fit.temperature) if args.confidence else None)
     if args.json:
-        print_json({**report.to_json(), "stored": not args.dry_run})
+        print_json({**report.to_json(), "stored": not args.dry_run,
+                    "confidence": confidence.to_json() if confidence is not None else None})
         return 0
     print(f"{args.name}: temperature {fit.temperature:.4g} fitted on {fit.questions:,} of "
           f"{report.questions:,} questions (top {args.docs}); mean log-likelihood of the "
           f"answer passages {fit.log_likelihood:.3f} (τ = 1: {fit.log_likelihood_at_1:.3f}); "
           f"mean top-1 p(z|x) of 5 passages {report.mean_top1_after:.3f} "
           f"(τ = 1: {report.mean_top1_before:.3f}).")
+    if confidence is not None:
+        cv = confidence.fitted_on["cross_validated"]
+        print(f"confidence: threshold {confidence.threshold:.3f}; cross-validated AUROC "
+              f"{cv['auroc']:.3f}, calibration error {cv['ece']:.3f}; at the threshold "
+              f"{cv['given']:,} of {confidence.fitted_on['questions']:,} answers given, "
+              f"{100 * (cv['given_right_share'] or 0):.1f} % of them right.")
     print("Stored with the snapshot." if not args.dry_run else "Not stored (--dry-run).")
     return 0
+
+
+def _fit_confidence(args: argparse.Namespace, ctx: AppContext, snapshot: SnapshotIndex,
+                    pack: PackSpec, encoder: TextEncoder, questions: list[Question],
+                    temperature: float) -> ConfidenceModel:
+    """Answer ``questions`` as `ask` would (with the τ just fitted) and fit the model on
+    the answers; stored with the snapshot for the pack's generator unless --dry-run."""
+    from ragdesk.cli.common import answer_options
+    from ragdesk.cli.eval_cmd import make_answerer
+    from ragdesk.core.confidence import write_snapshot_model
+    from ragdesk.core.evaluation.confidence_fit import fit_on_results
+    from ragdesk.core.evaluation.runner import evaluate
+    from ragdesk.core.progress import terminal_printer
+    from ragdesk.core.retrieval import retrieve_batch
+
+    opts = answer_options(args, ctx).replace(temperature=temperature)
+    engine, answer = make_answerer(opts, pack, encoder, snapshot)
+    report = evaluate(
+        questions, encoder=encoder, answer=answer, cite=opts.n_docs,
+        retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, opts.retriever),
+        progress=terminal_printer(sys.stderr))
+    lines = f"{args.skip + 1}-{args.skip + len(questions)}"
+    try:
+        model = fit_on_results([r.to_json() for r in report.results],
+                               source=f"{args.questions} lines {lines}")
+    except ValueError as exc:
+        raise BadInputError(f"The confidence model cannot be fitted: {exc}.",
+                            hint="Use more questions (a few hundred), with known answers.") \
+            from exc
+    if not args.dry_run:
+        write_snapshot_model(snapshot.folder, engine.generator.name, model)
+    return model

@@ -84,7 +84,7 @@ def _questions(args: argparse.Namespace) -> list[Question]:
     return questions if args.limit is None else questions[:args.limit]
 
 
-def _answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
+def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
               snapshot: SnapshotIndex) -> tuple[Engine, Callable[[str], Answer]]:
     from ragdesk.core.engine import Engine
     from ragdesk.core.models import load_generator
@@ -132,7 +132,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     snapshot, pack_name, pack, encoder = snapshot_pack_encoder(ctx, args.snapshot, args.pack)
     if opts.retriever != "dense":
         ensure_sparse(snapshot, progress=progress)
-    engine, answer = (None, None) if args.retrieval_only else _answerer(opts, pack, encoder,
+    engine, answer = (None, None) if args.retrieval_only else make_answerer(opts, pack, encoder,
                                                                         snapshot)
     report = evaluate(
         questions, encoder=encoder,

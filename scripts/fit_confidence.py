@@ -1,0 +1,59 @@
+"""Fit the confidence model ragdesk ships for a pack, from an `ragdesk eval --out` file.
+
+Reproduces ragdesk/resources/confidence/starter.json:
+
+    ragdesk eval ../shared/data/nq-open-dev.jsonl --skip 1000 --out fit.jsonl
+    python scripts/fit_confidence.py fit.jsonl --out ragdesk/resources/confidence/starter.json
+
+Lines 1-1,000 of the NQ-open dev file are for evaluation only: rows from them are refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ragdesk.core.confidence.store import generator_key
+from ragdesk.core.evaluation.confidence_fit import fit_on_results
+from ragdesk.core.models.starter import GGUF_NAME
+from ragdesk.core.starter_encoder import ENCODER_ID
+
+FIRST_FITTING_LINE = 1001
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("results", type=Path, help="an `ragdesk eval --out` JSONL file")
+    p.add_argument("--out", type=Path, required=True, help="the model file to write")
+    p.add_argument("--generator", default=GGUF_NAME, help="the generator the answers came from")
+    p.add_argument("--encoder", default=ENCODER_ID, help="the snapshot's encoder id")
+    args = p.parse_args(argv)
+    rows = [json.loads(line) for line in args.results.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    early = [r["line"] for r in rows if int(r["line"]) < FIRST_FITTING_LINE]
+    if early:
+        print(f"refused: {len(early)} rows from lines 1-1,000 (evaluation only), e.g. line "
+              f"{early[0]}", file=sys.stderr)
+        return 2
+    lines = f"{min(r['line'] for r in rows)}-{max(r['line'] for r in rows)}"
+    try:
+        model = fit_on_results(rows, source=f"NQ-open dev lines {lines}")
+    except ValueError as exc:
+        print(f"cannot fit: {exc}", file=sys.stderr)
+        return 2
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"generator": generator_key(args.generator), "encoder": args.encoder,
+           "model": model.to_json()}
+    args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    cv = model.fitted_on["cross_validated"]
+    print(f"{args.out}: {model.fitted_on['questions']} questions, {model.fitted_on['right']} "
+          f"right; threshold {model.threshold:.3f}; cross-validated AUROC {cv['auroc']:.3f}, "
+          f"ECE {cv['ece']:.3f}, given {cv['given']} ({cv['given_right_share']:.3f} right), "
+          f"right kept {cv['right_kept_share']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
