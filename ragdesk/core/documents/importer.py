@@ -49,7 +49,7 @@ from ragdesk.core.errors import (
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
-from ragdesk.core.snapshots.lifecycle import mark_ready, recover
+from ragdesk.core.snapshots.lifecycle import mark_ready, recover, settle_folder_swap
 from ragdesk.core.snapshots.manifest import Manifest, read_manifest
 from ragdesk.core.snapshots.starter import starter_encoder_path
 
@@ -121,7 +121,8 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
     slug = existing.slug if existing is not None else unique_slug(
         name, {s.slug for s in catalog.list_snapshots()})
     with locks.hold_import(data, name, slug):
-        swap.finish_interrupted_swap(data, slug)
+        if existing is not None:
+            settle_folder_swap(data, catalog, existing, locked=True)
         previous = _previous(data, catalog, name)
         enc = _encoder(encoder)
         if encoder is None and default_pack is None:
@@ -342,11 +343,15 @@ class _FolderImport:
         build = self.work / swap.BUILD_DIRNAME
         if fresh:
             swap.install_new(self.data, build, self.slug)
-        else:
-            swap.replace(self.data, build, self.slug)
+            mark_ready(self.catalog, self.name, manifest)
+            return
+
+        def record() -> None:
             # Index variants (HNSW, IVF-PQ) were built over the old vectors.
             rec = self.catalog.get_snapshot(self.name)
             for variant in rec.variants:
                 if variant.variant not in manifest.variants:
                     self.catalog.remove_variant(self.name, variant.variant)
-        mark_ready(self.catalog, self.name, manifest)
+            mark_ready(self.catalog, self.name, manifest)
+
+        swap.replace(self.data, build, self.slug, record)

@@ -1,52 +1,44 @@
 """Putting a finished folder snapshot in place, first time or over its previous version.
 
 A re-import swaps folders with two renames (old out, new in) while the catalog row stays
-``ready``; whoever holds the old ``SnapshotIndex`` keeps reading its open files. The work
-lives in ``staging/.docs-<slug>/`` and the old version waits in ``staging/.docs-old-<slug>/``:
-dot-names, which the data directory's recovery leaves alone (it would delete a staging
-folder of a ready snapshot). A crash between the two renames is finished by the next import
-of the folder (:func:`finish_interrupted_swap`).
+``ready``; whoever holds the old ``SnapshotIndex`` keeps reading its open files. Where the
+two versions wait, and how a swap a kill cut short is finished, is
+:mod:`ragdesk.core.snapshots.folder_swap` (the data directory's recovery does it).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ragdesk.core.atomic import fsync_dir
 from ragdesk.core.errors import CatalogError, RagdeskError
 from ragdesk.core.paths import DataDir
-from ragdesk.core.snapshots.manifest import MANIFEST_FILE
+from ragdesk.core.snapshots.folder_swap import (
+    BUILD_DIRNAME,
+    OLD_PREFIX,
+    WORK_PREFIX,
+    old_dir,
+    roll_swap,
+    work_dir,
+)
 
-WORK_PREFIX = ".docs-"
-OLD_PREFIX = ".docs-old-"
-BUILD_DIRNAME = "build"
+__all__ = ["BUILD_DIRNAME", "OLD_PREFIX", "WORK_PREFIX", "SnapshotInUseError",
+           "finish_interrupted_swap", "install_new", "old_dir", "replace", "work_dir"]
 
 
 class SnapshotInUseError(RagdeskError):
     """Windows refuses to rename a folder with open files; the finished work is kept."""
 
 
-def work_dir(data: DataDir, slug: str) -> Path:
-    return data.staging_dir / f"{WORK_PREFIX}{slug}"
-
-
-def old_dir(data: DataDir, slug: str) -> Path:
-    return data.staging_dir / f"{OLD_PREFIX}{slug}"
-
-
 def finish_interrupted_swap(data: DataDir, slug: str) -> None:
     """Roll a swap cut short between its renames forward (the new version is complete) or
-    back (it is not), and drop an old version left after a completed swap."""
-    final, old = data.snapshot_dir(slug), old_dir(data, slug)
-    if not old.exists():
-        return
-    if not final.exists():
-        build = work_dir(data, slug) / BUILD_DIRNAME
-        os.rename(build if (build / MANIFEST_FILE).exists() else old, final)
-        fsync_dir(data.snapshots_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    back (it is not), and drop an old version left after a completed swap (the folders
+    only: ``recover`` also brings the catalog in line)."""
+    if roll_swap(data, slug):
+        shutil.rmtree(old_dir(data, slug), ignore_errors=True)
 
 
 def _rename(src: Path, dst: Path) -> None:
@@ -70,7 +62,11 @@ def install_new(data: DataDir, build: Path, slug: str) -> None:
     fsync_dir(data.snapshots_dir)
 
 
-def replace(data: DataDir, build: Path, slug: str) -> None:
+def replace(data: DataDir, build: Path, slug: str,
+            record: Callable[[], None] | None = None) -> None:
+    """Swap ``build`` in for the snapshot's folder; ``record`` (the catalog update for the
+    new version) runs before the old version is dropped, so that a kill anywhere leaves an
+    old version behind for ``recover`` until the catalog describes the new one."""
     final, old = data.snapshot_dir(slug), old_dir(data, slug)
     shutil.rmtree(old, ignore_errors=True)
     _rename(final, old)
@@ -81,4 +77,6 @@ def replace(data: DataDir, build: Path, slug: str) -> None:
         raise
     fsync_dir(data.snapshots_dir)
     fsync_dir(data.staging_dir)
+    if record is not None:
+        record()
     shutil.rmtree(old, ignore_errors=True)

@@ -9,7 +9,9 @@ Every step that moves a snapshot is a single rename, and the catalog is updated 
 - staging folders that no import can resume (no catalog row, or the row is ready): deleted;
 - ``staging/.remove-<slug>`` (a removal that was cut short): catalog row dropped, folder deleted;
 - a complete snapshot folder the catalog does not know (e.g. after the catalog was replaced):
-  registered again, so moving a broken catalog aside never loses snapshots.
+  registered again, so moving a broken catalog aside never loses snapshots;
+- a folder re-import's swap cut short (its old version still in staging): a complete
+  version put in place and the catalog brought in line with it (:func:`settle_folder_swap`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from ragdesk.core.errors import CatalogError, DensePendingError, NotFoundError, 
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.faiss_variants import lists_files
+from ragdesk.core.snapshots.folder_swap import old_dir, roll_swap
 from ragdesk.core.snapshots.manifest import (
     FLAT,
     MANIFEST_FILE,
@@ -88,6 +91,8 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
     by_slug = {r.slug: r for r in catalog.list_snapshots()}
     _finish_removals(data, catalog, by_slug, report)
     for slug, rec in list(by_slug.items()):
+        if settle_folder_swap(data, catalog, rec):
+            report.completed.append(rec.name)
         _settle_unfinished(data, catalog, slug, rec, report)
     _close_finished_jobs(data, catalog, by_slug)
     # Folders are looked at first and the catalog read after: an import adds its catalog row
@@ -104,6 +109,31 @@ def recover(data: DataDir, catalog: Catalog) -> RecoveryReport:
     if any((report.removed_staging, report.marked_failed, report.completed, report.adopted)):
         log.info("recovered data directory %s: %s", data.root, report)
     return report
+
+
+def settle_folder_swap(data: DataDir, catalog: Catalog, rec: SnapshotRecord, *,
+                       locked: bool = False) -> bool:
+    """Finish a folder re-import's swap that a kill cut short: a complete version (the new
+    one if it was finished) in the snapshot's folder, the catalog's variant rows and counts
+    made to match its manifest, and only then the old version dropped. Never while an
+    import of it runs (``locked``: the caller holds that import's lock). Whether one was
+    pending."""
+    if not old_dir(data, rec.slug).exists():
+        return False
+    with contextlib.ExitStack() as stack:
+        if not locked and not stack.enter_context(locks.try_hold_import(data, rec.slug)):
+            return False
+        if not roll_swap(data, rec.slug):
+            return False  # finished by someone else meanwhile
+        manifest = read_manifest(data.snapshot_dir(rec.slug))
+        # Variants were built over the old vectors: the catalog keeps the folder's only.
+        for v in catalog.get_snapshot(rec.name).variants:
+            if v.variant not in manifest.variants:
+                catalog.remove_variant(rec.name, v.variant)
+        mark_ready(catalog, rec.name, manifest)
+        _rmtree(old_dir(data, rec.slug))
+        log.info("finished the interrupted folder swap of %s", rec.name)
+    return True
 
 
 def _finish_removals(data: DataDir, catalog: Catalog, by_slug: dict[str, SnapshotRecord],

@@ -82,6 +82,24 @@ def hold_import(data: DataDir, name: str, slug: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def try_hold_import(data: DataDir, slug: str) -> Iterator[bool]:
+    """The import lock of ``slug`` if nobody holds it (True), else nothing (False): for
+    recovery, which must never finish what a live import is in the middle of."""
+    path = import_lock_path(data, slug)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
+@contextlib.contextmanager
 def snapshot_lock(snapshots_dir: Path, slug: str) -> Iterator[None]:
     """Serialise manifest rewrites (quantize, remove variant) across processes."""
     snapshots_dir.mkdir(parents=True, exist_ok=True)
