@@ -25,6 +25,7 @@ from ragdesk.core.evaluation.metrics import (
     passage_string,
     top_k_accuracy,
 )
+from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.forward import question_vectors
 from ragdesk.core.training.guard import RetrievalStats, retrieval_stats
@@ -97,7 +98,7 @@ def evaluate(encoder: TextEncoder, generator: Generator | None, index: Any,
         ranks.append(next((i for i, h in enumerate(hs)
                            if matcher.matches(passage_string(h.title, h.text))), None))
     scores = np.array([[h.score for h in hs[:n_docs]] for hs in hits], dtype=np.float64)
-    stats = retrieval_stats(scores, [hs[0].id for hs in hits])
+    stats = retrieval_stats(scores, [hs[0].id for hs in hits], temperature_of(index))
     n_em = 0 if generator is None else len(examples) if em_limit is None else min(
         em_limit, len(examples))
     em_total = 0.0

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ragdesk.core.posterior import entropy, probs_np
+
 ACTIONS = ("warn", "stop", "freeze-retriever")
 
 
@@ -35,6 +37,7 @@ class RetrievalStats:
     n_docs: int
     mean_entropy: float  # nats, of p(z|x) over the top n_docs
     distinct_top1: int
+    temperature: float = 1.0  # τ of the p(z|x) the entropy is of
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,22 +45,22 @@ class RetrievalStats:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RetrievalStats:
         return cls(int(d["n_questions"]), int(d["n_docs"]), float(d["mean_entropy"]),
-                   int(d["distinct_top1"]))
+                   int(d["distinct_top1"]), float(d.get("temperature", 1.0)))
 
 
-def retrieval_stats(scores: np.ndarray, top1_ids: Sequence[int]) -> RetrievalStats:
-    """``scores`` [n, K]: the retrieval scores d(z)·q(x) of each question's top K."""
+def retrieval_stats(scores: np.ndarray, top1_ids: Sequence[int],
+                    temperature: float) -> RetrievalStats:
+    """``scores`` [n, K]: the retrieval scores d(z)·q(x) of each question's top K; p(z|x) is
+    the engine's (:func:`ragdesk.core.posterior.probs_np`, with the snapshot's τ): at τ = 1 a
+    normalized encoder's cosines give every passage about 1/K, and neither signal could fire."""
     s = np.asarray(scores, dtype=np.float64)
     if s.ndim != 2 or s.shape[0] == 0:
         raise ValueError("scores must be a non-empty [n, K] array")
-    s = s - s.max(axis=1, keepdims=True)
-    p = np.exp(s)
-    p /= p.sum(axis=1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ent = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
+    ent = [entropy(probs_np(row, temperature)) for row in s]
     return RetrievalStats(n_questions=int(s.shape[0]), n_docs=int(s.shape[1]),
-                          mean_entropy=float(ent.mean()),
-                          distinct_top1=len(set(int(i) for i in top1_ids)))
+                          mean_entropy=float(np.mean(ent)),
+                          distinct_top1=len(set(int(i) for i in top1_ids)),
+                          temperature=float(temperature))
 
 
 @dataclass(frozen=True)

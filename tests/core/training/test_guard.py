@@ -13,18 +13,32 @@ from ragdesk.core.training.guard import (
 )
 
 
-def test_retrieval_stats_match_a_naive_computation() -> None:
+@pytest.mark.parametrize("tau", [1.0, 0.088])
+def test_retrieval_stats_match_a_naive_computation(tau: float) -> None:
     rng = np.random.default_rng(0)
     scores = rng.normal(size=(6, 4)) * 3
     top1 = [5, 5, 2, 9, 2, 5]
-    st = retrieval_stats(scores, top1)
+    st = retrieval_stats(scores, top1, tau)
     ents = []
     for row in scores:
-        z = sum(math.exp(x) for x in row)
-        ents.append(-sum(math.exp(x) / z * math.log(math.exp(x) / z) for x in row))
+        z = sum(math.exp(x / tau - max(row) / tau) for x in row)
+        ps = [math.exp(x / tau - max(row) / tau) / z for x in row]
+        ents.append(-sum(p * math.log(p) for p in ps if p > 0))
     assert st.mean_entropy == pytest.approx(sum(ents) / len(ents), rel=1e-9)
+    assert st.temperature == tau
     assert st.distinct_top1 == 3
     assert (st.n_questions, st.n_docs) == (6, 4)
+
+
+def test_the_guard_sees_the_snapshots_temperature() -> None:
+    """Cosines of a normalized encoder (0.5-0.8): at τ = 1 every one of 5 passages gets about
+    0.2 and the entropy sits at ln 5 whatever training does; at the encoder's τ it moves."""
+    rng = np.random.default_rng(1)
+    cos = np.sort(rng.uniform(0.5, 0.8, size=(50, 5)), axis=1)[:, ::-1]
+    flat = retrieval_stats(cos, list(range(50)), 1.0)
+    seen = retrieval_stats(cos, list(range(50)), 0.088)
+    assert flat.mean_entropy > 0.99 * math.log(5)
+    assert seen.mean_entropy < 0.9 * math.log(5)
 
 
 def _stats(entropy: float, distinct: int, n_docs: int = 5) -> RetrievalStats:
