@@ -79,12 +79,15 @@ def _like_pattern(word: str) -> str:
 
 
 def _tokens_json(tokens: list[AnswerToken]) -> str:
-    return json.dumps([[t.id, t.text, t.posterior] for t in tokens], ensure_ascii=False)
+    return json.dumps([[t.id, t.text, t.posterior, t.quoted_from] for t in tokens],
+                      ensure_ascii=False)
 
 
 def _tokens_from_json(raw: str) -> list[AnswerToken]:
-    return [AnswerToken(int(i), str(s), [float(p) for p in post])
-            for i, s, post in json.loads(raw)]
+    # answers stored before shown sources were kept have three elements per token
+    return [AnswerToken(int(row[0]), str(row[1]), [float(p) for p in row[2]],
+                        int(row[3]) if len(row) > 3 and row[3] is not None else None)
+            for row in json.loads(raw)]
 
 
 class ConversationStore:
@@ -212,9 +215,11 @@ class ConversationStore:
             aid = int(conn.execute(text(
                 "INSERT INTO answers (conversation_id, position, question, text, mode, "
                 "decoding, snapshot, pack, options, logprob, temperature, style, grounded, "
-                "retriever, cancelled, token_ids, tokens, timings, created_at) VALUES "
+                "retriever, cancelled, token_ids, tokens, timings, created_at, confidence, "
+                "abstained) VALUES "
                 "(:c, :pos, :q, :t, :mode, :dec, :snap, :pack, :opts, :lp, :temp, :style, "
-                ":grounded, :retr, :cancelled, :ids, :tokens, :timings, :now)"),
+                ":grounded, :retr, :cancelled, :ids, :tokens, :timings, :now, :conf, "
+                ":abstained)"),
                 {"c": conversation_id, "pos": position, "q": answer.question,
                  "t": answer.text, "mode": answer.mode, "dec": answer.decoding,
                  "snap": answer.snapshot, "pack": pack,
@@ -223,7 +228,8 @@ class ConversationStore:
                  "grounded": int(answer.grounded), "retr": answer.retriever,
                  "cancelled": int(answer.cancelled), "ids": json.dumps(answer.token_ids),
                  "tokens": _tokens_json(answer.tokens), "timings": json.dumps(answer.timings),
-                 "now": now}).lastrowid)
+                 "now": now, "conf": answer.confidence,
+                 "abstained": int(answer.abstained)}).lastrowid)
             if answer.docs:
                 conn.execute(text(
                     "INSERT INTO answer_passages (answer_id, rank, passage_id, title, text, "
@@ -257,7 +263,9 @@ class ConversationStore:
                 logprob=float(r.logprob), mode=r.mode, decoding=r.decoding,
                 snapshot=r.snapshot, timings=json.loads(r.timings),
                 cancelled=bool(r.cancelled), temperature=float(r.temperature),
-                style=r.style, grounded=bool(r.grounded), retriever=r.retriever)
+                style=r.style, grounded=bool(r.grounded), retriever=r.retriever,
+                confidence=None if r.confidence is None else float(r.confidence),
+                abstained=bool(r.abstained))
             out.append(StoredAnswer(int(r.id), int(r.conversation_id), int(r.position), answer,
                                     r.pack, json.loads(r.options), r.created_at))
         return out

@@ -68,7 +68,8 @@ def conversation_markdown(answers: Sequence[Answer], title: str = "ragdesk conve
 
 def answer_from_json(d: Mapping[str, Any]) -> Answer:
     """The inverse of :meth:`Answer.to_json` (extra keys, such as ``source``, are ignored)."""
-    tokens = [AnswerToken(int(t["id"]), str(t["text"]), [float(p) for p in t["posterior"]])
+    tokens = [AnswerToken(int(t["id"]), str(t["text"]), [float(p) for p in t["posterior"]],
+                          None if t.get("quoted_from") is None else int(t["quoted_from"]))
               for t in d.get("tokens") or []]
     docs = [RetrievedDoc(int(r["id"]), str(r["title"]), str(r["text"]), float(r["score"]),
                          float(r["prob"]), r.get("snapshot"))
@@ -82,6 +83,9 @@ def answer_from_json(d: Mapping[str, Any]) -> Answer:
         cancelled=bool(d.get("cancelled", False)),
         temperature=float(d.get("temperature", 1.0)), style=d.get("style"),
         grounded=bool(d.get("grounded", False)), retriever=d.get("retriever"),
+        confidence=None if d.get("confidence") is None else float(d["confidence"]),
+        abstained=bool(d.get("abstained", False)),
+        features={str(k): float(v) for k, v in (d.get("features") or {}).items()},
     )
 
 

@@ -150,6 +150,32 @@ def test_search_finds_old_answers_like_a_brute_force_scan(catalog: Catalog) -> N
     assert fts_query('say "hi" now') == '"say" """hi""" "now"*'
 
 
+def test_a_judged_answer_reopens_with_its_confidence_and_shown_sources(tmp_path: Path) -> None:
+    """Confidence, "not found" and each token's shown source (which may differ from its
+    posterior's argmax) come back as they were given; so does an answer stored before."""
+    import dataclasses
+    import sqlite3
+
+    path = tmp_path / "catalog.sqlite"
+    cat = Catalog(path)
+    store = ConversationStore(cat)
+    conv = store.create()
+    judged = make_answer("when is the zorblat festival held", "July 19")
+    judged.tokens = [dataclasses.replace(t, quoted_from=2) for t in judged.tokens]
+    judged.confidence, judged.abstained = 0.0731, True
+    assert judged.tokens[0].source == 2  # not the posterior's argmax (1)
+    store.add_answer(conv.id, judged)
+    plain = make_answer("Who discovered radium?", "Marie Curie")
+    store.add_answer(conv.id, plain)
+    cat.close()
+    with sqlite3.connect(path) as con:  # an answer written before tokens had 4 elements
+        con.execute("UPDATE answers SET tokens = ? WHERE position = 1",
+                    (json.dumps([[t.id, t.text, t.posterior] for t in plain.tokens]),))
+    first, second = (s.answer for s in ConversationStore(Catalog(path)).answers(conv.id))
+    assert first == judged and [t.source for t in first.tokens] == [2, 2]
+    assert second == plain and second.confidence is None and not second.abstained
+
+
 def test_delete_hides_and_undo_restores_until_purged(catalog: Catalog) -> None:
     store = ConversationStore(catalog)
     keep = store.create("keep")
@@ -283,7 +309,7 @@ def test_catalog_file_written_by_the_v3_code_upgrades_to_conversations(tmp_path:
     with sqlite3.connect(path) as con:
         assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     cat = Catalog(path)
-    assert cat.schema_version() == SCHEMA_VERSION == 4
+    assert cat.schema_version() == SCHEMA_VERSION == 5
     check_v3_rows_survived(cat)
     store = ConversationStore(cat)
     conv = store.create()
@@ -293,7 +319,7 @@ def test_catalog_file_written_by_the_v3_code_upgrades_to_conversations(tmp_path:
     assert [h.question for h in store.search("radium")] == ["Who discovered radium?"]
     cat.close()
     cat = Catalog(path)  # reopening does not migrate again, and keeps everything
-    assert cat.schema_version() == 4
+    assert cat.schema_version() == SCHEMA_VERSION
     assert ConversationStore(cat).list_conversations()[0].answers == 1
 
 
@@ -314,9 +340,9 @@ def test_v3_catalog_made_by_the_migrations_upgrades_with_its_rows(tmp_path: Path
                     "VALUES ('w', 'w', 'snapshots/w', 'ready', 5, '2026-01-01')")
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
     assert "conversations" not in tables
-    # ... and the Catalog brings it to 4.
+    # ... and the Catalog brings it to the current version.
     cat = Catalog(path)
-    assert cat.schema_version() == 4 and cat.get_snapshot("w").passages == 5
+    assert cat.schema_version() == SCHEMA_VERSION and cat.get_snapshot("w").passages == 5
     assert ConversationStore(cat).list_conversations() == []
 
 

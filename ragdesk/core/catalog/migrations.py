@@ -139,6 +139,13 @@ STEPS: list[list[str]] = [
             VALUES (new.id, new.question, new.text);
         END""",
     ],
+    # 5: honest answers. An answer's P(right) (NULL: no model judged it), whether it said
+    # "not found in this snapshot", and (in the tokens' JSON, a fourth element) each token's
+    # shown source, so a reopened answer reads as it was given.
+    [
+        "ALTER TABLE answers ADD COLUMN confidence REAL",
+        "ALTER TABLE answers ADD COLUMN abstained INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 SCHEMA_VERSION = len(STEPS)
