@@ -41,7 +41,7 @@ from ragdesk.core.errors import (
     RagdeskError,
     is_disk_full,
 )
-from ragdesk.core.models import loading
+from ragdesk.core.models import loading, pack_copies
 from ragdesk.core.models.packs import (
     KIND_CUSTOM,
     PackSpec,
@@ -197,10 +197,6 @@ def check_links(src: Path) -> None:
                     raise _link_error(link, problem)
 
 
-def _leftovers(models_dir: Path, name: str, kind: str) -> list[Path]:
-    return sorted(models_dir.glob(f".{name}.{kind}-*"))
-
-
 class _PackCopy:
     """``--copy`` as one transaction: the parts are copied into a staging folder beside
     ``models/<name>``, which replaces it only once every part is copied; the old folder is
@@ -208,45 +204,37 @@ class _PackCopy:
 
     A lock file per pack name is held throughout, so leftovers of a killed run (a staging
     folder, or the old folder set aside) can be cleaned up or put back at the next start
-    without racing a live import of the same name.
+    without racing a live import of the same name; :mod:`.pack_copies` says which copy a
+    registration uses at every point (the ``copy_token`` registered with the new one).
     """
 
-    def __init__(self, data: DataDir, name: str, replace: bool) -> None:
+    def __init__(self, data: DataDir, catalog: Catalog, name: str, replace: bool) -> None:
         from filelock import FileLock
 
+        self.data, self.catalog = data, catalog
         self.models_dir = data.models_dir
         self.dest = data.models_dir / name
         self.name = name
         self.replace = replace
         self.models_dir.mkdir(parents=True, exist_ok=True)
-        lock_dir = data.root / "locks"  # beside the import locks (core.snapshots.locks)
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(lock_dir / f"pack-{name}.lock"))
+        self._lock = FileLock(str(pack_copies.pack_lock_path(data, name)))
         self.staging: Path | None = None
         self.old: Path | None = None
+        self.token: str | None = None
 
     def __enter__(self) -> _PackCopy:
         self._lock.acquire()
         try:
-            self._clean_up_after_a_crash()
+            pack_copies.settle(self.data, self.catalog, self.name)
         except BaseException:
             self._lock.release()
             raise
         return self
 
-    def _clean_up_after_a_crash(self) -> None:
-        aside = _leftovers(self.models_dir, self.name, "old")
-        if aside and not self.dest.exists():
-            # Killed between setting the old copy aside and moving the new one in.
-            os.rename(aside.pop(), self.dest)
-            log.warning("restored %s after an interrupted import", self.dest)
-        for d in (*_leftovers(self.models_dir, self.name, "staging"), *aside):
-            shutil.rmtree(d, ignore_errors=True)
-
     def copy(self, parts: dict[str, str], local: set[str]) -> dict[str, str]:
         """Copy the local parts into staging; returns the parts as they will be after
         :meth:`swap`."""
-        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.staging-",
+        self.staging = Path(tempfile.mkdtemp(prefix=f".{self.name}.{pack_copies.STAGING}-",
                                              dir=self.models_dir))
         copies: dict[str, str] = {}
         out = dict(parts)
@@ -283,7 +271,10 @@ class _PackCopy:
         assert self.staging is not None
         fsync_dir(self.staging)
         if self.dest.exists():
-            self.old = Path(tempfile.mkdtemp(prefix=f".{self.name}.old-", dir=self.models_dir))
+            self.old = Path(tempfile.mkdtemp(prefix=f".{self.name}.{pack_copies.OLD}-",
+                                             dir=self.models_dir))
+            fsync_dir(self.models_dir)  # the token's folder exists before it is registered
+            self.token = pack_copies.token_of(self.old, self.name)
             os.replace(self.dest, self.old)
         os.rename(self.staging, self.dest)
         self.staging = None
@@ -295,8 +286,10 @@ class _PackCopy:
                 shutil.rmtree(self.staging, ignore_errors=True)
             if exc_type is not None and self.old is not None:
                 # Registering the new pack failed: the old registration needs its files back.
-                shutil.rmtree(self.dest, ignore_errors=True)
-                os.rename(self.old, self.dest)
+                pack_copies.put_back(self.models_dir, self.name, self.old)
+                for d in pack_copies.leftovers(self.models_dir, self.name,
+                                               pack_copies.STAGING):
+                    shutil.rmtree(d, ignore_errors=True)
             elif self.old is not None:
                 shutil.rmtree(self.old, ignore_errors=True)
         finally:
@@ -416,11 +409,11 @@ def import_pack(
         spec = _register(catalog, name, path, parts, q_info, generator_kind, [], replace)
     else:
         prog.set(3, "copying the models into the data directory")
-        with _PackCopy(data, name, replace) as pack_copy:
+        with _PackCopy(data, catalog, name, replace) as pack_copy:
             parts = pack_copy.copy(parts, local)
             pack_copy.swap()
             spec = _register(catalog, name, path, parts, q_info, generator_kind,
-                             [str(pack_copy.dest)], replace)
+                             [str(pack_copy.dest)], replace, pack_copy.token)
     prog.set(steps, f"registered {name}")
     log.info("registered model pack %s: %s", name, spec.to_json())
     return spec
@@ -428,12 +421,14 @@ def import_pack(
 
 def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
               parts: dict[str, str], q_info: EncoderInfo, generator_kind: str,
-              copied: list[str], replace: bool) -> PackSpec:
+              copied: list[str], replace: bool, copy_token: str | None = None) -> PackSpec:
     details: dict[str, Any] = {
         "source": str(Path(path).expanduser().resolve()) if path is not None else None,
         "copied": copied,
         "question_encoder_info": q_info.to_json(),
     }
+    if copy_token is not None:
+        details["copy_token"] = copy_token  # which copy this registration uses
     spec = PackSpec(
         name=name, kind=KIND_CUSTOM, question_encoder=parts["question_encoder"],
         passage_encoder=parts.get("passage_encoder"), generator=parts["generator"],

@@ -29,7 +29,7 @@ from ragdesk.core.errors import (
     MissingModelError,
     NotFoundError,
 )
-from ragdesk.core.models import starter
+from ragdesk.core.models import pack_copies, starter
 from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
 from ragdesk.core.paths import DataDir
@@ -178,6 +178,7 @@ def get_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> PackSp
         return BUILTIN_PACKS[name]
     if name == STARTER:
         return starter_spec(_data_for(catalog, data))
+    pack_copies.settle_all(_data_for(catalog, data), catalog)  # a copy a kill left aside
     for rec in catalog.list_model_packs():
         if rec.name == name:
             return _custom_spec(rec)
@@ -295,6 +296,7 @@ def pack_status(spec: PackSpec, data: DataDir | None = None) -> PackStatus:
 def list_packs(catalog: Catalog, data: DataDir | None = None) -> list[PackStatus]:
     """Every pack with its installation status (reads the disk, loads no model)."""
     d = _data_for(catalog, data)
+    pack_copies.settle_all(d, catalog)  # a copy a kill left aside is put back first
     return [pack_status(s, d) for s in all_specs(catalog, d)]
 
 
