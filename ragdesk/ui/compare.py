@@ -61,6 +61,9 @@ class CompareDialog(QDialog):
         self.columns: list[QVBoxLayout] = []
         for col, mnemonic in enumerate(("&Left", "&Right")):
             head = QHBoxLayout()
+            # A box layout in a grid whose two spacings differ gets none of its own: the
+            # label touched its box.
+            head.setSpacing(8)
             lab = QLabel(f"{mnemonic} snapshot")
             combo = QComboBox()
             combo.setMinimumContentsLength(18)

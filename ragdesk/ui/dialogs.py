@@ -84,6 +84,22 @@ def confirm(parent: QWidget, title: str, text: str, informative: str,
     return box
 
 
+def fit_height(dialog: QWidget, exact: bool = False) -> None:
+    """Grow ``dialog`` to the height its wrapped texts need at its width (``exact``: shrink
+    to it too). A dialog's minimum size ignores height-for-width, so without this a line
+    appearing later (a message, a progress panel) squeezes the wrapped labels above it until
+    their descenders are cut. Call it on each LayoutRequest event."""
+    lay = dialog.layout()
+    # Before it is shown the dialog sizes itself to its contents; a resize then would keep the
+    # default 640x480 instead.
+    if lay is None or not lay.hasHeightForWidth() or not dialog.isVisible():
+        return
+    need = lay.totalHeightForWidth(dialog.width())
+    if need > dialog.height() or (exact and need < dialog.height()):
+        screen = dialog.screen().availableGeometry().height() if dialog.screen() else need
+        dialog.resize(dialog.width(), min(need, screen - 40))
+
+
 def describe_progress(u: ProgressUpdate, compact: bool = False) -> str:
     """"4,032 of 12,324  ·  51.0/s  ·  about 2 min 45 s left" (sizes in KB/MB when the job
     counts bytes); ``compact`` (the status bar) keeps the percentage and the time left."""

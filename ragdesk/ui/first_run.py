@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import Backend, PackInfo
-from ragdesk.ui.dialogs import JobPanel
+from ragdesk.ui.dialogs import JobPanel, fit_height
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import Op
 from ragdesk.ui.reports import ErrorReport
@@ -136,19 +136,7 @@ class FirstRunDialog(QDialog):
         self._fit_height(exact=True)
 
     def _fit_height(self, exact: bool = False) -> None:
-        """Grow to the height the wrapped texts need at this width (``exact``: shrink to it
-        too). A dialog's minimum size ignores height-for-width, so without this the progress
-        panel or a message appearing squeezes the subtitle and the descriptions until their
-        lines are cut."""
-        lay = self.layout()
-        # Before it is shown the dialog sizes itself to its contents; a resize then would
-        # keep the default 640x480 instead.
-        if lay is None or not lay.hasHeightForWidth() or not self.isVisible():
-            return
-        need = lay.totalHeightForWidth(self.width())
-        if need > self.height() or (exact and need < self.height()):
-            screen = self.screen().availableGeometry().height() if self.screen() else need
-            self.resize(self.width(), min(need, screen - 40))
+        fit_height(self, exact)
 
     def _option(self, lay: QVBoxLayout, title: str, text: str) -> QRadioButton:
         radio = QRadioButton(title)

@@ -10,7 +10,7 @@ both.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +95,8 @@ class ImportDialog(QDialog):
 
     def __init__(self, parent: QWidget | None, *, taken: Sequence[str],
                  encoders: Sequence[str], default_encoder: str | None,
-                 reimport: SnapshotInfo | None = None) -> None:
+                 reimport: SnapshotInfo | None = None,
+                 names: Mapping[str, str] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("ImportDialog")
         self.setWindowTitle("Import a snapshot")
@@ -132,6 +133,7 @@ class ImportDialog(QDialog):
         self.name.textEdited.connect(lambda _t: setattr(self, "_name_edited", True))
         form.addRow("&Name", self.name)
 
+        self._names = dict(names or {})
         self._encoder_row(form, encoders, default_encoder)
         self.limit = QSpinBox()
         self.limit.setRange(0, 100_000_000)
@@ -178,12 +180,12 @@ class ImportDialog(QDialog):
         self.encoder.setEditable(True)
         self.encoder.setMinimumContentsLength(28)
         for e in encoders:
-            self.encoder.addItem(short_model(e), e)
+            self.encoder.addItem(self._name(e), e)
             self.encoder.setItemData(self.encoder.count() - 1, e, Qt.ItemDataRole.ToolTipRole)
         if default_encoder:
             i = self.encoder.findData(default_encoder)
             if i < 0:
-                self.encoder.insertItem(0, short_model(default_encoder), default_encoder)
+                self.encoder.insertItem(0, self._name(default_encoder), default_encoder)
                 i = 0
             self.encoder.setCurrentIndex(i)
         self.encoder_browse = QPushButton(icon("folder"), "Fol&der…")
@@ -193,6 +195,10 @@ class ImportDialog(QDialog):
         enc_label = QLabel("Passage &encoder")
         enc_label.setBuddy(self.encoder)
         form.addRow(enc_label, erow)
+
+    def _name(self, ref: str) -> str:
+        """An encoder as everything else names it: the hub id its snapshots record."""
+        return self._names.get(ref) or short_model(ref)
 
     def encoder_ref(self) -> str:
         i = self.encoder.currentIndex()
@@ -498,9 +504,11 @@ class IndexManagerDialog(QDialog):
         default = pack.passage_encoder if pack else None
         if reimport is not None:
             default = self._built_with(reimport) or default
+        names = {p.passage_encoder: p.passage_encoder_name for p in self.state.packs
+                 if p.passage_encoder and p.passage_encoder_name}
         self.import_dialog = ImportDialog(
             self, taken=[s.name for s in self.snapshots], encoders=list(dict.fromkeys(encoders)),
-            default_encoder=default, reimport=reimport)
+            default_encoder=default, reimport=reimport, names=names)
         self.import_dialog.accepted.connect(
             lambda: self.start_import(self.import_dialog.spec()) if self.import_dialog else None)
         self.import_dialog.open()

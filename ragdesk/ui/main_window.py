@@ -43,13 +43,13 @@ from ragdesk.ui.ops import Lane, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import app_icon, icon
 from ragdesk.ui.selection import AnswerSelection
-from ragdesk.ui.setup_resume import SetupResume
 from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
 from ragdesk.ui.theme import install_theme, theme_menu
 from ragdesk.ui.transcript import Transcript
 from ragdesk.ui.window_actions import ACTIONS, DOCK_KEYS, MENUS
 from ragdesk.ui.window_settings import SettingsWriter, layout_values, restore_layout
+from ragdesk.ui.window_upkeep import install_upkeep
 
 if TYPE_CHECKING:
     from ragdesk.ui.first_run import FirstRunDialog
@@ -135,7 +135,7 @@ class MainWindow(QMainWindow):
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
                                                  self.ops)
         self.history, self.sidebar_dock = install_history(self)
-        self.setup_resume = SetupResume(self.state, self.library, self.ops, self.status.show)
+        self.upkeep = install_upkeep(self)  # setup resumed, catalog followed, snapshot named
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:

