@@ -24,6 +24,12 @@ def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
             root.removeHandler(h)
             h.close()
     root.setLevel(logging.DEBUG)
+    # Some handler always: with none, logging's last resort prints every warning on stderr,
+    # and the front ends already tell the user what the warnings say (a damaged settings
+    # file was reported twice).
+    quiet = logging.NullHandler()
+    quiet._ragdesk = True  # type: ignore[attr-defined]
+    root.addHandler(quiet)
     if logs_dir is not None:
         try:
             logs_dir.mkdir(parents=True, exist_ok=True)

@@ -359,7 +359,11 @@ class Catalog:
                 self._quick_check(con)
             finally:
                 con.close()
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                # Held exclusively for the whole busy timeout: waiting again in the real
+                # open below would double what the timeout promises.
+                raise _translate(exc, self.path) from exc
             return  # cannot open or read it now (full disk, permissions): the real open
             # below reports that, with the hint for its cause
         except sqlite3.DatabaseError as exc:
