@@ -1,5 +1,6 @@
-"""The posterior heat map (the paper's Figure 2): passages down, answer tokens across, each
-cell the probability that the token came from that passage. Painted with QPainter."""
+"""The posterior heat map (the paper's Figure 2): passages down, the answer's words across,
+each cell the probability that the word came from that passage (sub-word pieces merged as
+:mod:`ragdesk.ui.words` does; one click shows the pieces). Painted with QPainter."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from PySide6.QtGui import (
     QResizeEvent,
 )
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -41,6 +43,7 @@ from ragdesk.ui.theme import (
     passage_tint,
     readable_text_on,
 )
+from ragdesk.ui.words import Word, as_words, piece_label
 
 CELL_W = 34
 CELL_H = 26
@@ -65,17 +68,21 @@ def label_width(widest: float, grid_w: float, available: float | None,
 
 
 class PosteriorHeatMap(QWidget):
-    """Tokens × passages. Click (or arrows + Enter) selects a cell's passage."""
+    """Words (or sub-word pieces) × passages. Click (or arrows + Enter) selects a cell's
+    passage."""
 
-    cellClicked = Signal(int, int)  # token index, passage rank (0-based)
+    cellClicked = Signal(int, int)  # column (word, or piece when pieces are shown), passage
     laidOut = Signal()  # the grid's geometry changed
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("PosteriorHeatMap")
         self.tokens: list[AnswerToken] = []
+        self.words: list[Word] = []  # the columns
         self.docs: list[RetrievedDoc] = []
         self.k = 0
+        self.mode = "token"  # how a word's numbers are made from its pieces'
+        self.pieces = False  # one column per sub-word piece instead of per word
         self.selected_passage: int | None = None
         self.hover: tuple[int, int] | None = None
         self.cursor_cell: tuple[int, int] | None = None
@@ -86,7 +93,7 @@ class PosteriorHeatMap(QWidget):
         self._relayout_timer = QTimer(self)
         self._relayout_timer.setSingleShot(True)
         self._relayout_timer.setInterval(80)
-        self._relayout_timer.timeout.connect(lambda: self._relayout(measure=False))
+        self._relayout_timer.timeout.connect(lambda: self._relayout(measure=True))
         self._xs: list[float] = [PAD + 56.0]
         self._band = 24.0
         self._available: float | None = None  # the width of the view the map sits in
@@ -96,13 +103,25 @@ class PosteriorHeatMap(QWidget):
     # ---- data ------------------------------------------------------------------------------
 
     def set_data(self, tokens: Sequence[AnswerToken], docs: Sequence[RetrievedDoc] | None,
-                 k: int | None = None) -> None:
+                 k: int | None = None, mode: str | None = None) -> None:
         self.tokens = list(tokens)
         self.docs = list(docs or [])
+        if mode is not None:
+            self.mode = mode
         self.k = k if k is not None else (len(self.tokens[0].posterior) if self.tokens
                                           else len(self.docs))
         self.hover = None
-        if self.cursor_cell is not None and (self.cursor_cell[0] >= len(self.tokens)
+        self._regroup()
+
+    def set_pieces(self, pieces: bool) -> None:
+        """One column per sub-word piece (True) or per word."""
+        if pieces != self.pieces:
+            self.pieces = pieces
+            self._regroup()
+
+    def _regroup(self) -> None:
+        self.words = as_words(self.tokens, self.mode, self.pieces)
+        if self.cursor_cell is not None and (self.cursor_cell[0] >= len(self.words)
                                              or self.cursor_cell[1] >= self.k):
             self.cursor_cell = None
         self._relayout()
@@ -111,19 +130,21 @@ class PosteriorHeatMap(QWidget):
         self.tokens.append(tok)
         if not self.k:
             self.k = len(tok.posterior)
-            self._relayout()
-        else:
-            self._grow(tok)
-            # Tokens can stream faster than it is worth repainting: coalesce to ~12 per s.
-            if not self._relayout_timer.isActive():
-                self._relayout_timer.start()
+            self._regroup()
+            return
+        # The new piece may start a word or lengthen the last one.
+        self.words = as_words(self.tokens, self.mode, self.pieces)
+        self._grow()
+        # Tokens can stream faster than it is worth repainting: coalesce to ~12 per s.
+        if not self._relayout_timer.isActive():
+            self._relayout_timer.start()
 
     def set_selected_passage(self, k: int | None) -> None:
         self.selected_passage = k
         self.update()
 
     def value(self, i: int, k: int) -> float:
-        post = self.tokens[i].posterior
+        post = self.words[i].posterior
         return post[k] if k < len(post) else 0.0
 
     # ---- geometry --------------------------------------------------------------------------
@@ -159,11 +180,8 @@ class PosteriorHeatMap(QWidget):
         return fm.elidedText(text, Qt.TextElideMode.ElideRight, self._label_w)
 
     def _token_label(self, i: int) -> str:
-        raw = self.tokens[i].text
-        t = raw.strip()
-        if t:
-            return elide(t, 18)
-        return "↵" if "\n" in raw else "␣"  # make whitespace-only tokens visible
+        word = self.words[i]
+        return piece_label(word.text) if self.pieces else elide(word.label, 18)
 
     def _measure(self) -> None:
         """Column edges and label sizes, computed once per change of data or font (painting
@@ -176,7 +194,7 @@ class PosteriorHeatMap(QWidget):
         widest = max((bfm.horizontalAdvance(self._row_label(k)) for k in range(self.k)),
                      default=40.0) + 1
         cols = [max(CELL_W, fm.horizontalAdvance(self._token_label(i)) + 12)
-                for i in range(len(self.tokens))]
+                for i in range(len(self.words))]
         chrome = PAD + SWATCH_PX + 8 + PAD  # left pad, swatch, gap to the grid, right pad
         self._label_w = label_width(widest, sum(cols) + chrome, self._available)
         xs = [PAD + SWATCH_PX + self._label_w + 8]
@@ -185,10 +203,12 @@ class PosteriorHeatMap(QWidget):
         self._xs = xs
         self._band = fm.height() + 8
 
-    def _grow(self, tok: AnswerToken) -> None:
+    def _grow(self) -> None:
         fm = QFontMetricsF(self.font())
+        if len(self._xs) > len(self.words):  # the last word grew: its column is measured again
+            self._xs.pop()
         self._xs.append(self._xs[-1] + max(CELL_W, fm.horizontalAdvance(
-            self._token_label(len(self.tokens) - 1)) + 12))
+            self._token_label(len(self.words) - 1)) + 12))
         if self._available is not None and self._xs[-1] + PAD > self._available \
                 and self._label_w > LABEL_FLOOR_PX:
             self._measure()  # the grid outgrew the view: give the labels less
@@ -208,11 +228,11 @@ class PosteriorHeatMap(QWidget):
 
     def cell_at(self, pos: QPointF) -> tuple[int, int] | None:
         g = self.grid_rect()
-        if not g.contains(pos) or not self.tokens:
+        if not g.contains(pos) or not self.words:
             return None
         i = bisect.bisect_right(self._xs, pos.x()) - 1
         k = int((pos.y() - g.y()) // CELL_H)
-        if 0 <= i < len(self.tokens) and 0 <= k < self.k:
+        if 0 <= i < len(self.words) and 0 <= k < self.k:
             return i, k
         return None
 
@@ -240,7 +260,7 @@ class PosteriorHeatMap(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()
         text = pal.color(QPalette.ColorRole.Text)
-        if not self.tokens:
+        if not self.words:
             p.setPen(pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
             # Wrapped within the view: the widget may be wider than the pane showing it.
             width = min(self.width(), self._available or self.width())
@@ -272,7 +292,7 @@ class PosteriorHeatMap(QWidget):
         small = self._small_font()
         stops = heat_ramp(pal)
         p.setFont(small)
-        for i, tok in enumerate(self.tokens):
+        for i, word in enumerate(self.words):
             for k in range(self.k):
                 v = self.value(i, k)
                 r = self.cell_rect(i, k)
@@ -285,14 +305,14 @@ class PosteriorHeatMap(QWidget):
                     p.drawText(r, Qt.AlignmentFlag.AlignCenter, f"{round(v * 100)}")
             # Above each column: the token as the chat shows it, on its source's tint.
             col = self.cell_rect(i, 0)
-            if tok.posterior:
+            if word.posterior:
                 strip = QRectF(col.x() + 1, g.y() - SOURCE_STRIP - 3, col.width() - 2,
                                SOURCE_STRIP)
                 p.setPen(Qt.PenStyle.NoPen)
-                p.setBrush(passage_color(tok.source))
+                p.setBrush(passage_color(word.source))
                 p.drawRoundedRect(strip, 1.5, 1.5)
                 label = QRectF(col.x() + 1, PAD, col.width() - 2, self._label_band() - 2)
-                p.setBrush(passage_tint(tok.source, pal))
+                p.setBrush(passage_tint(word.source, pal))
                 p.drawRoundedRect(label, 3, 3)
             p.setFont(self.font())
             p.setPen(text)
@@ -319,9 +339,17 @@ class PosteriorHeatMap(QWidget):
 
     def tooltip_text(self, i: int, k: int) -> str:
         title = self.docs[k].title if k < len(self.docs) else f"passage {k + 1}"
-        tok = self.tokens[i].text.strip() or repr(self.tokens[i].text)
-        return (f"token {i + 1} “{tok}”\n[{k + 1}] {elide(title, 50)}\n"
-                f"posterior {self.value(i, k):.3f}")
+        word = self.words[i]
+        what = "piece" if self.pieces else "word"
+        out = (f"{what} {i + 1} “{word.label}”\n[{k + 1}] {elide(title, 50)}\n"
+               f"posterior {self.value(i, k):.3f}")
+        if len(word.pieces) > 1:
+            how = "after its last piece" if self.mode == "sequence" else "mean over pieces"
+            parts = " · ".join(f"{piece_label(self.tokens[j].text)} "
+                               f"{self.tokens[j].posterior[k]:.3f}"
+                               for j in word.pieces if k < len(self.tokens[j].posterior))
+            out += f" ({how})\npieces: {parts}"
+        return out
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         cell = self.cell_at(event.position())
@@ -346,7 +374,7 @@ class PosteriorHeatMap(QWidget):
             self.cellClicked.emit(*cell)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        if not self.tokens:
+        if not self.words:
             super().keyPressEvent(event)
             return
         i, k = self.cursor_cell or (0, self.selected_passage or 0)
@@ -355,7 +383,7 @@ class PosteriorHeatMap(QWidget):
                  Qt.Key.Key_Up: (0, -1), Qt.Key.Key_Down: (0, 1)}
         if key in moves:
             di, dk = moves[Qt.Key(key)]
-            self.cursor_cell = (min(max(i + di, 0), len(self.tokens) - 1),
+            self.cursor_cell = (min(max(i + di, 0), len(self.words) - 1),
                                 min(max(k + dk, 0), self.k - 1))
             self.update()
             r = self.cell_rect(*self.cursor_cell)
@@ -449,8 +477,16 @@ class HeatMapPanel(QWidget):
         self.caption = QLabel()
         self.caption.setObjectName("HeatCaption")
         self.caption.setWordWrap(True)
-        lay.addWidget(self.caption)
+        head = QHBoxLayout()
+        head.setSpacing(10)
+        head.addWidget(self.caption, 1)
+        self.pieces_box = QCheckBox("Sub-word &pieces")
+        self.pieces_box.setToolTip("One column per piece the generator wrote (“␣”, “1”, "
+                                   "“9”…) instead of one per word")
+        head.addWidget(self.pieces_box, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(head)
         self.map = PosteriorHeatMap()
+        self.pieces_box.toggled.connect(self._show_pieces)
         self.scroller = QScrollArea()
         self.scroller.setFrameShape(QFrame.Shape.NoFrame)
         self.scroller.setWidget(self.map)
@@ -467,6 +503,8 @@ class HeatMapPanel(QWidget):
         lay.addLayout(row, 1)
         # The scale sits beside the grid, which moves and grows as the data changes.
         self.map.laidOut.connect(self._follow_map)
+        self._mode: str | None = None
+        self._question: str | None = None
         self.set_mode(None)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
@@ -489,17 +527,27 @@ class HeatMapPanel(QWidget):
         self.scroller.setMaximumWidth(widest)
         self.colour_bar.update()
 
+    def _show_pieces(self, on: bool) -> None:
+        self.map.set_pieces(on)
+        self.set_mode(self._mode, self._question)
+
     def set_mode(self, mode: str | None, question: str | None = None) -> None:
+        self._mode, self._question = mode, question
         if mode is None:
-            self.caption.setText("Select an answer to see where each of its tokens came from.")
+            self.caption.setText("Select an answer to see where each of its words came from.")
             return
-        formula = ("p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>): which passage generated "
-                   "each token" if mode == "token" else
-                   "p(z | x, y<sub>≤i</sub>): the running posterior after each token")
+        self.map.mode = mode
+        unit = "piece" if self.pieces_box.isChecked() else "word"
+        formula = (f"p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>): which passage generated "
+                   f"each {unit}" if mode == "token" else
+                   f"p(z | x, y<sub>≤i</sub>): the running posterior after each {unit}")
         q = f"<b>{html.escape(elide(question, 80))}</b> &nbsp;—&nbsp; " if question else ""
         self.caption.setText(f"{q}{formula} (%)")
-        self.caption.setToolTip("Rows: retrieved passages. Columns: answer tokens. The strip "
-                                "above each column is the colour the chat gives that token.")
+        self.caption.setToolTip(
+            f"Rows: retrieved passages. Columns: the answer's {unit}s"
+            + ("" if unit == "piece" else " (a word of several pieces shows their mean; "
+               "RAG-Sequence: the posterior after its last piece)")
+            + f". The strip above each column is the colour the chat gives that {unit}.")
 
     def heat_colour_of(self, v: float) -> QColor:
         return heat_color(v, self.map.palette())

@@ -1,9 +1,11 @@
-"""Step through a finished answer one token at a time, watching the document posterior move.
+"""Step through a finished answer one word at a time, watching the document posterior move.
 
-Step 0 is "before the first token": the bars show the retrieval prior p(z|x). Step i ≥ 1 shows
-the answer up to token i, token i itself, and the posterior stored with it
-(RAG-Token: p(z | x, y_i, y_<i); RAG-Sequence: the running p(z | x, y_≤i)). Nothing is
-recomputed: the bars are the floats in ``Answer.tokens[i - 1].posterior``.
+Step 0 is "before the first word": the bars show the retrieval prior p(z|x). Step i ≥ 1 shows
+the answer up to word i, word i itself, and the posterior stored with its pieces
+(RAG-Token: p(z | x, y_i, y_<i), the mean over the word's sub-word pieces; RAG-Sequence: the
+running p(z | x, y_≤i) after its last piece; see :mod:`ragdesk.ui.words`). "Sub-word pieces"
+steps through the pieces the generator wrote instead, each with its own stored posterior.
+Nothing is recomputed: the bars are the floats in ``Answer.tokens[i].posterior``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from PySide6.QtGui import (
     QPalette,
 )
 from PySide6.QtWidgets import (
+    QCheckBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -32,8 +35,9 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.export import MODE_NAMES
-from ragdesk.core.types import Answer, AnswerToken
+from ragdesk.core.types import Answer
 from ragdesk.ui.explore.palette import ink, muted, rank_colour
+from ragdesk.ui.words import Word, as_words, piece_label
 
 POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
 
@@ -114,9 +118,12 @@ class PosteriorBars(QWidget):
 class AnswerSteps(QWidget):
     """One answer at one step: heading, the answer so far, the chosen token and the bars."""
 
-    def __init__(self, answer: Answer, parent: QWidget | None = None) -> None:
+    def __init__(self, answer: Answer, parent: QWidget | None = None,
+                 pieces: bool = False) -> None:
         super().__init__(parent)
         self.answer = answer
+        self.pieces = pieces
+        self.words: list[Word] = as_words(answer.tokens, answer.mode, pieces)
         self._step = 0
         mode = MODE_NAMES.get(answer.mode, answer.mode)
         posterior = POSTERIOR_NAMES.get(answer.mode, "document posterior")
@@ -151,43 +158,73 @@ class AnswerSteps(QWidget):
 
     @property
     def step_count(self) -> int:
-        return len(self.answer.tokens)
+        return len(self.words)
 
     @property
     def step(self) -> int:
         return self._step
+
+    def set_pieces(self, pieces: bool) -> None:
+        """Step by sub-word piece (True) or by word; stays at the same place in the answer."""
+        if pieces == self.pieces:
+            return
+        token = self.words[self._step - 1].pieces[-1] if self._step else -1
+        self.pieces = pieces
+        self.words = as_words(self.answer.tokens, self.answer.mode, pieces)
+        self.set_step(self.step_of_token(token) if token >= 0 else 0)
+
+    def step_of_token(self, i: int) -> int:
+        """The step that shows token ``i`` (the word it belongs to)."""
+        return next((n for n, w in enumerate(self.words, 1) if i in w.pieces), 0)
 
     def expected_values(self, step: int) -> list[float]:
         """What the bars show at ``step`` (clamped to this answer's length)."""
         s = min(max(0, step), self.step_count)
         if s == 0:
             return [d.prob for d in self.answer.docs]
-        return list(self.answer.tokens[s - 1].posterior)
+        return list(self.words[s - 1].posterior)
 
     def set_step(self, step: int) -> None:
         s = min(max(0, step), self.step_count)
         self._step = s
-        toks = self.answer.tokens
         if s == 0:
+            unit = "piece" if self.pieces else "word"
             self.text_label.setText("<i>(nothing generated yet)</i>")
-            self.token_label.setText(f"Step 0 of {self.step_count}: before the first token")
+            self.token_label.setText(f"Step 0 of {self.step_count}: before the first {unit}")
             self.caption.setText("Retrieval prior p(z|x)")
         else:
-            tok = toks[s - 1]
-            # Earlier tokens get a light tint of their main source, the current one a strong
-            # tint: the answer reads as a strip of where each piece came from.
-            done = "".join(_tinted(t, 0.16) for t in toks[: s - 1])
-            current = "<b>" + _tinted(tok, 0.5, mark_blank=True) + "</b>"
+            word = self.words[s - 1]
+            # Earlier words get a light tint of their main source, the current one a strong
+            # tint: the answer reads as a strip of where each part came from.
+            done = "".join(_tinted(w, 0.16) for w in self.words[: s - 1])
+            current = "<b>" + _tinted(word, 0.5, mark_blank=True) + "</b>"
             rest = "" if s == self.step_count else " …"
             self.text_label.setText(f"<div style='white-space: pre-wrap'>{done}{current}"
                                     f"{rest}</div>")
             finished = " (finished)" if step > self.step_count else ""
             self.token_label.setText(
                 f"Step {s} of {self.step_count}{finished}: chose "
-                f"<b>“{_visible(tok.text)}”</b> (id {tok.id}), mostly from "
-                f"<b style='color:{rank_colour(tok.source).name()}'>[{tok.source + 1}]</b>")
-            self.caption.setText(f"Document posterior {self._posterior_name}")
+                f"<b>“{self._shown(word)}”</b>{self._pieces_note(word)}, mostly from "
+                f"<b style='color:{rank_colour(word.source).name()}'>[{word.source + 1}]</b>")
+            self.caption.setText(f"Document posterior {self._posterior_name}"
+                                 + self._how(word))
         self.bars.set_data(self._labels, self.expected_values(s))
+
+    def _shown(self, word: Word) -> str:
+        return _visible(word.text) if self.pieces else html.escape(word.label)
+
+    def _pieces_note(self, word: Word) -> str:
+        if len(word.pieces) < 2:
+            return ""
+        parts = ", ".join(f"“{html.escape(piece_label(self.answer.tokens[i].text))}”"
+                          for i in word.pieces)
+        return f" ({len(word.pieces)} pieces: {parts})"
+
+    def _how(self, word: Word) -> str:
+        if len(word.pieces) < 2:
+            return ""
+        return (", after its last piece" if self.answer.mode == "sequence"
+                else ", the mean over its pieces")
 
 
 def _same_question(a: Answer, b: Answer) -> bool:
@@ -195,9 +232,9 @@ def _same_question(a: Answer, b: Answer) -> bool:
             and [d.id for d in a.docs] == [d.id for d in b.docs])
 
 
-def _tinted(tok: AnswerToken, alpha: float, mark_blank: bool = False) -> str:
-    c = rank_colour(tok.source)
-    text = tok.text
+def _tinted(word: Word, alpha: float, mark_blank: bool = False) -> str:
+    c = rank_colour(word.source)
+    text = word.text
     if mark_blank and not text.strip():
         text = text.replace(" ", "␣").replace("\n", "⏎\n")
     return (f"<span style='background-color: rgba({c.red()},{c.green()},{c.blue()},"
@@ -243,11 +280,17 @@ class StepThrough(QWidget):
         self.slider.valueChanged.connect(self._on_slider)
         for b in (self.prev_button, self.next_button):
             b.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.pieces_box = QCheckBox("Sub-word &pieces", self)
+        self.pieces_box.setToolTip("Step through the pieces the generator wrote (“␣”, “1”, "
+                                   "“9”…) instead of whole words")
+        self.pieces_box.setFocusPolicy(Qt.FocusPolicy.NoFocus)  # arrows keep stepping
+        self.pieces_box.toggled.connect(self.set_pieces)
         controls = QHBoxLayout()
         controls.addWidget(self.prev_button)
         controls.addWidget(self.slider, 1)
         controls.addWidget(self.next_button)
         controls.addWidget(self.step_label)
+        controls.addWidget(self.pieces_box)
         self.empty_label = QLabel("Finish an answer to step through how it was generated.", self)
         self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         lay = QVBoxLayout(self)
@@ -261,7 +304,7 @@ class StepThrough(QWidget):
         for p in self.panels:
             self._panel_row.removeWidget(p)
             p.deleteLater()
-        self.panels = [AnswerSteps(a, self) for a in answers]
+        self.panels = [AnswerSteps(a, self, self.pieces_box.isChecked()) for a in answers]
         for p in self.panels:
             self._panel_row.addWidget(p, 1)
         questions = {a.question for a in answers}
@@ -286,6 +329,20 @@ class StepThrough(QWidget):
 
     def answers(self) -> list[Answer]:
         return [p.answer for p in self.panels]
+
+    def set_pieces(self, pieces: bool) -> None:
+        """Step by sub-word piece or by word, staying at the same place in the answers."""
+        if self.pieces_box.isChecked() != pieces:
+            self.pieces_box.setChecked(pieces)  # comes back here through toggled
+            return
+        for p in self.panels:
+            p.set_pieces(pieces)
+        s = max((p.step for p in self.panels), default=0)
+        self.slider.blockSignals(True)
+        self.slider.setRange(0, self.step_count)
+        self.slider.setValue(s)
+        self.slider.blockSignals(False)
+        self._apply(s)
 
     @property
     def step_count(self) -> int:

@@ -1,6 +1,7 @@
 """The generation step-through: at every step the bars are the posterior stored with that
 token (step 0: the retrieval prior), whether moved by buttons, slider or keys; the painted
-bars have those lengths; RAG-Token and RAG-Sequence side by side."""
+bars have those lengths; RAG-Token and RAG-Sequence side by side. These step through the
+sub-word pieces ("Sub-word pieces" on); words are checked at the end."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ def test_buttons_walk_every_step_and_bars_equal_the_stored_posteriors(qtbot) -> 
     ans = synthetic_answer("token", 9)
     w = StepThrough([ans])
     qtbot.addWidget(w)
+    w.set_pieces(True)
     w.resize(700, 420)
     w.show()
     _check_step(w, [ans], 0)
@@ -57,6 +59,7 @@ def test_keyboard_and_slider(qtbot) -> None:  # type: ignore[no-untyped-def]
     ans = synthetic_answer("sequence", 12, k=4, seed=3)
     w = StepThrough([ans])
     qtbot.addWidget(w)
+    w.set_pieces(True)
     w.show()
     w.setFocus()
     qtbot.keyClick(w, Qt.Key.Key_Right)
@@ -77,6 +80,7 @@ def test_answer_so_far_grows_token_by_token(qtbot) -> None:  # type: ignore[no-u
     ans = synthetic_answer("token", 7)
     w = StepThrough([ans])
     qtbot.addWidget(w)
+    w.set_pieces(True)
     panel = w.panels[0]
     for step in range(1, 8):
         w.set_step(step)
@@ -93,6 +97,7 @@ def test_rag_token_and_rag_sequence_side_by_side(qtbot) -> None:  # type: ignore
     seq = synthetic_answer("sequence", 10, seed=2)
     w = StepThrough([tok, seq])
     qtbot.addWidget(w)
+    w.set_pieces(True)
     w.show()
     assert [p.heading.text() for p in w.panels] == ["<b>RAG-Token</b>",
                                                    "<b>RAG-Sequence</b> · thorough"]
@@ -107,6 +112,7 @@ def test_painted_bar_lengths_match_the_posterior(qtbot) -> None:  # type: ignore
     ans = synthetic_answer("token", 4, k=5, seed=7)
     w = StepThrough([ans])
     qtbot.addWidget(w)
+    w.set_pieces(True)
     w.resize(800, 480)
     w.show()
     qtbot.waitExposed(w)
