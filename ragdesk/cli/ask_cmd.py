@@ -14,6 +14,7 @@ from ragdesk.cli.common import (
     add_answer_options,
     add_decoding_options,
     answer_options,
+    pack_answer_options,
     print_json,
     terminal_safe,
 )
@@ -92,6 +93,11 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
     from ragdesk.core.snapshots import SnapshotLibrary
 
     qenc_ref, gen_ref, pack_name = _model_refs(args, ctx, snapshot)
+    if pack_name is not None:
+        from ragdesk.core.models.packs import get_pack
+
+        opts = pack_answer_options(opts, get_pack(ctx.catalog, pack_name, ctx.data), args,
+                                   ctx)
     for what in ready_plan(snapshot, opts.retriever, opts.n_docs).notes():
         print(f"ragdesk: {what}", file=sys.stderr)
     marks = {"checked": time.perf_counter()}
@@ -252,7 +258,8 @@ def _stream_to_stdout(tok: Any) -> None:
 
 
 def _print_sources(ans: Any) -> None:
-    what = "RAG-Token" if ans.mode == "token" else f"RAG-Sequence ({ans.decoding})"
+    what = {"token": "RAG-Token", "together": "passages read together"}.get(
+        ans.mode, f"RAG-Sequence ({ans.decoding})")
     if ans.retriever:
         what += ", " + {"sparse": "BM25", "dense": "dense"}.get(ans.retriever, ans.retriever)
         what += " retrieval"

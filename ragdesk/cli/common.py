@@ -93,7 +93,8 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     """--mode, --decoding, --docs, --retriever and --max-new-tokens (defaults: the settings,
     else ragdesk.core.options.AnswerOptions')."""
     p.add_argument("--mode", choices=MODES,
-                   help="RAG-Token or RAG-Sequence (default: from settings)")
+                   help="RAG-Token, RAG-Sequence or together (all passages in one prompt, "
+                        "decoder-only generators; default: from settings, else the pack's)")
     p.add_argument("--decoding", choices=DECODINGS,
                    help="RAG-Sequence decoding (default: from settings)")
     p.add_argument("--docs", type=int, metavar="K",
@@ -141,6 +142,15 @@ def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
              "precision": "precision", "temperature": "temperature", "abstain": "abstain"}
     given = {field: getattr(args, flag, None) for field, flag in flags.items()}
     return AnswerOptions.from_settings(ctx.settings.as_dict()).replace(**given).check()
+
+
+def pack_answer_options(opts: AnswerOptions, pack: PackSpec | None,
+                        args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
+    """``opts`` in the pack's own reading mode unless ``--mode`` or the settings chose one."""
+    from ragdesk.core.options import with_pack_mode
+
+    chosen = getattr(args, "mode", None) is not None or ctx.settings.chosen("mode") is not None
+    return with_pack_mode(opts, pack.default_mode if pack else None, chosen)
 
 
 def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None, pack_name: str | None

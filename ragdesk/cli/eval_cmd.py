@@ -14,6 +14,7 @@ from ragdesk.cli.common import (
     add_answer_options,
     add_decoding_options,
     answer_options,
+    pack_answer_options,
     print_json,
     print_table,
     snapshot_pack_encoder,
@@ -130,6 +131,7 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     questions = _questions(args)
     progress = terminal_printer()
     snapshot, pack_name, pack, encoder = snapshot_pack_encoder(ctx, args.snapshot, args.pack)
+    opts = pack_answer_options(opts, pack, args, ctx)
     if opts.retriever != "dense":
         ensure_sparse(snapshot, progress=progress)
     engine, answer = (None, None) if args.retrieval_only else make_answerer(opts, pack, encoder,

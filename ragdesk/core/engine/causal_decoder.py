@@ -202,6 +202,21 @@ class _Layer:
         self.ln_post_ffn = _Norm(layer.post_feedforward_layernorm)
         self.sliding = sliding
 
+    def heads_qkv(self, h: torch.Tensor, heads: int, kv_heads: int, d: int
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The normed input's queries, keys and values, heads on dim 1 ([R, H, T, D]),
+        before the rotary embedding."""
+        r, t = h.shape[0], h.shape[1]
+        q, k, v = self.project(self.ln_in(h), heads * d, kv_heads * d)
+        q = self.q_norm(q.reshape(r, t, heads, d).transpose(1, 2))
+        k = self.k_norm(k.reshape(r, t, kv_heads, d).transpose(1, 2))
+        return q, k, v.reshape(r, t, kv_heads, d).transpose(1, 2)
+
+    def finish(self, h: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        """The residual stream after this layer, from the attention output [R, T, H*D]."""
+        h = h + self.ln_post_attn(self.o(att))
+        return h + self.ln_post_ffn(self.mlp(self.ln_pre_ffn(h)))
+
     def project(self, h: torch.Tensor, q_dim: int, kv_dim: int
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if len(self.qkv) == 1:
@@ -306,11 +321,13 @@ class GemmaDecoder:
         self.precision = precision
         self.heads = int(cfg.num_attention_heads)
         self.kv_heads = int(cfg.num_key_value_heads)
-        self.head_dim = int(cfg.head_dim)
+        self.head_dim = int(getattr(cfg, "head_dim", None)
+                            or cfg.hidden_size // cfg.num_attention_heads)
         self.groups = self.heads // self.kv_heads
-        self.scaling = float(cfg.query_pre_attn_scalar) ** -0.5
-        self.window = int(cfg.sliding_window or 0)
-        self.layer_types = list(cfg.layer_types)
+        self.scaling = self._scaling(cfg)
+        self.window = int(getattr(cfg, "sliding_window", None) or 0)
+        self.layer_types = list(getattr(cfg, "layer_types", None)
+                                or ["full_attention"] * cfg.num_hidden_layers)
         self.rotary = inner.rotary_emb
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
         self.vocab_size = int(model.lm_head.weight.shape[0])
@@ -320,6 +337,17 @@ class GemmaDecoder:
         self._opening: tuple[tuple[int, ...],
                              list[tuple[torch.Tensor, torch.Tensor]]] | None = None
         self._take_weights()
+
+    def _scaling(self, cfg: Any) -> float:
+        return float(float(cfg.query_pre_attn_scalar) ** -0.5)
+
+    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> Any:
+        """The lean copy of one decoder layer: ``heads_qkv`` and ``finish`` are what the
+        decoder calls (see :class:`_Layer`)."""
+        return _Layer(layer, precision, sliding)
+
+    def _make_norm(self, norm: Any) -> Any:
+        return _Norm(norm)
 
     def _take_weights(self) -> None:
         """Read (float32) or copy (norm scales; bfloat16 and int8 weights) the model's
@@ -335,9 +363,10 @@ class GemmaDecoder:
         self.embed_scale = (emb_scale.to(self.embed.dtype) if torch.is_tensor(emb_scale)
                             else torch.tensor(float(cfg.hidden_size) ** 0.5,
                                               dtype=self.embed.dtype))
-        self.layers = [_Layer(layer, precision, self.layer_types[i] == "sliding_attention")
+        self.layers = [self._make_layer(layer, precision,
+                                        self.layer_types[i] == "sliding_attention")
                        for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers])]
-        self.norm = _Norm(inner.norm)
+        self.norm = self._make_norm(inner.norm)
         self.lm_head = _Linear([model.lm_head.weight], [model.lm_head.bias], precision)
         self.dtype = self.embed.dtype
         self._taken = self._weights_version()
@@ -427,22 +456,16 @@ class GemmaDecoder:
         masks = self._masks(positions, state.pos[:, :end], extra)
         h = self._embed(tokens)
         rope = self._rope(positions, h)
-        q_dim, kv_dim, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, \
-            self.head_dim
+        q_dim, d = self.heads * self.head_dim, self.head_dim
         for i, layer in enumerate(self.layers):
-            a = layer.ln_in(h)
-            q, k, v = layer.project(a, q_dim, kv_dim)
-            q = layer.q_norm(q.reshape(r, t, self.heads, d).transpose(1, 2))
-            k = layer.k_norm(k.reshape(r, t, self.kv_heads, d).transpose(1, 2))
-            v = v.reshape(r, t, self.kv_heads, d).transpose(1, 2)
+            q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
             state.k[i][:, :, start:end] = k
             state.v[i][:, :, start:end] = v
             att = self._attend(q, state.k[i][:, :, :end], state.v[i][:, :, :end],
                                masks[layer.sliding])
-            h = h + layer.ln_post_attn(layer.o(att.transpose(1, 2).reshape(r, t, q_dim)))
-            h = h + layer.ln_post_ffn(layer.mlp(layer.ln_pre_ffn(h)))
+            h = layer.finish(h, att.transpose(1, 2).reshape(r, t, q_dim))
         state.length = end
         state.next_position = positions[:, -1] + 1
         return h
@@ -464,7 +487,9 @@ class GemmaDecoder:
         lens = [len(p) for p in prompts]
         if k_rows == 0 or min(lens) == 0:
             raise ValueError("every prompt needs at least one token")
-        shared = _common_prefix_len(prompts) if k_rows > 1 else 0
+        # One prompt (all passages read together) is its own opening: the next question's
+        # reuses whatever start they share, the worked examples at least.
+        shared = _common_prefix_len(prompts) if k_rows > 1 else lens[0]
         shared = min(shared, min(lens) - 1)
         tails = [list(p[shared:]) for p in prompts]
         tail_lens = [len(x) for x in tails]
@@ -560,14 +585,9 @@ class GemmaDecoder:
             masks.append(self._masks(q_pos, state.pos[z:z + 1, :shared + b - a]))
         h = self._embed(flat)[None]  # [1, N, d]
         rope = self._rope(positions[None], h)
-        q_dim, kv_dim, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, \
-            self.head_dim
+        q_dim, d = self.heads * self.head_dim, self.head_dim
         for i, layer in enumerate(self.layers):
-            a_in = layer.ln_in(h)
-            q, k, v = layer.project(a_in, q_dim, kv_dim)
-            q = layer.q_norm(q.reshape(1, n_tok, self.heads, d).transpose(1, 2))
-            k = layer.k_norm(k.reshape(1, n_tok, self.kv_heads, d).transpose(1, 2))
-            v = v.reshape(1, n_tok, self.kv_heads, d).transpose(1, 2)
+            q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
             outs = []
@@ -579,8 +599,7 @@ class GemmaDecoder:
                                          state.v[i][z:z + 1, :, :end],
                                          masks[z][layer.sliding]))
             att = torch.cat(outs, dim=2)  # [1, H, N, D]
-            h = h + layer.ln_post_attn(layer.o(att.transpose(1, 2).reshape(1, n_tok, q_dim)))
-            h = h + layer.ln_post_ffn(layer.mlp(layer.ln_pre_ffn(h)))
+            h = layer.finish(h, att.transpose(1, 2).reshape(1, n_tok, q_dim))
         last = torch.tensor([b - 1 for _, b in bounds], device=dev)
         return h[0].index_select(0, last)
 

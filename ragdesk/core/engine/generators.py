@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.prefix_tree import PrefixTree
-from ragdesk.core.engine.prompts import chat_messages, plain_prompt
+from ragdesk.core.engine.prompts import (
+    chat_messages,
+    plain_prompt,
+    together_chat_messages,
+    together_plain_prompt,
+)
 from ragdesk.core.errors import BadInputError, MissingModelError
 from ragdesk.core.options import DEFAULT_STYLE, check_precision, check_question, check_style
 
@@ -174,6 +179,15 @@ class Generator(ABC):
                 style: str = DEFAULT_STYLE) -> PassageContext:
         """Build and encode the K generator inputs; ``style`` (see :data:`STYLES`) is the
         answer style the prompt asks for, where the generator takes instructions."""
+
+    def prepare_together(self, question: str, passages: Sequence[PassageText],
+                         style: str = DEFAULT_STYLE) -> PassageContext:
+        """One generator input that holds all the passages (a context with one row)."""
+        raise BadInputError(
+            f"The generator {self.name!r} reads one passage at a time: it cannot read the "
+            "passages together.",
+            hint="Use RAG-Token or RAG-Sequence with it (--mode token or sequence); reading "
+                 "together needs a decoder-only generator such as the reader pack's.")
 
     @property
     def vocab_size(self) -> int:
@@ -508,14 +522,16 @@ class CausalLMGenerator(Generator):
                  no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
                  precision: str = "float32", lean_decoder: bool | None = None) -> None:
         super().__init__(model, tokenizer, name)
-        from ragdesk.core.engine import causal_decoder
+        from ragdesk.core.engine import causal_decoder, qwen2_decoder
 
-        # Gemma 3 runs through ragdesk's lean decoder (packed prompts, preallocated cache;
-        # precision "int8" is the fast path), other models through transformers' forward.
+        # Gemma 3 and Qwen2 run through ragdesk's lean decoders (packed prompts, preallocated
+        # cache, bfloat16 as the fast path), other models through transformers' forward.
         check_precision(precision)
-        use = causal_decoder.supports(model) if lean_decoder is None else (
-            lean_decoder and causal_decoder.supports(model))
-        self.lean_decoder = causal_decoder.GemmaDecoder(model, precision) if use else None
+        cls: type[causal_decoder.GemmaDecoder] | None = (
+            causal_decoder.GemmaDecoder if causal_decoder.supports(model)
+            else qwen2_decoder.Qwen2Decoder if qwen2_decoder.supports(model) else None)
+        use = cls is not None and lean_decoder is not False
+        self.lean_decoder = cls(model, precision) if use and cls is not None else None
         self.precision = self.lean_decoder.precision if self.lean_decoder else "float32"
         if no_repeat_ngram_size > 0 and self.settings.no_repeat_ngram_size == 0:
             # Small causal LMs fall into loops ("the artist, the artist, ..."); a factoid
@@ -580,6 +596,43 @@ class CausalLMGenerator(Generator):
         # recased from all K passages at once, so that every prompt reads the same question
         question = normalize_question(question, passages)
         ids = [self.input_ids(question, p, style) for p in passages]
+        if self.lean_decoder is not None:
+            from ragdesk.core.engine.causal_decoder import LeanCausalContext
+
+            return LeanCausalContext(self, self.lean_decoder, ids)
+        return CausalContext(self, ids)
+
+
+    def together_ids(self, question: str, passages: Sequence[PassageText],
+                     style: str = DEFAULT_STYLE) -> list[int]:
+        """The one prompt with every passage (each cut to ``max_passage_tokens``)."""
+        tok = self.tokenizer
+        question = normalize_question(question)
+        check_style(style)
+        cut = []
+        for p in passages:
+            ids = tok(p.text, add_special_tokens=False)["input_ids"]
+            text = tok.decode(ids[:self.max_passage_tokens]) if len(ids) > \
+                self.max_passage_tokens else p.text
+            cut.append((p.title, text))
+        if self.use_chat_template:
+            prompt = str(tok.apply_chat_template(together_chat_messages(question, cut, style),
+                                                 tokenize=False, add_generation_prompt=True))
+        else:
+            prompt = together_plain_prompt(question, cut, style)
+        out: list[int] = tok(prompt, add_special_tokens=not self.use_chat_template)["input_ids"]
+        if self.max_positions is not None and len(out) >= self.max_positions:
+            raise BadInputError(
+                f"The prompt with all {len(passages)} passages is {len(out)} tokens long; the "
+                f"generator {self.name!r} reads at most {self.max_positions}.",
+                hint="Ask with fewer passages (--docs), or read them one at a time.")
+        return out
+
+    def prepare_together(self, question: str, passages: Sequence[PassageText],
+                         style: str = DEFAULT_STYLE) -> PassageContext:
+        check_question(question)
+        question = normalize_question(question, passages)
+        ids = [self.together_ids(question, passages, style)]
         if self.lean_decoder is not None:
             from ragdesk.core.engine.causal_decoder import LeanCausalContext
 

@@ -8,10 +8,15 @@ question, so the K prompts share their first few hundred tokens, which the lean 
 computes once.
 
 A model with a chat template gets the same examples as earlier conversation turns.
+
+Read together (all K passages in one prompt, as chat apps do): the same worked examples, each
+with its one passage, then the K passages one after the other and the question. The examples
+stay the opening of every question's prompt, which the lean decoder keeps between questions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ragdesk.core.options import STYLES
@@ -49,6 +54,11 @@ EXAMPLES = (
             "Apollo 11 landed on the Moon on 20 July 1969."),
 )
 
+TOGETHER_INSTRUCTIONS = {
+    "short": "Answer each question with a few words copied from the passages before it.",
+    "sentence": "Answer each question in one sentence, using the passages before it.",
+}
+
 STYLE_INSTRUCTIONS = {
     "short": "Answer each question with a few words copied from the passage before it.",
     "sentence": "Answer each question in one sentence, using the passage before it.",
@@ -85,4 +95,35 @@ def chat_messages(question: str, title: str, text: str, style: str) -> list[dict
         msgs.append({"role": "user", "content": f"{inst}\n\n{block}"})
         msgs.append({"role": "assistant", "content": _answer(ex, style)})
     msgs.append({"role": "user", "content": f"{inst}\n\n{_block(title, text, question)}"})
+    return msgs
+
+
+def _passages_block(passages: Sequence[tuple[str, str]], question: str) -> str:
+    bodies = [f"{title}\n{text}".strip() for title, text in passages]
+    return "\n\n".join(bodies) + f"\n\nQuestion: {question}"
+
+
+def together_plain_prompt(question: str, passages: Sequence[tuple[str, str]],
+                          style: str) -> str:
+    """A base LM's prompt with all the passages before the question."""
+    assert style in STYLES
+    parts = [TOGETHER_INSTRUCTIONS[style]]
+    for ex in EXAMPLES:
+        parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
+    parts.append(f"{_passages_block(passages, question)}\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def together_chat_messages(question: str, passages: Sequence[tuple[str, str]],
+                           style: str) -> list[dict[str, str]]:
+    """A chat model's conversation: the examples as earlier turns, then every passage and
+    the question in the last one."""
+    assert style in STYLES
+    inst = TOGETHER_INSTRUCTIONS[style]
+    msgs: list[dict[str, str]] = []
+    for ex in EXAMPLES:
+        msgs.append({"role": "user",
+                     "content": f"{inst}\n\n{_block(ex.title, ex.text, ex.question)}"})
+        msgs.append({"role": "assistant", "content": _answer(ex, style)})
+    msgs.append({"role": "user", "content": f"{inst}\n\n{_passages_block(passages, question)}"})
     return msgs

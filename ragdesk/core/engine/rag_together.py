@@ -1,0 +1,93 @@
+"""Reading the passages together: all K in one prompt, one decoder row, as chat apps do.
+
+The paper's RAG-Token and RAG-Sequence read each passage in a row of its own and marginalize
+over p(z|x); that is what gives them exact per-token attributions. An instruction-tuned
+reader can instead compare the passages itself (measured on the reader pack, see
+docs/benchmarks.md). Then no decoder quantity says which passage a token came from, so each
+token's ``posterior`` is the retrieval prior p(z|x), and the shown source comes from the span
+the answer is quoted from: the engine's judging (:func:`ragdesk.core.confidence.
+assign_sources`) cites the passage that holds the answer (the likeliest one when several
+do), or, for an answer no one passage holds, each token's holder.
+
+Greedy and beam search are RAG-Token's own search (:mod:`.rag_token`) on a single row;
+grounded decoding constrains the answer to a span of any of the K passages, as for the other
+modes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
+from ragdesk.core.engine.generators import Generator
+from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
+from ragdesk.core.engine.options import DecodeOptions, passages_of
+from ragdesk.core.engine.rag_token import _logprob, _Marginal, _Search
+from ragdesk.core.options import DEFAULT_OPTIONS
+from ragdesk.core.progress import CancelToken
+from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
+from ragdesk.core.types import Answer, Hit
+
+if TYPE_CHECKING:
+    import torch
+
+MODE = "together"
+
+
+class _PriorEmitter(TokenEmitter):
+    """Tokens carry p(z|x) over the K passages (the one row's posterior is trivially 1)."""
+
+    def __init__(self, generator: Generator, on_token: TokenCallback | None,
+                 prior: torch.Tensor) -> None:
+        super().__init__(generator, on_token)
+        self.prior = prior
+
+    def emit(self, token_ids: Sequence[int], posteriors: torch.Tensor) -> None:
+        super().emit(token_ids, self.prior[None, :].expand(len(token_ids), -1))
+
+
+def read_together_generate(
+    generator: Generator,
+    question: str,
+    docs: Sequence[Hit],
+    *,
+    num_beams: int = DEFAULT_OPTIONS.num_beams,
+    max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens,
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens,
+    on_token: TokenCallback | None = None,
+    cancel: CancelToken | None = None,
+    snapshot: str | None = None,
+    style: str = DEFAULT_OPTIONS.style,
+    grounded: bool = False,
+    temperature: float = 1.0,
+) -> Answer:
+    """Answer ``question`` from ``docs`` (rank order, exact scores) read in one prompt.
+
+    ``logprob`` is ``log p(y | x, all passages)``; ``temperature`` only shapes the prior the
+    tokens carry (and so which holder is cited)."""
+    import torch
+
+    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
+    passages = passages_of(docs)
+    t0 = time.perf_counter()
+    doc_lp = doc_log_probs(docs, temperature)
+    ctx = generator.prepare_together(question, passages, style)
+    constraint = span_processors(generator, passages, grounded, question)
+    t_enc = time.perf_counter()
+    emitter = _PriorEmitter(generator, on_token, torch.exp(doc_lp).float())
+    search = _Search(ctx, generator, opts, _Marginal(torch.zeros(1)), constraint, emitter,
+                     cancel)
+    with torch.inference_mode():
+        best, cancelled = search.greedy() if opts.num_beams == 1 else search.beam()
+    t_dec = time.perf_counter()
+    if not cancelled:
+        emitter.emit(best.tokens, token_posteriors(best.extras))
+        end_at_a_whole_span(emitter, constraint)
+    return Answer(
+        question=question, text=emitter.text(), token_ids=list(emitter.ids),
+        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
+        logprob=_logprob(best, generator.settings.pad_token_id), mode=MODE, decoding=None,
+        snapshot=snapshot, temperature=temperature, style=style, grounded=grounded,
+        timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc}, cancelled=cancelled)
