@@ -374,12 +374,15 @@ def register_pack(catalog: Catalog, spec: PackSpec, *, replace: bool = False) ->
 
 
 def remove_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> list[Path]:
-    """Unregister a custom pack and delete the copies ``models import --copy`` made.
+    """Unregister a custom pack and delete the copies ``models import --copy`` made (the
+    reader pack: delete its assembled GGUF, provenance and converted copy).
 
     Returns the folders deleted. Models referenced in place are never deleted.
     """
     import shutil
 
+    if name == READER:  # built in, but set up on demand: its files go, the pack stays listed
+        return reader.remove_reader(_data_for(catalog, data))
     if name in builtin_names():
         raise BadInputError(
             f"{name!r} is a built-in pack and cannot be removed.",

