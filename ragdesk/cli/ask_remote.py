@@ -12,6 +12,7 @@ Standard library only (``http.client``): the point is to import nothing heavy.
 
 from __future__ import annotations
 
+import hmac
 import http.client
 import json
 import os
@@ -33,26 +34,66 @@ ANSWER_TIMEOUT_S = 600.0
 
 
 def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
-    """(url, headers) of a ready server on ``data_root`` that ``ask`` may use, else None."""
+    """(url, headers) of a ready server on ``data_root`` that ``ask`` may use, else None.
+
+    ``server.json`` may be a killed server's, with anything listening on its port now: the
+    key and the question go only to a live process that proves it knows the secret that
+    this start of the server wrote there (a challenge answered with its HMAC)."""
     from ragdesk.server.discovery import read
 
     if os.environ.get(NO_SERVER_ENV):
         return None
     info = read(data_root)
-    if info is None or info.custom_models:
-        return None
+    if info is None or info.custom_models or info.secret is None:
+        return None  # no secret: a file no client can check, so it is not trusted
+    if not pid_alive(info.pid):
+        return None  # a stale file: the server is gone
     headers = {"Content-Type": "application/json"}
-    if info.auth:
-        key = os.environ.get(API_KEY_ENV)
-        if not key:
-            return None
-        headers["Authorization"] = f"Bearer {key}"
     try:
+        if not proves_secret(info.url, info.secret):
+            return None
+        if info.auth:
+            key = os.environ.get(API_KEY_ENV)
+            if not key:
+                return None
+            headers["Authorization"] = f"Bearer {key}"
         status, body = _request(info.url, "GET", "/health", None, headers, HEALTH_TIMEOUT_S)
         ready = status == 200 and json.loads(body).get("status") == "ready"
-    except (OSError, ValueError, http.client.HTTPException):
-        return None  # a stale file: the server is gone
+    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        return None  # gone, or something else answers on its port
     return (info.url, headers) if ready else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process of this user (a server on this data directory
+    runs as its owner: another user's process under that pid is not it)."""
+    if pid <= 0:
+        return False
+    if os.name != "posix":
+        try:
+            import psutil
+        except ImportError:
+            return True  # signal 0 means CTRL_C_EVENT there: the proof alone decides
+        return bool(psutil.pid_exists(pid))
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def proves_secret(url: str, secret: str) -> bool:
+    """Whether the server at ``url`` answers a fresh random challenge with the HMAC of the
+    secret in server.json; sends nothing else (no key, no question)."""
+    from ragdesk.server.discovery import WHOAMI_PATH, new_challenge, proof
+
+    challenge = new_challenge()
+    status, body = _request(url, "GET", f"{WHOAMI_PATH}?challenge={challenge}", None, {},
+                            HEALTH_TIMEOUT_S)
+    if status != 200:
+        return False
+    got = json.loads(body).get("proof")
+    return isinstance(got, str) and hmac.compare_digest(got, proof(secret, challenge))
 
 
 def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str | None,
@@ -84,7 +125,9 @@ def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str |
             if "token" in extra:
                 tok = extra["token"]
                 streamed = True
-                on_token(AnswerToken(int(tok.get("id", -1)), str(tok["text"]),
+                # the delta, not the token's own text: the deltas join to the answer's
+                # text, without the tokenizer's leading space
+                on_token(AnswerToken(int(tok.get("id", -1)), _delta_text(event),
                                      [float(p) for p in tok["posterior"]]))
             elif "answer" in extra:
                 return answer_from_json(extra["answer"])
@@ -93,7 +136,8 @@ def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str |
                     raise RemoteFailed(str(event["error"].get("message", "")))
                 return None
         return None
-    except (OSError, http.client.HTTPException, ValueError, KeyError) as exc:
+    except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError,
+            TypeError, AttributeError) as exc:
         if streamed:
             raise RemoteFailed(str(exc)) from exc
         return None
@@ -103,6 +147,11 @@ def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str |
 
 class RemoteFailed(Exception):
     """The server failed in the middle of an answer (tokens were already printed)."""
+
+
+def _delta_text(event: dict[str, Any]) -> str:
+    content = event["choices"][0]["delta"].get("content")
+    return content if isinstance(content, str) else ""
 
 
 def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:

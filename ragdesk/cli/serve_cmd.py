@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import add_json_option, print_json, terminal_safe
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
 API_KEY_ENV = "RAGDESK_API_KEY"
 
+KEY_FILE_MAX_BYTES = 4096
+
 EPILOG = """\
 endpoints:
   GET  /v1/models             "ragdesk" (the served snapshot) and "ragdesk/NAME" per snapshot
@@ -24,6 +27,10 @@ endpoints:
                               folder snapshot) and each token's source passage
   POST /v1/retrieve           {"query": ..., "n_docs": 5}: the passages alone
   GET  /health                loading / ready / failed
+  GET  /v1/ragdesk/whoami     ?challenge=HEX: proof of the secret in server.json
+
+who may ask: Host must be 127.0.0.1, localhost, [::1], the --host address or an --allow-host
+name; an Origin header must be http(s):// one of those; bodies must be application/json.
 
 example:
   ragdesk serve --snapshot my-docs
@@ -34,17 +41,24 @@ example:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ragdesk.server.config import DEFAULT_HOST, DEFAULT_PORT
+    from ragdesk.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig
 
     p = sub.add_parser("serve", help="serve an OpenAI-compatible HTTP API on this machine",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"address to listen on (default {DEFAULT_HOST}; any other needs "
-                   "--api-key)")
+                   "an API key)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
                    help=f"port (default {DEFAULT_PORT})")
-    p.add_argument("--api-key", metavar="KEY",
-                   help=f"require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument("--api-key-file", metavar="PATH", type=Path,
+                      help="require 'Authorization: Bearer KEY', KEY being this file's "
+                      f"first line (or set ${API_KEY_ENV})")
+    keys.add_argument("--api-key", metavar="KEY",
+                      help="the key itself (discouraged: other users see it in `ps`)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a name clients may reach this server by, besides 127.0.0.1, "
+                   "localhost, [::1] and --host (repeatable; '*': any, only with a key)")
     p.add_argument("--snapshot", metavar="NAME",
                    help="snapshot to answer from (default: the active one when each "
                    "request starts)")
@@ -55,8 +69,46 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--generator", metavar="M", help="generator (overrides the pack)")
     p.add_argument("--queue-limit", type=int, default=16, metavar="N",
                    help="requests admitted at once; more get 429 (default 16)")
+    p.add_argument("--request-timeout", type=float,
+                   default=ServerConfig.request_timeout_s, metavar="S",
+                   help="a request's time from arrival to its answer's end; then the "
+                   f"answer is cut off (default {ServerConfig.request_timeout_s:g})")
     add_json_option(p)
     p.set_defaults(func=cmd_serve)
+
+
+def api_key_of(args: argparse.Namespace) -> str | None:
+    """The key from --api-key-file, --api-key (with a warning) or the environment; an
+    empty variable means no key, an empty file or flag is refused (check_bind)."""
+    from ragdesk.core.errors import BadInputError
+
+    if args.api_key_file is not None:
+        path = args.api_key_file.expanduser()
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(KEY_FILE_MAX_BYTES + 1)
+        except OSError as exc:
+            raise BadInputError(f"cannot be read: {exc.strerror or exc}.", path=path) from exc
+        if len(data) > KEY_FILE_MAX_BYTES:
+            raise BadInputError("is too long for an API key file.", path=path)
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        _warn_if_shared(path)
+        return lines[0].strip() if lines else ""
+    if args.api_key is not None:
+        print(f"ragdesk: warning: --api-key is visible to every user of this machine (`ps`); "
+              f"use --api-key-file PATH or ${API_KEY_ENV} instead.", file=sys.stderr)
+        return str(args.api_key)
+    return os.environ.get(API_KEY_ENV) or None
+
+
+def _warn_if_shared(path: Path) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if os.name == "posix" and mode & 0o077:
+        print(f"ragdesk: warning: {terminal_safe(path)} is readable by other users "
+              f"(chmod 600 it).", file=sys.stderr)
 
 
 def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
@@ -64,10 +116,12 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.server import ServerConfig, check_bind, discovery
     from ragdesk.server.run import serve
 
-    # An empty --api-key is refused (check_bind); an empty variable means no key.
-    api_key = args.api_key if args.api_key is not None else (os.environ.get(API_KEY_ENV) or None)
+    api_key = api_key_of(args)
+    secret = discovery.new_secret()
     config = ServerConfig(host=args.host, port=args.port, api_key=api_key,
-                          queue_limit=args.queue_limit, answer=_answer_defaults(ctx))
+                          allowed_hosts=tuple(args.allow_host), instance_secret=secret,
+                          queue_limit=args.queue_limit, request_timeout_s=args.request_timeout,
+                          answer=_answer_defaults(ctx))
     check_bind(config)  # before any model loads
     if args.snapshot is not None:
         ctx.catalog.get_snapshot(args.snapshot)  # a typo fails now, not on the first request
@@ -87,10 +141,11 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     custom = any(x is not None for x in (args.pack, args.question_encoder, args.generator))
 
     def ready(url: str) -> None:
-        # `ragdesk ask` on this data directory asks this server instead of loading models
+        # `ragdesk ask` on this data directory asks this server instead of loading models,
+        # once the server has proved it knows this start's secret
         discovery.publish(data_dir, discovery.ServerInfo(
             url=url, pid=os.getpid(), auth=bool(api_key), snapshot=args.snapshot,
-            custom_models=custom))
+            custom_models=custom, secret=secret))
         if args.json:  # for a script that started the server (with --port 0, say)
             print_json({"url": f"{url}/v1", "health": f"{url}/health"})
             sys.stdout.flush()

@@ -4,19 +4,32 @@
 most of it importing transformers and building the tokenizer) for an answer that takes about
 one second. A server started on the same data directory already holds them, so ``ask`` asks
 it instead when it is there and ready. The file says where it listens and with which models;
-it is written when the server listens and removed when it stops (a stale one, left by a killed
-server, costs one refused connection).
+it is written when the server listens and removed when it stops.
+
+A killed server leaves the file behind, and anything may listen on its port later. So the
+file also holds a random secret drawn at each start (the file is readable by its owner only),
+and a client sends a random challenge to ``/v1/ragdesk/whoami`` and checks the answer
+(:func:`proof`) before it sends an API key or a question: only the process that wrote the
+secret can answer.
 
 Light on purpose: ``ragdesk ask`` reads it before importing anything heavy.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
+import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FILE_NAME = "server.json"
+WHOAMI_PATH = "/v1/ragdesk/whoami"
+SECRET_BYTES = 32
+CHALLENGE_BYTES = 32
+_PROOF_CONTEXT = b"ragdesk-whoami\0"
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,25 @@ class ServerInfo:
     # the server was started with models of its own choosing (--pack, --generator, ...): its
     # answers may differ from what `ask` would load, so `ask` does not use it
     custom_models: bool
+    secret: str | None = None  # hex; None: a file from a version that proved nothing
+
+
+def new_secret() -> str:
+    return secrets.token_hex(SECRET_BYTES)
+
+
+def new_challenge() -> str:
+    return secrets.token_hex(CHALLENGE_BYTES)
+
+
+def proof(secret: str, challenge: str) -> str:
+    """HMAC-SHA256 of the challenge under the per-start secret (both hex)."""
+    return hmac.new(bytes.fromhex(secret), _PROOF_CONTEXT + challenge.encode("ascii"),
+                    hashlib.sha256).hexdigest()
+
+
+def is_challenge(text: str) -> bool:
+    return 32 <= len(text) <= 128 and all(c in "0123456789abcdef" for c in text)
 
 
 def path_in(data_root: Path) -> Path:
@@ -35,9 +67,25 @@ def path_in(data_root: Path) -> Path:
 
 
 def publish(data_root: Path, info: ServerInfo) -> None:
-    from ragdesk.core.atomic import write_json_atomic
+    """Write the file atomically, readable and writable by its owner only (it holds the
+    secret): created 0600, never widened by the umask or by a rename."""
+    from ragdesk.core.atomic import fsync_dir, temp_name
 
-    write_json_atomic(path_in(data_root), asdict(info))
+    path = path_in(data_root)
+    tmp = temp_name(path)
+    data = (json.dumps(asdict(info), indent=2, sort_keys=True) + "\n").encode("utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
 
 
 def withdraw(data_root: Path, pid: int | None = None) -> None:
@@ -54,9 +102,11 @@ def withdraw(data_root: Path, pid: int | None = None) -> None:
 def read(data_root: Path) -> ServerInfo | None:
     try:
         d = json.loads(path_in(data_root).read_text(encoding="utf-8"))
+        secret = d.get("secret")
+        if secret is not None:
+            bytes.fromhex(secret)  # a damaged secret is no secret
         return ServerInfo(url=str(d["url"]), pid=int(d["pid"]), auth=bool(d["auth"]),
-                          snapshot=d.get("snapshot"), custom_models=bool(d["custom_models"]))
-    except (OSError, ValueError, KeyError, TypeError):
+                          snapshot=d.get("snapshot"), custom_models=bool(d["custom_models"]),
+                          secret=secret)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-
-

@@ -22,11 +22,18 @@ log = logging.getLogger(__name__)
 def _uvicorn_config(app: Any, config: ServerConfig) -> Any:
     import uvicorn
 
+    from ragdesk.server.protocol import guarded_protocol
+
     # h11 and asyncio by name: uvicorn's "auto" picks httptools/uvloop when installed, which
-    # are C extensions this app does not ship.
-    return uvicorn.Config(app, host=config.host, port=config.port, http="h11", loop="asyncio",
-                          ws="none", lifespan="off", log_level="warning",
-                          timeout_graceful_shutdown=5)
+    # are C extensions this app does not ship (and the guarded protocol is h11's).
+    return uvicorn.Config(
+        app, host=config.host, port=config.port,
+        http=guarded_protocol(config.header_timeout_s, config.max_connections),
+        loop="asyncio", ws="none", lifespan="off", log_level="warning",
+        timeout_graceful_shutdown=5, timeout_keep_alive=config.keep_alive_s,
+        # a belt to the protocol's braces: uvicorn answers 503 beyond it on its own
+        limit_concurrency=config.max_connections + 1, backlog=config.backlog,
+        h11_max_incomplete_event_size=config.max_header_bytes)
 
 
 def serve(config: ServerConfig, loader: Callable[[], Any],
@@ -56,6 +63,12 @@ def _announce(server: Any, config: ServerConfig, on_ready: Callable[[str], None]
 
 
 def _url_host(host: str) -> str:
+    """The address a client on this machine uses: for a wildcard bind, loopback (the one
+    address of it that the Host allow-list always accepts)."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host in ("::", "[::]"):
+        host = "::1"
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
@@ -88,6 +101,7 @@ def serve_in_thread(config: ServerConfig, loader: Callable[[], Any],
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((config.host, config.port))
+    sock.listen(config.backlog)
     port = sock.getsockname()[1]
     server = uvicorn.Server(_uvicorn_config(create_app(host, config), config))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

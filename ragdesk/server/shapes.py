@@ -17,7 +17,7 @@ from typing import Any
 
 from ragdesk.core.documents import Location, citation_uri
 from ragdesk.core.options import DECODINGS, DEFAULT_STYLE, MODES, RETRIEVERS, STYLES
-from ragdesk.server.config import MODEL_ID, ServerConfig
+from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
 
 
 class RequestError(Exception):
@@ -51,7 +51,6 @@ class AskRequest:
     temperature: float | None = None  # None: the snapshot's τ
 
 
-
 def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = d.get(key, default)
     if value is None:
@@ -78,9 +77,8 @@ def _question(messages: Any, limit: int) -> str:
     for msg in reversed(messages):
         if isinstance(msg, dict) and msg.get("role") == "user":
             content = msg.get("content")
-            if isinstance(content, list):  # content parts: keep the text ones
-                content = " ".join(p.get("text", "") for p in content
-                                   if isinstance(p, dict) and p.get("type") == "text")
+            if isinstance(content, list):
+                content = _text_of_parts(content)
             if not isinstance(content, str) or not content.strip():
                 raise RequestError("The last user message has no text.", "messages")
             if len(content) > limit:
@@ -88,6 +86,23 @@ def _question(messages: Any, limit: int) -> str:
                                    "messages", 413, "question_too_long")
             return content
     raise RequestError("'messages' holds no user message.", "messages")
+
+
+def _text_of_parts(parts: list[Any]) -> str:
+    """Content parts joined: the text ones are read, other kinds (images) are skipped, and
+    anything that is not a part at all is refused rather than guessed at."""
+    texts: list[str] = []
+    for part in parts:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise RequestError("Each content part must be an object with a 'type'.",
+                               "messages")
+        if part["type"] != "text":
+            continue
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise RequestError("A text content part's 'text' must be a string.", "messages")
+        texts.append(text)
+    return " ".join(texts)
 
 
 def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
@@ -101,34 +116,65 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
     model = body.get("model") or MODEL_ID
     if not isinstance(model, str):
         raise RequestError("'model' must be a string.", "model")
-    return AskRequest(
+    stream = body.get("stream", False)
+    if stream is None:
+        stream = False
+    if not isinstance(stream, bool):  # "false" is truthy: it would stream
+        raise RequestError("'stream' must be true or false.", "stream")
+    req = AskRequest(
         question=_question(body.get("messages"), config.max_question_chars),
         model=model,
-        stream=bool(body.get("stream", False)),
+        stream=stream,
         mode=str_option(extra, "mode", d.mode, MODES),
         decoding=str_option(extra, "decoding", d.decoding, DECODINGS),
         n_docs=int_option(extra, "n_docs", d.n_docs, 1, config.max_docs),
-        num_beams=int_option(extra, "num_beams", d.num_beams, 1, 16),
+        num_beams=int_option(extra, "num_beams", d.num_beams, 1, config.max_beams),
         max_new_tokens=int_option({"max_tokens": max_tokens}, "max_tokens", d.max_new_tokens, 1,
-                            config.max_new_tokens_limit),
+                                  config.max_new_tokens_limit),
         retriever=str_option(extra, "retriever", d.retriever, RETRIEVERS),
         snapshot=snapshot_of_model(model),
         style=str_option(extra, "style", DEFAULT_STYLE, STYLES),
-        grounded=_optional(extra, "grounded", bool),
-        temperature=_optional(extra, "temperature", float),
+        grounded=_optional_bool(extra, "grounded"),
+        temperature=_temperature(extra),
     )
+    check_work(req, config)
+    return req
 
 
-def _optional(d: dict[str, Any], key: str, kind: type[bool] | type[float]) -> Any:
+def check_work(req: AskRequest, config: ServerConfig) -> None:
+    """Refuse a request whose decoding work is out of bounds though each option is within
+    its own limit: the decoder runs n_docs × num_beams rows for up to max_tokens steps."""
+    rows = req.n_docs * req.num_beams
+    if rows > config.max_rows:
+        raise RequestError(
+            f"n_docs × num_beams is {req.n_docs} × {req.num_beams} = {rows}; this server "
+            f"decodes at most {config.max_rows} rows per step.", "ragdesk.num_beams", 400,
+            "work_limit")
+    if rows * req.max_new_tokens > config.max_row_tokens:
+        raise RequestError(
+            f"n_docs × num_beams × max_tokens is {rows * req.max_new_tokens:,}; this server "
+            f"allows at most {config.max_row_tokens:,} per request.", "max_tokens", 400,
+            "work_limit")
+
+
+def _optional_bool(d: dict[str, Any], key: str) -> bool | None:
     value = d.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise RequestError(f"'ragdesk.{key}' must be true or false.", f"ragdesk.{key}")
+
+
+def _temperature(d: dict[str, Any]) -> float | None:
+    value = d.get("temperature")
     if value is None:
         return None
-    ok = isinstance(value, bool) if kind is bool else (
-        isinstance(value, int | float) and not isinstance(value, bool) and value > 0)
-    if not ok:
-        what = "true or false" if kind is bool else "a positive number"
-        raise RequestError(f"'ragdesk.{key}' must be {what}.", f"ragdesk.{key}")
-    return kind(value)
+    low, high = TEMPERATURE_RANGE
+    # NaN and the infinities fail the comparison, and a huge int is compared exactly
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not low <= value <= high):
+        raise RequestError(f"'ragdesk.temperature' must be a number from {low:g} to "
+                           f"{high:g}.", "ragdesk.temperature")
+    return float(value)
 
 
 def snapshot_of_model(model: str) -> str | None:
@@ -211,3 +257,29 @@ def parse_retrieve(body: Any, config: ServerConfig) -> tuple[str, int, str | Non
     return (query, int_option(body, "n_docs", config.answer.n_docs, 1, config.max_docs),
             snapshot, str_option(body, "retriever", config.answer.retriever,
                                  RETRIEVERS))
+
+
+class StreamedText:
+    """The content deltas of a streamed answer, so that they join to exactly the whole
+    answer's ``content`` (which is stripped): the tokens' own texts carry the tokenizer's
+    word-leading space (" July"), kept in each chunk's ``ragdesk.token``. Whitespace before
+    the first word is dropped, and whitespace after a word is held back until another
+    word follows it (trailing whitespace is never sent)."""
+
+    def __init__(self) -> None:
+        self._started = False
+        self._held = ""
+
+    def piece(self, text: str) -> str:
+        if not self._started:
+            text = text.lstrip()
+            if not text:
+                return ""
+            self._started = True
+        core = text.rstrip()
+        if not core:
+            self._held += text
+            return ""
+        out = self._held + core
+        self._held = text[len(core):]
+        return out

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -41,12 +43,17 @@ def engine_loader(data_dir: Path, tiny_models: Any) -> Any:
                                        str(tiny_models.bart))
 
 
+# The per-start secret of the module's server, as `ragdesk serve` draws one.
+SECRET = "ab" * 32
+
+
 @pytest.fixture(scope="module")
 def server(served_data: Path, tiny_models: Any) -> Iterator[Any]:
     from ragdesk.server import ServerConfig
     from ragdesk.server.run import serve_in_thread
 
-    with serve_in_thread(ServerConfig(port=0), engine_loader(served_data, tiny_models)) as run:
+    with serve_in_thread(ServerConfig(port=0, instance_secret=SECRET),
+                         engine_loader(served_data, tiny_models)) as run:
         assert run.host.state == "ready", run.host.error
         yield run
 
@@ -71,3 +78,22 @@ def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read())
+
+
+def send(url: str, method: str, path: str, headers: dict[str, str],
+         body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+    """(status, lower-case headers, body) of one request with exactly ``headers`` (Host
+    included: http.client adds none of its own here)."""
+    parts = urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=60)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()

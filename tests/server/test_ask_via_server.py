@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.documents.conftest import QUESTION
-from tests.server.conftest import post
+from tests.server.conftest import SECRET, post
 
 ASK = ["--retriever", "sparse", "--docs", "2", "--max-new-tokens", "6"]
 
@@ -37,10 +37,14 @@ def no_local_models(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _publish(data: Path, url: str, *, custom: bool = False) -> None:
+    """server.json as the module's server (this process, its secret) would write it."""
+    import os
+
     from ragdesk.server import discovery
 
-    discovery.publish(data, discovery.ServerInfo(url=url, pid=1, auth=False, snapshot=None,
-                                                 custom_models=custom))
+    discovery.publish(data, discovery.ServerInfo(url=url, pid=os.getpid(), auth=False,
+                                                 snapshot=None, custom_models=custom,
+                                                 secret=SECRET))
 
 
 def _ask(data: Path, *extra: str) -> int:

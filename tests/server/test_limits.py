@@ -12,6 +12,14 @@ import pytest
 from tests.server.conftest import get, post
 
 
+class _Snapshot:
+    """What the server reads of a snapshot before retrieving (no folder: no citations)."""
+
+    name = "stand-in"
+    size = 10
+    has_dense = True
+
+
 class _BlockingEngine:
     """Retrieves nothing until released: holds the engine thread like a long answer."""
 
@@ -21,7 +29,7 @@ class _BlockingEngine:
         self.calls = 0
 
     def snapshot_index(self, snapshot: Any = None) -> Any:
-        return None
+        return _Snapshot()
 
     def retrieve(self, question: str, n_docs: int, snapshot: Any = None,
                  retriever: str = "dense") -> list[Any]:
@@ -142,7 +150,7 @@ def test_a_request_whose_client_left_is_dropped_from_the_queue() -> None:
         body = b'{"messages": [{"role": "user", "content": "who waits?"}]}'
         host, port = run.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port))) as sock:
-            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
                          % len(body) + body)
             deadline = time.monotonic() + 10

@@ -32,6 +32,20 @@ def _wait_ready(url: str, proc: subprocess.Popen[str], timeout: float = 120) -> 
     raise AssertionError("ragdesk serve did not get ready")
 
 
+def read_announcement(proc: subprocess.Popen[str]) -> Any:
+    """The JSON document `serve --json` prints once it listens (one line to a pipe; lines
+    are read until they parse, should it ever be indented)."""
+    assert proc.stdout is not None
+    text = ""
+    for line in iter(proc.stdout.readline, ""):
+        text += line
+        try:
+            return json.loads(text)
+        except ValueError:
+            continue
+    raise AssertionError(f"serve printed no announcement: {text!r}")
+
+
 def test_serve_command(served_data: Path, tiny_models: Any) -> None:
     from openai import OpenAI
 
@@ -43,7 +57,7 @@ def test_serve_command(served_data: Path, tiny_models: Any) -> None:
         text=True)
     try:
         assert proc.stdout is not None
-        announced = json.loads("".join(iter(proc.stdout.readline, "}\n")) + "}")
+        announced = read_announcement(proc)
         url = announced["url"].removesuffix("/v1")  # port 0: the port the system chose
         port = int(url.rsplit(":", 1)[1])
         assert port > 0 and announced["health"] == url + "/health"
