@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--format", dest="fmt", choices=FORMATS,
                    help="source format (default: detected)")
     p.add_argument("--ray-address", metavar="ADDR",
-                   help="a running cluster's address (HOST:6379); default: start a local "
-                        "cluster on 127.0.0.1 for this job")
+                   help="a running cluster's address (HOST:6379), used as given; one where "
+                        "no Ray answers fails within seconds. Default: start a local cluster "
+                        "for this job, every process listening on 127.0.0.1 only")
     p.add_argument("--actors", type=int, default=1, metavar="N",
                    help="encoder actors, each loading the model once (default: 1)")
     p.add_argument("--gpus-per-actor", type=float, default=0.0, metavar="G",

@@ -121,6 +121,8 @@ def encode_passages(opts: EncodeOptions, progress: ProgressCallback | None = Non
 
     opts.check()
     ray = ray_job.import_ray()  # before minutes of counting, not after
+    if opts.ray_address:  # a wrong address, too
+        ray_job.check_address(opts.ray_address)
     info = _encoder_info(opts.encoder)
     opts.out.mkdir(parents=True, exist_ok=True)
     with _hold(opts.out):
@@ -149,18 +151,16 @@ def _run(ray: Any, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: in
                              opts.dtype, opts.shard_rows, environ)
     done_rows = sum(plan.rows(i) for i in done)
     prog = ray_job.progress_for(plan.passages, done_rows, progress)
-    ray_job.start_ray(ray, opts.ray_address, spec)
-    try:
-        source = open_source(opts.source, opts.fmt).path
-        datasource = ray_job.passage_datasource(ray.data, source, opts.fmt, plan, done)
-        written, first_at = ray_job.run_pool(ray, datasource, spec, opts.out, plan, prog)
-    except Exception as exc:
-        cause = ray_job.ragdesk_cause(exc)
-        if cause is not None and cause is not exc:
-            raise cause from exc
-        raise
-    finally:
-        ray.shutdown()
+    with ray_job.ray_session(ray, opts.ray_address, spec):
+        try:
+            source = open_source(opts.source, opts.fmt).path
+            datasource = ray_job.passage_datasource(ray.data, source, opts.fmt, plan, done)
+            written, first_at = ray_job.run_pool(ray, datasource, spec, opts.out, plan, prog)
+        except Exception as exc:
+            cause = ray_job.ragdesk_cause(exc)
+            if cause is not None and cause is not exc:
+                raise cause from exc
+            raise
     missing = sorted(set(range(plan.count))
                      - finished_shards(opts.out, plan, dim, opts.dtype))
     if missing:

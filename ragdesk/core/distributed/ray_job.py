@@ -13,6 +13,7 @@ Ray is imported inside these functions only (see the package docstring). Where t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragdesk.core.distributed import loopback
 from ragdesk.core.distributed.actor import PassageEncoder
 from ragdesk.core.distributed.plan import ShardPlan
 from ragdesk.core.distributed.reader import unfinished_shards
@@ -39,6 +41,8 @@ INSTALL_HINT = 'Install it with `pip install "ragdesk[distributed]"`.'
 READ_CPUS = 0.5
 ACTOR_CPUS = 1.0
 LOCAL_HOST = "127.0.0.1"
+# A wrong --ray-address fails within this; Ray alone retries for many minutes.
+CONNECT_TIMEOUT_S = 15.0
 
 
 def import_ray() -> Any:
@@ -71,23 +75,63 @@ class ActorSpec:
 
 def start_ray(ray: Any, address: str | None, spec: ActorSpec) -> None:
     """Connect to the cluster at ``address``, or start a local one on 127.0.0.1 sized for
-    the actors (plus one CPU, see READ_CPUS)."""
+    the actors (plus one CPU, see READ_CPUS). Use :func:`ray_session` to get both the
+    start and the matching :func:`stop_ray`."""
     # A desktop tool does not report usage to Ray's servers unless the user asked for it.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    if address:
+        connect(ray, address, common)
+        return
+    # Ray reads the setting when it starts the GCS and the raylet; the workers the raylet
+    # starts later inherit its environment, so it need not outlast the start.
+    with loopback.single_node():
+        try:
+            # "local", not None: None joins a cluster started earlier on this machine (from
+            # RAY_ADDRESS or /tmp/ray), whose CPUs were sized for something else.
+            ctx = ray.init(address="local", num_cpus=int(spec.actors * ACTOR_CPUS) + 1,
+                           include_dashboard=False, _node_ip_address=LOCAL_HOST, **common)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RagdeskError(f"Could not start a local Ray cluster: {exc}") from exc
+        loopback.check_local_cluster(ray, ctx)
+
+
+def check_address(address: str) -> None:
+    """Refuse a malformed address, or one where nothing accepts a connection ("auto":
+    the cluster Ray finds on this machine, checked by Ray itself)."""
+    if address == "auto":
+        return
+    host, port = loopback.parse_address(address)
+    loopback.probe(host, port, address, CONNECT_TIMEOUT_S)
+
+
+def connect(ray: Any, address: str, common: dict[str, Any]) -> None:
+    """Join the cluster at ``address`` as given, or fail within CONNECT_TIMEOUT_S: Ray
+    itself retries an address where no cluster answers for many minutes."""
+    check_address(address)
     try:
-        if address:
+        with loopback.deadline(CONNECT_TIMEOUT_S, address):
             ray.init(address=address, **common)
-            return
-        # "local", not None: None joins a cluster started earlier on this machine (from
-        # RAY_ADDRESS or /tmp/ray), whose CPUs were sized for something else.
-        ray.init(address="local", num_cpus=int(spec.actors * ACTOR_CPUS) + 1,
-                 include_dashboard=False, _node_ip_address=LOCAL_HOST, **common)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
-        raise RagdeskError(f"Could not connect to {where}: {exc}",
-                           "Check the address (`ray status` on the head node prints it) "
-                           "and that this machine's Ray version is the cluster's.") from exc
+    except BaseException as exc:
+        ray.shutdown()  # whatever a failed connect left half set up
+        if isinstance(exc, ConnectionError | RuntimeError | ValueError):
+            raise RagdeskError(f"Could not connect to the Ray cluster at {address}: {exc}",
+                               loopback.HINT) from exc
+        raise
+
+
+def stop_ray(ray: Any) -> None:
+    ray.shutdown()
+
+
+@contextlib.contextmanager
+def ray_session(ray: Any, address: str | None, spec: ActorSpec) -> Iterator[None]:
+    """Ray started (or joined) for one job, and shut down after it."""
+    start_ray(ray, address, spec)
+    try:
+        yield
+    finally:
+        stop_ray(ray)
 
 
 def _block_metadata(ray_data: Any, rows: int, path: Path) -> Any:
