@@ -420,7 +420,8 @@ class Backend:
             question, list(docs), mode=params.mode, decoding=params.decoding,
             num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
             min_new_tokens=params.min_new_tokens, on_token=on_token, cancel=cancel,
-            snapshot_name=snapshot, style=params.style, grounded=params.grounded)
+            snapshot_name=snapshot, style=params.style, grounded=params.grounded,
+            abstain=params.abstain)
 
     # ---- writes (the serialized writer / job threads) ------------------------------------
 

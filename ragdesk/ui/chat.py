@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QPoint, QRectF, QSize, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import (
@@ -45,6 +46,10 @@ from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
 from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
+from ragdesk.ui.verdict import VerdictRow, not_found_text
+
+if TYPE_CHECKING:
+    from ragdesk.core.confidence import SourceSummary
 
 
 def elide(text: str, limit: int) -> str:
@@ -87,6 +92,20 @@ def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mod
     return (f"<div style='white-space:pre'><b>“{shown}”</b> &nbsp;from [{src + 1}]"
             f"<br/><span style='font-size:small'>{what}</span></div>"
             f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>")
+
+
+CLOSEST_PASSAGES = ("Closest passages (none of them seems to hold the answer; they are not "
+                    "sources):")
+
+
+def summarize(answer: Answer) -> SourceSummary | None:
+    """The shares, the passage with the largest share and whether no single passage holds
+    the answer: what the legend, the heat map and the inspector all show."""
+    if not answer.tokens or not answer.docs:
+        return None
+    from ragdesk.core.confidence import summarize_sources  # numpy: not at the window's start
+
+    return summarize_sources(answer)
 
 
 EMPTY_ANSWER = (
@@ -267,8 +286,11 @@ class TokenText(QTextBrowser):
 
 
 class Legend(QWidget):
-    """Colour swatches for passages 1..K with each one's share of the answer's tokens; the
-    swatches wrap onto another line when the card is narrow rather than dropping off."""
+    """Colour swatches for passages 1..K with each one's share of the answer's tokens (by
+    the source each token is shown with); the swatches wrap onto another line when the card
+    is narrow rather than dropping off. An answer no single passage holds (RAG-Token pieced
+    it together) says so and draws no percentages: a "100 %" would claim one passage holds
+    it."""
 
     passageClicked = Signal(int)
 
@@ -276,6 +298,9 @@ class Legend(QWidget):
         super().__init__(parent)
         self.k = 0
         self.counts: list[int] = []
+        self.mixed = False
+        self.guess = False  # the answer abstained: these are the sources of its guess
+        self._entries: list[tuple[int, str, bool]] = []  # (rank, text, has tokens)
         self.setMouseTracking(True)
         policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         policy.setHeightForWidth(True)
@@ -283,12 +308,35 @@ class Legend(QWidget):
         self._rects: list[QRectF] = []
         self.setToolTip("Colour of each source passage, with its share of the answer's tokens")
 
-    def set_counts(self, k: int, counts: Sequence[int]) -> None:
+    def set_counts(self, k: int, counts: Sequence[int], *, mixed: bool = False,
+                   guess: bool = False) -> None:
         self.counts = list(counts)
-        if k != self.k:
-            self.k = k
+        self.k = k
+        self.mixed, self.guess = mixed, guess
+        total = sum(self.counts) or 1
+        share = [(self.counts[r] if r < len(self.counts) else 0) / total for r in range(k)]
+        if mixed:
+            self._entries = [(r, f"[{r + 1}]", True) for r in range(k) if share[r] > 0]
+            self.setToolTip("No retrieved passage holds this whole answer: its words come from "
+                            "these passages (" + ", ".join(
+                                f"[{r + 1}] {round(100 * share[r])}%" for r in range(k)
+                                if share[r] > 0) + " of its tokens)")
+        else:
+            self._entries = [(r, f"[{r + 1}] {round(100 * share[r])}%", share[r] > 0)
+                             for r in range(k)]
+            self.setToolTip("Colour of each source passage, with its share of the answer's "
+                            "tokens")
         self.updateGeometry()
         self.update()
+
+    def label(self) -> str:
+        if self.mixed:
+            return "The guess, from several passages:" if self.guess \
+                else "From several passages:"
+        return "The guess from:" if self.guess else "Sources:"
+
+    def texts(self) -> list[str]:
+        return [text for _, text, _ in self._entries]
 
     def _font(self) -> QFont:
         f = QFont(self.font())
@@ -298,20 +346,15 @@ class Legend(QWidget):
     def _line_h(self) -> int:
         return QFontMetrics(self._font()).height() + 6
 
-    def _texts(self) -> list[str]:
-        total = sum(self.counts) or 1
-        return [f"[{k + 1}] {round(100 * (self.counts[k] if k < len(self.counts) else 0) / total)}%"
-                for k in range(self.k)]
-
     def layout_rects(self, width: int) -> tuple[QRectF, list[QRectF]]:
-        """The "Sources:" label's box and each swatch-and-text box at this width."""
+        """The label's box and each swatch-and-text box at this width."""
         fm = QFontMetrics(self._font())
         h = fm.height()
         pad = (self._line_h() - h) / 2
-        label = QRectF(0, pad, fm.horizontalAdvance("Sources:") + 2, h)
+        label = QRectF(0, pad, fm.horizontalAdvance(self.label()) + 2, h)
         x, y = label.right() + 6, pad
         rects = []
-        for text in self._texts():
+        for text in self.texts():
             w = h * 0.8 + 4 + fm.horizontalAdvance(text) + 2
             if x + w > width and x > label.right() + 6:
                 x, y = label.right() + 6, y + self._line_h()
@@ -345,20 +388,19 @@ class Legend(QWidget):
         label, rects = self.layout_rects(self.width())
         self._rects = rects
         p.setPen(muted)
-        p.drawText(label, Qt.AlignmentFlag.AlignVCenter, "Sources:")
-        for k, (rect, text) in enumerate(zip(rects, self._texts(), strict=True)):
-            n = self.counts[k] if k < len(self.counts) else 0
+        p.drawText(label, Qt.AlignmentFlag.AlignVCenter, self.label())
+        for rect, (k, text, used) in zip(rects, self._entries, strict=True):
             sw = h * 0.8
             p.setPen(passage_color(k))
-            p.setBrush(passage_tint(k, self.palette()) if n else self.palette().base())
+            p.setBrush(passage_tint(k, self.palette()) if used else self.palette().base())
             p.drawRoundedRect(QRectF(rect.x(), rect.y() + (h - sw) / 2, sw, sw), 3, 3)
-            p.setPen(self.palette().color(QPalette.ColorRole.Text) if n else muted)
+            p.setPen(self.palette().color(QPalette.ColorRole.Text) if used else muted)
             p.drawText(QRectF(rect.x() + sw + 4, rect.y(), rect.width() - sw - 4, h),
                        Qt.AlignmentFlag.AlignVCenter, text)
         p.end()
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
-        for k, r in enumerate(self._rects):
+        for r, (k, _text, _used) in zip(self._rects, self._entries, strict=False):
             if r.contains(event.position()):
                 self.passageClicked.emit(k)
                 return
@@ -438,12 +480,24 @@ class AnswerCard(QFrame):
 
         self.text = TokenText(params.mode)
         self.text.tokenClicked.connect(lambda i: self.tokenClicked.emit(self, i))
+        self.text.setVisible(False)  # until its first token: no blank line under the status
         lay.addWidget(self.text)
 
         self.legend = Legend()
         self.legend.passageClicked.connect(lambda k: self.passageClicked.emit(self, k))
         self.legend.setVisible(False)
         lay.addWidget(self.legend)
+
+        self.verdict = VerdictRow()
+        self.verdict.guessToggled.connect(self.show_guess)
+        lay.addWidget(self.verdict)
+        self.summary: SourceSummary | None = None
+
+        self.chips_caption = QLabel(CLOSEST_PASSAGES)
+        self.chips_caption.setObjectName("ChipsCaption")
+        self.chips_caption.setWordWrap(True)
+        self.chips_caption.setVisible(False)
+        lay.addWidget(self.chips_caption)
 
         self.chips_box = QWidget()
         self.chips = FlowLayout(self.chips_box, spacing=6)
@@ -505,6 +559,7 @@ class AnswerCard(QFrame):
             self.set_running()
         if not self.text.tokens:
             self.status_label.setVisible(False)
+            self.text.setVisible(True)
             self.heat_button.setEnabled(True)
         self.text.append_token(tok)
         self._update_legend()
@@ -518,23 +573,30 @@ class AnswerCard(QFrame):
         self.state = CardState.CANCELLED if answer.cancelled else CardState.DONE
         self.text.mode = answer.mode
         # The final answer is authoritative: RAG-Sequence's thorough decoding re-scores
-        # hypotheses at the end, so streamed tokens may differ from the chosen ones.
-        if [t.id for t in self.text.tokens] != [t.id for t in answer.tokens] or any(
+        # hypotheses at the end, so streamed tokens may differ from the chosen ones, and each
+        # token's shown source (a passage that holds it) is settled only now.
+        if [(t.id, t.source) for t in self.text.tokens] != [
+                (t.id, t.source) for t in answer.tokens] or any(
                 a.posterior != b.posterior for a, b in zip(self.text.tokens, answer.tokens,
                                                            strict=False)):
             self.text.set_tokens(answer.tokens)
         self.text.set_docs(answer.docs)
+        self.summary = summarize(answer)
         self._update_legend()
         self._build_chips(answer.docs)
-        # No text: the message takes the text's place rather than sitting over a blank line.
-        self.text.setVisible(bool(answer.tokens))
-        self.legend.setVisible(bool(answer.tokens) and self.legend.isVisibleTo(self))
-        if not answer.tokens:
+        abstained = answer.abstained and not answer.cancelled
+        self.verdict.set_answer(answer)
+        self.chips_caption.setVisible(abstained and bool(answer.docs))
+        if abstained:
+            # Not found: said plainly in the text's place; the guess is one click away.
+            self._set_status(not_found_text(answer.snapshot), not_found=True)
+        elif not answer.tokens:
             self._set_status(EMPTY_ANSWER)
         elif answer.cancelled:
             self._set_status("Stopped.")
         else:
             self.status_label.setVisible(False)
+        self.show_guess(not abstained)
         self.copy_button.setEnabled(True)
         self.heat_button.setEnabled(bool(answer.tokens))
         self._update_meta()
@@ -547,9 +609,20 @@ class AnswerCard(QFrame):
         self.copy_button.setEnabled(False)
         self._update_meta()
 
-    def _set_status(self, text: str, error: bool = False) -> None:
+    def show_guess(self, shown: bool) -> None:
+        """Show the answer's text and where it came from (for an abstained answer, its best
+        guess), or only the verdict."""
+        has_text = bool(self.text.tokens)
+        self.text.setVisible(shown and has_text)
+        self.legend.setVisible(shown and has_text and self.legend.k > 0)
+        if self.verdict.guess_button.isChecked() != shown and self.verdict.isVisible() \
+                and self.verdict.guess_button.isVisible():
+            self.verdict.guess_button.setChecked(shown)
+
+    def _set_status(self, text: str, error: bool = False, not_found: bool = False) -> None:
         self.status_label.setText(text)
         self.status_label.setProperty("error", error)
+        self.status_label.setProperty("notfound", not_found)
         self.status_label.style().unpolish(self.status_label)
         self.status_label.style().polish(self.status_label)
         self.status_label.setVisible(True)
@@ -561,9 +634,13 @@ class AnswerCard(QFrame):
         k = len(toks[0].posterior)
         counts = [0] * k
         for t in toks:
-            counts[t.source] += 1
-        self.legend.set_counts(k, counts)
-        self.legend.setVisible(True)
+            if 0 <= t.source < k:
+                counts[t.source] += 1
+        a, summary = self.answer, self.summary
+        self.legend.set_counts(k, counts, mixed=bool(summary and summary.mixed),
+                               guess=bool(a is not None and a.abstained and not a.cancelled))
+        if self.answer is None:  # streaming; finish() decides what a finished card shows
+            self.legend.setVisible(True)
 
     def _build_chips(self, docs: Sequence[RetrievedDoc]) -> None:
         while self.chips.count():

@@ -1,6 +1,7 @@
 """The controls panel: model pack, retriever, RAG mode, decoding, answer style, grounding, K,
-beams, answer length. The choices and defaults are the core's (``ragdesk.core.options``);
-only their display names live here."""
+beams, answer length, and whether to say "not found" below the confidence threshold. The
+choices and defaults are the core's (``ragdesk.core.options``); only their display names live
+here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from collections.abc import Sequence
 from typing import cast
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QFormLayout,
+    QHBoxLayout,
     QLabel,
     QSpinBox,
     QVBoxLayout,
@@ -66,7 +70,41 @@ TIPS = {
         "write freely (the starter pack's), where it gives more right answers; off for "
         "the paper's BART checkpoints."),
     "max_len": "The longest answer to generate",
+    "abstain": (
+        "When the answer's confidence is below the level measured for it, the card says "
+        "“Not found in this snapshot” and shows the closest passages; the best guess stays "
+        "one click away. Off: the guess is always given as the answer."),
 }
+ABSTAIN_TEXT = "Say &when the snapshot does not hold the answer"
+
+
+class _WordsLabel(QLabel):
+    clicked = Signal()
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit()
+        super().mouseReleaseEvent(event)
+
+
+class WrappedCheck(QWidget):
+    """A check box whose words wrap in a narrow panel (a QCheckBox's text never wraps); a
+    click on the words toggles it, as on a check box's own text."""
+
+    def __init__(self, text: str, tip: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(6)
+        self.box = QCheckBox()
+        self.box.setToolTip(tip)
+        self.label = _WordsLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setBuddy(self.box)
+        self.label.setToolTip(tip)
+        self.label.clicked.connect(self.box.toggle)
+        lay.addWidget(self.box, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addWidget(self.label, 1)
 
 
 def _combo(choices: Sequence[tuple[str, str]], tip: str) -> QComboBox:
@@ -99,6 +137,9 @@ class ControlsPanel(QWidget):
         lay.setContentsMargins(12, 10, 12, 10)
         lay.setSpacing(10)
         lay.addLayout(self._build_form(pack))
+        self.abstain_check = WrappedCheck(ABSTAIN_TEXT, TIPS["abstain"])
+        self.abstain = self.abstain_check.box
+        lay.addWidget(self.abstain_check)
         self.note = QLabel()
         self.note.setObjectName("ControlsNote")
         self.note.setWordWrap(True)
@@ -109,6 +150,7 @@ class ControlsPanel(QWidget):
             w.currentIndexChanged.connect(self._changed)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
+        self.abstain.toggled.connect(self._changed)
         self._select_pack(pack)
 
     def _build_form(self, pack: str) -> QFormLayout:
@@ -157,13 +199,14 @@ class ControlsPanel(QWidget):
         self.n_docs.setValue(params.n_docs)
         self.beams.setValue(params.num_beams)
         self.max_len.setValue(params.max_new_tokens)
+        self.abstain.setChecked(params.abstain)
         for w in self._inputs():
             w.blockSignals(False)
         self._update_enabled()
 
     def _inputs(self) -> tuple[QWidget, ...]:
         return (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded,
-                self.n_docs, self.beams, self.max_len)
+                self.n_docs, self.beams, self.max_len, self.abstain)
 
     def params(self) -> AnswerOptions:
         return dataclasses.replace(
@@ -173,7 +216,8 @@ class ControlsPanel(QWidget):
             min_new_tokens=self._min_new_tokens,
             retriever=cast(RetrieverName, self.retriever.currentData()),
             style=cast(Style, self.answer_style.currentData()),
-            grounded=GROUNDING_VALUES[str(self.grounded.currentData())])
+            grounded=GROUNDING_VALUES[str(self.grounded.currentData())],
+            abstain=self.abstain.isChecked())
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
         names = [p.name for p in packs if p.installed]

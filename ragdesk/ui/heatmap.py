@@ -505,6 +505,7 @@ class HeatMapPanel(QWidget):
         self.map.laidOut.connect(self._follow_map)
         self._mode: str | None = None
         self._question: str | None = None
+        self._note: str | None = None
         self.set_mode(None)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
@@ -529,10 +530,13 @@ class HeatMapPanel(QWidget):
 
     def _show_pieces(self, on: bool) -> None:
         self.map.set_pieces(on)
-        self.set_mode(self._mode, self._question)
+        self.set_mode(self._mode, self._question, self._note)
 
-    def set_mode(self, mode: str | None, question: str | None = None) -> None:
-        self._mode, self._question = mode, question
+    def set_mode(self, mode: str | None, question: str | None = None,
+                 note: str | None = None) -> None:
+        """Say which posterior the map shows; ``note``: what the card says about the answer
+        that the map should repeat (not found, pieced from several passages)."""
+        self._mode, self._question, self._note = mode, question, note
         if mode is None:
             self.caption.setText("Select an answer to see where each of its words came from.")
             return
@@ -542,7 +546,8 @@ class HeatMapPanel(QWidget):
                    f"each {unit}" if mode == "token" else
                    f"p(z | x, y<sub>≤i</sub>): the running posterior after each {unit}")
         q = f"<b>{html.escape(elide(question, 80))}</b> &nbsp;—&nbsp; " if question else ""
-        self.caption.setText(f"{q}{formula} (%)")
+        extra = f" &nbsp;·&nbsp; <i>{html.escape(note)}</i>" if note else ""
+        self.caption.setText(f"{q}{formula} (%){extra}")
         self.caption.setToolTip(
             f"Rows: retrieved passages. Columns: the answer's {unit}s"
             + ("" if unit == "piece" else " (a word of several pieces shows their mean; "

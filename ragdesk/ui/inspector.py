@@ -28,7 +28,7 @@ from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import CitationPlace
-from ragdesk.ui.chat import elide
+from ragdesk.ui.chat import elide, summarize
 from ragdesk.ui.citations import open_place
 from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
@@ -72,6 +72,16 @@ def passage_share(answer: Answer, k: int) -> tuple[int, float]:
         return 0, 0.0
     n = sum(1 for t in toks if t.source == k)
     return n, sum(t.posterior[k] for t in toks) / len(toks)
+
+
+def opening_passage(answer: Answer) -> int:
+    """The passage the inspector opens on: the one with the largest share of the answer
+    (rank 1 may have given it nothing); an answer the snapshot does not hold opens on the
+    closest passage."""
+    if answer.abstained:
+        return 0
+    summary = summarize(answer)
+    return summary.primary if summary is not None and summary.primary is not None else 0
 
 
 class ShareBar(QWidget):
@@ -277,7 +287,7 @@ class PassageInspector(QWidget):
         self.picker.setEnabled(bool(answer and answer.docs))
         self.k = None
         if answer is not None and answer.docs:
-            self.show_passage(0, notify=False)  # show something; select nothing
+            self.show_passage(opening_passage(answer), notify=False)  # select nothing
         else:
             self._show_empty()
 

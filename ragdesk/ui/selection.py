@@ -16,6 +16,16 @@ from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.state import AppState
 
 
+def answer_note(card: AnswerCard) -> str | None:
+    """What the card says about its answer that the heat map repeats."""
+    a, summary = card.answer, card.summary
+    if a is not None and a.abstained and not a.cancelled:
+        return "the best guess: the snapshot does not seem to hold the answer"
+    if summary is not None and summary.mixed:
+        return "no single passage holds this answer"
+    return None
+
+
 class AnswerSelection(QObject):
     copyRequested = Signal(object)  # AnswerCard whose answer to copy
 
@@ -58,7 +68,8 @@ class AnswerSelection(QObject):
         card.set_selected(True)
         self.passage = None
         a = card.answer
-        self.heatmap.set_mode(card.params.mode if a is None else a.mode, card.question)
+        self.heatmap.set_mode(card.params.mode if a is None else a.mode, card.question,
+                              answer_note(card))
         self.heatmap.map.set_data(card.tokens if a is None else a.tokens,
                                   None if a is None else a.docs)
         self.heatmap.map.set_selected_passage(None)

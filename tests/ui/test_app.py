@@ -88,15 +88,20 @@ def test_token_colours_and_heat_map_match_the_posteriors(qtbot, window) -> None:
     card = window.chat.cards[-1]
     post = np.array([t.posterior for t in answer.tokens])
     np.testing.assert_allclose(post.sum(axis=1), 1.0, atol=1e-4)
-    expected = post.argmax(axis=1)
+    # Each token is coloured by its shown source: the posterior's argmax, unless another
+    # passage is the one that holds the quoted words (AnswerToken.quoted_from).
+    expected = [t.source for t in answer.tokens]
+    assert all(t.quoted_from is not None or t.source == int(post[i].argmax())
+               for i, t in enumerate(answer.tokens))
     checked = 0
     for i, tok in enumerate(answer.tokens):
         if tok.text.strip():
-            assert card.text.token_color(i) == passage_tint(int(expected[i])), i
+            assert card.text.token_color(i) == passage_tint(expected[i]), i
             checked += 1
     assert checked > 0
     hm = window.heatmap.map
     assert hm.tokens == answer.tokens and hm.k == len(answer.docs)
+    window.heatmap.pieces_box.setChecked(True)  # one column per token
     for i in range(len(answer.tokens)):
         for k in range(hm.k):
             assert hm.value(i, k) == post[i, k]

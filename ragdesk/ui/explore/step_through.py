@@ -290,11 +290,15 @@ class StepThrough(QWidget):
         controls.addWidget(self.slider, 1)
         controls.addWidget(self.next_button)
         controls.addWidget(self.step_label)
-        controls.addWidget(self.pieces_box)
         self.empty_label = QLabel("Finish an answer to step through how it was generated.", self)
         self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         lay = QVBoxLayout(self)
-        lay.addWidget(self.question_label)
+        # Beside the question, not in the row of buttons: that row sets the view's minimum
+        # width, and a wider one pushed the docks beside the conversation aside.
+        top = QHBoxLayout()
+        top.addWidget(self.question_label, 1)
+        top.addWidget(self.pieces_box, 0, Qt.AlignmentFlag.AlignTop)
+        lay.addLayout(top)
         lay.addWidget(self.empty_label)
         lay.addLayout(self._panel_row, 1)
         lay.addLayout(controls)
