@@ -35,7 +35,7 @@ def answer(engine: Any, req: AskRequest, docs: list[Any],
         req.question, hits, mode=req.mode, decoding=req.decoding, num_beams=req.num_beams,
         max_new_tokens=req.max_new_tokens, on_token=on_token, cancel=cancel,
         snapshot_name=docs[0].snapshot if docs else None, style=req.style,
-        grounded=req.grounded, temperature=req.temperature)
+        grounded=req.grounded, temperature=req.temperature, abstain=req.abstain)
 
 
 def ask(engine: Any, req: AskRequest, on_token: Callable[[Any], None] | None = None,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragdesk.core.confidence.wording import confidence_label, shown_text
 from ragdesk.core.documents import Location, citation_uri
 from ragdesk.core.options import DECODINGS, DEFAULT_STYLE, MODES, RETRIEVERS, STYLES
 from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
@@ -49,6 +50,7 @@ class AskRequest:
     style: str = DEFAULT_STYLE
     grounded: bool | None = None  # None: automatic (on for causal generators)
     temperature: float | None = None  # None: the snapshot's τ
+    abstain: bool = True  # below the confidence threshold the content says "not found"
 
 
 def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -136,6 +138,7 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
         style=str_option(extra, "style", DEFAULT_STYLE, STYLES),
         grounded=_optional_bool(extra, "grounded"),
         temperature=_temperature(extra),
+        abstain=_optional_bool(extra, "abstain") is not False,
     )
     check_work(req, config)
     return req
@@ -216,7 +219,7 @@ def chat_completion(cid: str, model: str, answer: Any,
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                     "message": {"role": "assistant", "content": answer.text}}],
+                     "message": {"role": "assistant", "content": shown_text(answer)}}],
         "usage": {"prompt_tokens": 0, "completion_tokens": n_tokens,
                   "total_tokens": n_tokens},
         "ragdesk": {**answer_info(answer), "citations": citations,
@@ -225,8 +228,13 @@ def chat_completion(cid: str, model: str, answer: Any,
 
 
 def answer_info(answer: Any) -> dict[str, Any]:
+    """What a client needs beside the content: ``guess`` is the answer's own text, which
+    the content replaces with the not-found message when ``abstained``."""
     return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
-            "logprob": float(answer.logprob), "temperature": float(answer.temperature)}
+            "logprob": float(answer.logprob), "temperature": float(answer.temperature),
+            "confidence": answer.confidence, "abstained": bool(answer.abstained),
+            "confidence_label": confidence_label(answer.confidence),
+            "guess": answer.text, "message": shown_text(answer)}
 
 
 def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None,
