@@ -102,3 +102,21 @@ def test_ask_with_a_folder_that_is_not_a_model(cli: Any, snapshot_dir: Path, tin
                        "--generator", str(tmp_path / "not-a-model"))
     assert code != 0
     assert "ragdesk: error:" in err and "Traceback" not in err
+
+
+def test_streamed_answer_prints_as_the_finished_one(cli: Any, snapshot_dir: Path,
+                                                    tiny_models: Any) -> None:
+    """The tokenizer's word-leading space (" July") is not printed before the first word:
+    the streamed line is the --json answer's text, and says how far to trust it."""
+    args = ("ask", "who wrote the first book", *_models(tiny_models), "--docs", "3",
+            "--max-new-tokens", "5")
+    code, out, err = cli(*args)
+    assert code == 0, err
+    code, raw, err = cli(*args, "--json")
+    assert code == 0, err
+    ans = json.loads(raw)
+    assert ans["text"] and ans["tokens"][0]["text"] != ans["text"][:len(ans["tokens"][0]["text"])]
+    lines = out.splitlines()
+    assert lines[0] == ans["text"]
+    assert lines[2] == "Confidence unknown (not calibrated for this snapshot and model)"
+    assert ans["confidence"] is None and ans["message"] == ans["text"]

@@ -110,6 +110,7 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
     engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
                     snapshot=snapshot.name, owns_library=True)
     streamed: list[str] = []
+    _stream_to_stdout = _StdoutStream()
 
     def on_token(tok: Any) -> None:
         marks.setdefault("first", time.perf_counter())
@@ -209,6 +210,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
         return None
     url, headers = found
     streamed: list[str] = []
+    _stream_to_stdout = _StdoutStream()
 
     def on_token(tok: Any) -> None:
         if not args.json:
@@ -252,9 +254,20 @@ def _quiet_loading(verbose: int) -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _stream_to_stdout(tok: Any) -> None:
-    sys.stdout.write(terminal_safe(tok.text, newlines=True))
-    sys.stdout.flush()
+class _StdoutStream:
+    """Tokens printed as they come, in the pieces the finished answer is made of (no
+    tokenizer's leading space before the first word)."""
+
+    def __init__(self) -> None:
+        from ragdesk.core.streamed_text import StreamedText
+
+        self.text = StreamedText()
+
+    def __call__(self, tok: Any) -> None:
+        piece = self.text.piece(tok.text)
+        if piece:
+            sys.stdout.write(terminal_safe(piece, newlines=True))
+            sys.stdout.flush()
 
 
 def _print_sources(ans: Any) -> None:

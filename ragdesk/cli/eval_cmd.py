@@ -19,6 +19,7 @@ from ragdesk.cli.common import (
     print_table,
     snapshot_pack_encoder,
 )
+from ragdesk.core.atomic import write_bytes_atomic
 from ragdesk.core.cpu import passive_openmp_waits
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
     from ragdesk.core.encoders import TextEncoder
     from ragdesk.core.engine import Engine
+    from ragdesk.core.evaluation.runner import QuestionResult
     from ragdesk.core.models import PackSpec
     from ragdesk.core.snapshots import SnapshotIndex
     from ragdesk.core.types import Answer
@@ -136,18 +138,25 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
         ensure_sparse(snapshot, progress=progress)
     engine, answer = (None, None) if args.retrieval_only else make_answerer(opts, pack, encoder,
                                                                         snapshot)
-    report = evaluate(
-        questions, encoder=encoder,
-        retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k, opts.retriever),
-        passages=snapshot, answer=answer, cite=opts.n_docs, batch_size=args.batch_size,
-        config=_config(args, opts, snapshot, pack_name, engine), progress=progress,
-        ks=sorted(set(DEFAULT_KS) | {opts.n_docs}), answerable_only=bool(args.answerable_only),
-        abstain=opts.abstain)
+    partial = _PartialOut(out_path)
+    try:
+        report = evaluate(
+            questions, encoder=encoder,
+            retrieve_batch=lambda qs, vecs, k: retrieve_batch(snapshot, qs, vecs, k,
+                                                              opts.retriever),
+            passages=snapshot, answer=answer, cite=opts.n_docs, batch_size=args.batch_size,
+            config=_config(args, opts, snapshot, pack_name, engine), progress=progress,
+            ks=sorted(set(DEFAULT_KS) | {opts.n_docs}),
+            answerable_only=bool(args.answerable_only), abstain=opts.abstain,
+            on_answered=partial.write)
+    finally:
+        partial.close()
     summary = report.to_json()
     if out_path is not None:
-        with open(out_path, "w", encoding="utf-8") as fh:
-            for r in report.results:
-                fh.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
+        write_bytes_atomic(out_path, "".join(
+            json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in report.results
+        ).encode("utf-8"))
+        partial.remove()
     if args.json:
         print_json(summary)
     else:
@@ -168,6 +177,30 @@ def _print_confidence(conf: dict[str, Any] | None, on_answerable: dict[str, Any]
         print(f"answers given {g['given']:,} of {conf['n']:,}, right {_fmt(g['given_right_share'])}"
               f" %; right answers kept {_fmt(g['right_kept_share'])} %; questions the snapshot "
               f"cannot answer that said \"not found\" {_fmt(g['unanswerable_abstain_share'])} %")
+
+
+class _PartialOut:
+    """``FILE.partial`` beside ``--out``: each answered question's line as soon as it is
+    answered, so an evaluation of hours that is stopped or crashes keeps what it did; the
+    complete file replaces it at the end."""
+
+    def __init__(self, out_path: Path | None) -> None:
+        self.path = out_path.with_name(out_path.name + ".partial") if out_path else None
+        self._fh = open(self.path, "w", encoding="utf-8") if self.path else None  # noqa: SIM115
+
+    def write(self, result: QuestionResult) -> None:
+        if self._fh is not None:
+            self._fh.write(json.dumps(result.to_json(), ensure_ascii=False) + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    def remove(self) -> None:
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
 
 
 def _fmt(v: float | None, pct: bool = True) -> str:

@@ -33,13 +33,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ragdesk.core.errors import BadInputError, Cancelled, RagdeskError
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.safe_json import loads_bounded
+from ragdesk.core.streamed_text import StreamedText
 from ragdesk.server import answering, discovery
 from ragdesk.server.config import ANY_HOST, MODEL_ID, ServerConfig, normal_host
 from ragdesk.server.host import EngineHost, EngineUnavailable, QueueFull
 from ragdesk.server.shapes import (
     AskRequest,
     RequestError,
-    StreamedText,
     answer_info,
     chat_completion,
     chunk,

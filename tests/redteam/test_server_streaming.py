@@ -19,7 +19,7 @@ WHOLE = "July 4, 2026"
 
 
 def test_the_deltas_join_to_the_whole_text() -> None:
-    from ragdesk.server.shapes import StreamedText
+    from ragdesk.core.streamed_text import StreamedText
 
     text = StreamedText()
     deltas = [text.piece(p) for p in PIECES]

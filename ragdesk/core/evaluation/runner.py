@@ -213,12 +213,14 @@ def evaluate(
     cancel: CancelToken | None = None,
     answerable_only: bool = False,
     abstain: bool = True,
+    on_answered: Callable[[QuestionResult], None] | None = None,
 ) -> EvalReport:
     """Run retrieval for every question (and generation when ``answer`` is given).
 
     ``passages`` (the snapshot) enables the answerable subset; ``cite`` passages per question
     go into the per-question results. ``answerable_only`` (needs ``passages``): generate only
-    for the answerable questions, whose figures are then the ones reported.
+    for the answerable questions, whose figures are then the ones reported. ``on_answered``
+    gets each question's result as soon as it is answered (a long run's partial output).
     """
     if answerable_only and passages is None:
         raise ValueError("answerable_only needs the passages to find the answerable questions")
@@ -235,7 +237,7 @@ def evaluate(
     if answer is not None:
         todo = [i for i in range(len(questions))
                 if not answerable_only or (flags is not None and flags[i])]
-        run.answer(answer, todo, timings)
+        run.answer(answer, todo, timings, on_answered)
     timings["total_s"] = time.perf_counter() - t_start
     return EvalReport(results=run.results, ks=ks_t, retrieval_only=answer is None,
                       timings=timings, config=dict(config or {}), abstain=abstain)
@@ -291,7 +293,8 @@ class _Run:
                               answerable=None if self.flags is None else self.flags[i],
                               first_hit_rank=first, docs=docs)
 
-    def answer(self, answer: Answerer, todo: list[int], timings: dict[str, float]) -> None:
+    def answer(self, answer: Answerer, todo: list[int], timings: dict[str, float],
+               on_answered: Callable[[QuestionResult], None] | None = None) -> None:
         gen_s = 0.0
         prog = Progress(len(todo), "answering", self.progress)
         for i in todo:
@@ -301,6 +304,8 @@ class _Run:
             dt = time.perf_counter() - t0
             gen_s += dt
             self._record(i, ans, dt)
+            if on_answered is not None:
+                on_answered(self.results[i])
             prog.update(1)
         timings["generation_s"] = gen_s
         timings["answer_per_question_ms"] = 1000.0 * gen_s / max(1, len(todo))
