@@ -49,13 +49,13 @@ class StatusLine:
         count = f" ({plural(info.passages, 'passage')})" if info else ""
         name = html.escape(self.state.active_snapshot or "none")
         # Said where the snapshot is named, for as long as it lasts: the card of each answer
-        # says it too, but a user who has not asked yet should know before asking.
-        pending = (" · <i>keyword search (BM25) until its dense index is done</i>"
-                   if info is not None and info.keyword_only else "")
+        # says it too, but a user who has not asked yet should know before asking. Short:
+        # the status bar also holds the job's progress at 1280 px.
+        pending = " · <i>BM25 for now</i>" if info is not None and info.keyword_only else ""
         self.snapshot.setText(f"Snapshot: <b>{name}</b>{count}{pending}")
         self.snapshot.setToolTip(
-            "Its dense vectors are still being computed (or their computation was "
-            "interrupted); answers use BM25 until then." if pending else "")
+            "Its dense index is still being computed (or its computation was interrupted): "
+            "answers use keyword search (BM25) until it is done." if pending else "")
         self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
 
     def _job_finished(self, op: Op[Any], _result: object) -> None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject, QTimer
+from PySide6.QtCore import QByteArray, QObject, QSize, QTimer
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMainWindow
 
 from ragdesk.core.options import AnswerOptions
@@ -51,13 +52,26 @@ class SettingsWriter(QObject):
             self._params = None
 
 
+FIRST_SIZE = QSize(1320, 860)
+
+
+def first_size(window: QMainWindow) -> QSize:
+    """The window's size at its first start: roomy, but never past the screen's free area (on
+    a 1280x720 screen the window's bottom and its status bar were off the screen)."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    if screen is None:
+        return FIRST_SIZE
+    free = screen.availableGeometry()
+    return FIRST_SIZE.boundedTo(QSize(free.width() - 16, free.height() - 40))
+
+
 def restore_layout(window: QMainWindow, settings: Settings) -> None:
     geo = settings.get("window_geometry")
     state = settings.get("window_state")
     if isinstance(geo, str) and geo:
         window.restoreGeometry(QByteArray.fromBase64(geo.encode("ascii")))
     else:
-        window.resize(1320, 860)
+        window.resize(first_size(window))
     if isinstance(state, str) and state:
         window.restoreState(QByteArray.fromBase64(state.encode("ascii")))
 

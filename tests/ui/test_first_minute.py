@@ -169,13 +169,14 @@ def test_a_setup_interrupted_by_quitting_resumes_at_the_next_start(
     try:
         status = again.status
         # Before the job has done anything, the status bar says how answers are made.
-        assert "keyword search (BM25) until its dense index is done" in status.snapshot.text()
+        assert "BM25 for now" in status.snapshot.text()
+        assert "keyword search (BM25) until it is done" in status.snapshot.toolTip()
         qtbot.waitUntil(lambda: "Resuming the starter setup" in status.text.fullText(),
                         timeout=10_000)
         cat2 = again.backend.catalog
         qtbot.waitUntil(lambda: cat2.get_snapshot("vital-articles").state == "ready",
                         timeout=120_000)
-        qtbot.waitUntil(lambda: "keyword search" not in status.snapshot.text(), timeout=30_000)
+        qtbot.waitUntil(lambda: "BM25" not in status.snapshot.text(), timeout=30_000)
         assert again.last_error is None
     finally:
         again.shutdown()

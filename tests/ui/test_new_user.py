@@ -155,3 +155,47 @@ def test_a_snapshot_switched_from_the_command_line_is_followed(qtbot: Any,
     with qtbot.waitSignal(window.conversation.answerFinished, timeout=120_000) as sig:
         window.send()
     assert sig.args[1].snapshot == "wiki-b"
+
+
+def test_the_first_window_fits_a_small_screen(qtbot: Any, window: Any,
+                                              monkeypatch: Any) -> None:
+    from PySide6.QtCore import QRect
+
+    from ragdesk.ui import window_settings
+
+    screen = window.screen()
+    monkeypatch.setattr(type(screen), "availableGeometry", lambda _s: QRect(0, 0, 1280, 720))
+    size = window_settings.first_size(window)
+    assert size.width() <= 1280 - 16 and size.height() <= 720 - 40
+    monkeypatch.setattr(type(screen), "availableGeometry", lambda _s: QRect(0, 0, 2560, 1440))
+    assert window_settings.first_size(window) == window_settings.FIRST_SIZE
+
+
+def test_a_queued_question_shows_its_whole_text(qtbot: Any) -> None:
+    from PySide6.QtCore import QRect
+    from PySide6.QtGui import QFontMetrics
+
+    from ragdesk.core.options import AnswerOptions
+    from ragdesk.ui.chat import AnswerCard, ChatView
+
+    view = ChatView()
+    qtbot.addWidget(view)
+    view.show()
+    for width in (900, 520, 420):
+        view.resize(width, 400)
+        card = view.add_card(AnswerCard(width, "what is the capital of australia",
+                                        AnswerOptions(), None))
+        for n in range(4):
+            card.set_queued(f"Waiting for the starter pack — encoding passages {n * 3000:,} "
+                            f"of 12,324 · 51.0/s · about {14 - n} min left. This question runs "
+                            "as soon as the passages are searchable and the generator is "
+                            "ready.")
+            qtbot.wait(20)
+        label = card.status_label
+        fm = QFontMetrics(label.font())
+        need = fm.boundingRect(QRect(0, 0, label.contentsRect().width(), 0),
+                               int(Qt.TextFlag.TextWordWrap), label.text()).height()
+        assert label.height() >= need, width
+        # Nothing below it but the facts: no empty answer line waiting for tokens.
+        assert not card.text.isVisible()
+        assert label.geometry().bottom() < card.meta_label.geometry().top()
