@@ -65,21 +65,19 @@ def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether ``pid`` is a live process of this user (a server on this data directory
-    runs as its owner: another user's process under that pid is not it)."""
+    """Whether ``pid`` names a live process. A first, cheap filter only: the secret's proof
+    decides (a recycled pid cannot prove the old server's secret). No ``os.kill(pid, 0)``:
+    on Windows signal 0 is CTRL_C_EVENT."""
     if pid <= 0:
         return False
-    if os.name != "posix":
-        try:
-            import psutil
-        except ImportError:
-            return True  # signal 0 means CTRL_C_EVENT there: the proof alone decides
-        return bool(psutil.pid_exists(pid))
+    proc = Path("/proc")
+    if proc.is_dir():
+        return (proc / str(pid)).exists()
     try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+        import psutil
+    except ImportError:
+        return True
+    return bool(psutil.pid_exists(pid))
 
 
 def proves_secret(url: str, secret: str) -> bool:
