@@ -74,7 +74,7 @@ def test_ask_answers_from_a_half_built_snapshot_with_bm25(cli: Any, staged_dir: 
     ans = json.loads(out)
     assert ans["retriever"] == "sparse" and ans["snapshot"] == SNAP
     assert len(ans["docs"]) == 3
-    assert "BM25 keyword search" in err and "still being computed" in err
+    assert "BM25 keyword search" in err and "are not all computed yet" in err
     code, out, err = cli("ask", "who wrote the first book", *_models(tiny_models))
     assert code == 0, err
     assert "BM25 retrieval" in out  # the answer says which retriever searched

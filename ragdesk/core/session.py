@@ -109,7 +109,7 @@ class ReadyPlan:
         out = []
         if self.dense_pending:
             out.append(f"answering with BM25 keyword search: the dense vectors of "
-                       f"{self.snapshot!r} are still being computed")
+                       f"{self.snapshot!r} are not all computed yet")
         if self.fewer_docs:
             out.append(f"reading all {plural(self.n_docs, 'passage')} of {self.snapshot!r} "
                        f"(K = {self.asked_n_docs} asked)")
