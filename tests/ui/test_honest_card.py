@@ -176,3 +176,19 @@ def test_the_not_found_setting_reaches_the_engine_and_is_remembered(
     card = window.chat.cards[-1]
     # The tiny pack has no fitted model: the card says so rather than showing a number.
     assert confidence_label(None) in card.verdict.confidence.text()
+
+
+def test_a_stored_not_found_answer_reopens_as_one(qtbot: Any, window: Any) -> None:
+    store = window.backend.conversations
+    conv = store.create("old")
+    ans = dataclasses.replace(quoted(make_answer(k=3, n_tokens=2, seed=1, snapshot="wiki-a"),
+                                     1), abstained=True, confidence=0.03)
+    store.add_answer(conv.id, ans, pack="tiny", options={})
+    window.history.open(conv.id)
+    qtbot.waitUntil(lambda: bool(window.chat.cards) and window.chat.cards[-1].answer
+                    is not None, timeout=10_000)
+    card = window.chat.cards[-1]
+    assert card.status_label.text() == not_found_message("wiki-a")
+    assert not card.text.isVisible() and card.verdict.guess_button.isVisible()
+    assert confidence_label(0.03) in card.verdict.confidence.text()
+    assert [t.source for t in card.answer.tokens] == [1, 1]  # the shown source, kept
