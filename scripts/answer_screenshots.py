@@ -89,6 +89,8 @@ def pick_passage(answer: Any, title_part: str | None) -> int:
         for k, doc in enumerate(answer.docs):
             if title_part.lower() in doc.title.lower():
                 return k
+    if getattr(answer, "abstained", False):
+        return 0  # not found: the closest passage, as the inspector opens it
     shares = [0] * len(answer.docs)
     for t in answer.tokens:
         shares[t.source] += 1
@@ -151,6 +153,13 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
             raise RuntimeError(f"{q!r} ended as {card.state}: {w.last_error}")
         print(f"{q!r} -> {card.answer.text!r}", flush=True)
         yield ("sleep", 500)
+        if args.each:
+            yield from shoot(w, args, pick_passage(card.answer, args.passage),
+                             args.out.replace(".png", f"-{args.question.index(q) + 1}.png"))
+    if args.each:
+        w.close()
+        QApplication.exit(0)
+        return
     k = pick_passage(w.chat.cards[-1].answer, args.passage)
     yield from run("key", "--clearmodifiers", f"ctrl+{k + 1}")
     if args.page:
@@ -161,6 +170,19 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     print("saved", args.out, flush=True)
     w.close()
     QApplication.exit(0)
+
+
+def shoot(w: Any, args: argparse.Namespace, k: int, out: str) -> Any:
+    """Open passage ``k`` of the newest answer and save the screen to ``out``."""
+    from PySide6.QtGui import QGuiApplication
+    from screenshots import xdo
+
+    proc = xdo("key", "--clearmodifiers", f"ctrl+{k + 1}")
+    yield ("until", (lambda: proc.poll() is not None, 60, "xdotool ctrl+N"))
+    yield ("sleep", 1200)
+    width, height = (int(v) for v in args.size.split("x"))
+    QGuiApplication.primaryScreen().grabWindow(0, 0, 0, width, height).save(out)
+    print("saved", out, flush=True)
 
 
 def inside(args: argparse.Namespace) -> int:
@@ -202,6 +224,8 @@ def main() -> int:
     ap.add_argument("--page", action="store_true",
                     help="wait until the inspector shows the passage's page (documents)")
     ap.add_argument("--no-heatmap", action="store_true", help="hide the heat map dock")
+    ap.add_argument("--each", action="store_true",
+                    help="a picture after each answer: OUT-1.png, OUT-2.png, ...")
     ap.add_argument("--import-folder", metavar="FOLDER",
                     help="instead of asking: the index manager importing FOLDER")
     ap.add_argument("--import-name", default="team-docs")
