@@ -197,6 +197,20 @@ def _encoder_name(ref: str | None) -> str | None:
     return label[0] if label is not None else None
 
 
+_MODEL_IMPORTS = threading.Lock()
+
+
+def _resolve_model_imports() -> None:
+    """Resolve transformers' lazily exported names once, under a lock, before loading models
+    on any lane: the engine lane (the models' preload) and the jobs lane (the starter setup,
+    resumed at start) otherwise resolve them at the same moment, and one of them sees a
+    half-initialized module ("cannot import name 'AutoConfig'") and fails."""
+    with _MODEL_IMPORTS:
+        from ragdesk.core.models import starter
+
+        starter._import_for_threads()
+
+
 class SetupGate:
     """Whether the starter pack's setup still keeps questions waiting (thread-safe).
 
@@ -389,6 +403,7 @@ class Backend:
         # During the starter setup its generator is being converted: loading it here too
         # would convert it twice. Waiting costs nothing, a question needs the setup anyway.
         self.setup.wait()
+        _resolve_model_imports()
         with self._engine_lock:
             engine = self.session.engine(pack)  # over the session's library, loaded once
             self._engine, self._engine_pack = engine, pack
@@ -525,6 +540,7 @@ class Backend:
 
         self.setup.begin()
         try:
+            _resolve_model_imports()
             models.ensure_starter_snapshot(self.data, self.catalog, progress=progress,
                                            cancel=cancel, limit=self.starter_limit,
                                            on_answerable=answerable, keep_generator=True)

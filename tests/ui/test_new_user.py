@@ -199,3 +199,48 @@ def test_a_queued_question_shows_its_whole_text(qtbot: Any) -> None:
         # Nothing below it but the facts: no empty answer line waiting for tokens.
         assert not card.text.isVisible()
         assert label.geometry().bottom() < card.meta_label.geometry().top()
+
+
+def test_loading_models_and_the_setup_resolve_transformers_one_at_a_time(
+        ui_data: Path, monkeypatch: Any) -> None:
+    """The setup resumed at start (jobs lane) and the models' preload (engine lane) imported
+    transformers at once: "cannot import name 'AutoConfig'" failed the preload."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from ragdesk.core import models
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models import starter
+    from ragdesk.ui import backend as backend_module
+
+    active, peak = [0], [0]
+
+    def slow_import() -> None:
+        active[0] += 1
+        peak[0] = max(peak[0], active[0])
+        time.sleep(0.05)
+        active[0] -= 1
+
+    monkeypatch.setattr(starter, "_import_for_threads", slow_import)
+    threads = [threading.Thread(target=backend_module._resolve_model_imports)
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert peak[0] == 1
+    calls: list[str] = []
+    monkeypatch.setattr(backend_module, "_resolve_model_imports", lambda: calls.append("r"))
+    ctx = AppContext(ui_data)
+    try:
+        b = backend_module.Backend(ctx)
+        b._session = SimpleNamespace(engine=lambda pack: calls.append("engine") or "E")
+        assert b.engine("tiny") == "E" and calls == ["r", "engine"]
+        calls.clear()
+        monkeypatch.setattr(models, "ensure_starter_snapshot",
+                            lambda *a, **k: calls.append("setup"))
+        b.build_starter(lambda _u: None, None)  # type: ignore[arg-type]
+        assert calls == ["r", "setup"]
+    finally:
+        ctx.close()
