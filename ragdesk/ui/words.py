@@ -4,7 +4,8 @@ Generators write in sub-word pieces: Gemma spells "1914" as " ", "1", "9", "1", 
 splits rare names. Shown piece by piece, the heat map and the step-through had a bare "␣"
 column and one column per digit. A word here is a run of pieces in which only the first
 begins with white space (a piece of white space alone starts a word that the next pieces
-join). The pieces stay with the word, so a view can show them one click away.
+join; at the end of the answer it stays with the last word). The pieces stay with the word,
+so a view can show them one click away.
 
 What a word's numbers are: RAG-Token draws each piece from its own mixture, so a word's
 distribution over passages is the mean of its pieces' p(z | x, yᵢ, y<ᵢ) (each passage's share
@@ -48,6 +49,10 @@ def word_spans(tokens: Sequence[AnswerToken]) -> list[tuple[int, ...]]:
             spans.append([i])
         else:
             spans[-1].append(i)
+    # White space at the end ("July", " ") is no word a reader sees: it stays with the last
+    # word (while streaming, the next piece may still make it the start of one).
+    if len(spans) > 1 and all(tokens[j].text.isspace() for j in spans[-1]):
+        spans[-2].extend(spans.pop())
     return [tuple(s) for s in spans]
 
 

@@ -40,6 +40,9 @@ def test_pieces_merge_into_the_words_a_reader_sees() -> None:
     # A lone space starts a word that the next pieces join; a piece starting with a space
     # after real text starts the next word.
     assert word_spans([AnswerToken(0, " ", []), AnswerToken(1, " July", [])]) == [(0, 1)]
+    # White space at the end is no column of its own ("July", "␣" was).
+    assert word_spans([AnswerToken(0, "July", []), AnswerToken(1, " ", [])]) == [(0, 1)]
+    assert word_spans([AnswerToken(0, " ", [])]) == [(0,)]
     year = words[-1]
     want = np.mean([ans.tokens[i].posterior for i in year.pieces], axis=0)
     assert year.posterior == pytest.approx(want.tolist())
