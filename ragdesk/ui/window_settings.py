@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QObject, QSize, QTimer
+from PySide6.QtCore import QByteArray, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.settings import Settings
@@ -74,6 +74,13 @@ def restore_layout(window: QMainWindow, settings: Settings) -> None:
         window.resize(first_size(window))
     if isinstance(state, str) and state:
         window.restoreState(QByteArray.fromBase64(state.encode("ascii")))
+        return
+    # A first start on a small screen: the heat map below the chat takes a third of the
+    # height at most (at 1280x720 its 300 px left the answers a strip of 250).
+    heat = window.findChild(QDockWidget, "HeatMapDock")
+    if heat is not None:
+        window.resizeDocks([heat], [min(300, max(200, window.height() // 3))],
+                           Qt.Orientation.Vertical)
 
 
 def layout_values(window: QMainWindow) -> dict[str, Any]:
