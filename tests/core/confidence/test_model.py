@@ -70,3 +70,20 @@ def test_damaged_model_files_are_refused(change: dict[str, object]) -> None:
 def test_one_class_cannot_be_fitted() -> None:
     with pytest.raises(ValueError, match="all right or all wrong"):
         fit_confidence([{"logprob": -1.0}, {"logprob": -2.0}], [True, True], threshold=0.5)
+
+
+def test_the_starter_pack_ships_a_model_fitted_only_on_fitting_lines() -> None:
+    """The shipped model is found for the starter's GGUF wherever the data directory is, and
+    says it was fitted on NQ-open dev lines after 1,000 (lines 1-1,000 are for evaluation)."""
+    import re
+
+    from ragdesk.core.confidence import confidence_model
+    from ragdesk.core.models.starter import GGUF_NAME
+    from ragdesk.core.starter_encoder import ENCODER_ID
+
+    model, where = confidence_model(None, f"/anywhere/models/starter/{GGUF_NAME}", ENCODER_ID)
+    assert model is not None and where.startswith("shipped")
+    assert set(model.names) == set(FEATURES) and 0 < model.threshold < 1
+    first, last = map(int, re.search(r"lines (\d+)-(\d+)", model.fitted_on["source"]).groups())
+    assert first >= 1001 and last <= 3610
+    assert confidence_model(None, f"/anywhere/{GGUF_NAME}", "another/encoder")[0] is None
