@@ -153,6 +153,9 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
             raise RuntimeError(f"{q!r} ended as {card.state}: {w.last_error}")
         print(f"{q!r} -> {card.answer.text!r}", flush=True)
         yield ("sleep", 500)
+        if args.show_guess and card.answer.abstained:
+            card.verdict.guess_button.click()  # the best guess, one click away
+            yield ("sleep", 300)
         if args.each:
             yield from shoot(w, args, pick_passage(card.answer, args.passage),
                              args.out.replace(".png", f"-{args.question.index(q) + 1}.png"))
@@ -224,6 +227,8 @@ def main() -> int:
     ap.add_argument("--page", action="store_true",
                     help="wait until the inspector shows the passage's page (documents)")
     ap.add_argument("--no-heatmap", action="store_true", help="hide the heat map dock")
+    ap.add_argument("--show-guess", action="store_true",
+                    help="click 'Show the guess' on answers that say 'not found'")
     ap.add_argument("--each", action="store_true",
                     help="a picture after each answer: OUT-1.png, OUT-2.png, ...")
     ap.add_argument("--import-folder", metavar="FOLDER",

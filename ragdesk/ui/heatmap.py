@@ -542,14 +542,17 @@ class HeatMapPanel(QWidget):
             return
         self.map.mode = mode
         unit = "piece" if self.pieces_box.isChecked() else "word"
-        formula = (f"p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>): which passage generated "
-                   f"each {unit}" if mode == "token" else
-                   f"p(z | x, y<sub>≤i</sub>): the running posterior after each {unit}")
-        q = f"<b>{html.escape(elide(question, 80))}</b> &nbsp;—&nbsp; " if question else ""
+        # Short, so the grid keeps its rows in a low dock (1280x720); the words are in the
+        # tooltip.
+        formula = (f"p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>) per {unit}" if mode == "token"
+                   else f"p(z | x, y<sub>≤i</sub>) after each {unit}")
+        what = (f"which passage generated each {unit}" if mode == "token"
+                else f"the running posterior after each {unit}")
+        q = f"<b>{html.escape(elide(question, 48))}</b> &nbsp;—&nbsp; " if question else ""
         extra = f" &nbsp;·&nbsp; <i>{html.escape(note)}</i>" if note else ""
         self.caption.setText(f"{q}{formula} (%){extra}")
         self.caption.setToolTip(
-            f"Rows: retrieved passages. Columns: the answer's {unit}s"
+            f"The {what}. Rows: retrieved passages. Columns: the answer's {unit}s"
             + ("" if unit == "piece" else " (a word of several pieces shows their mean; "
                "RAG-Sequence: the posterior after its last piece)")
             + f". The strip above each column is the colour the chat gives that {unit}.")

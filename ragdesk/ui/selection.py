@@ -20,9 +20,9 @@ def answer_note(card: AnswerCard) -> str | None:
     """What the card says about its answer that the heat map repeats."""
     a, summary = card.answer, card.summary
     if a is not None and a.abstained and not a.cancelled:
-        return "the best guess: the snapshot does not seem to hold the answer"
+        return "the best guess (not found in the snapshot)"
     if summary is not None and summary.mixed:
-        return "no single passage holds this answer"
+        return "from several passages"
     return None
 
 

@@ -63,7 +63,8 @@ def test_the_heat_map_has_a_column_per_word_and_the_pieces_one_click_away(qtbot:
     hm = panel.map
     hm.set_data(ans.tokens, ans.docs)
     assert [hm._token_label(i) for i in range(len(hm.words))] == WORDS
-    assert "each word" in panel.caption.text()
+    assert "per word" in panel.caption.text()
+    assert "which passage generated each word" in panel.caption.toolTip()
     year = len(WORDS) - 1
     pieces = hm.words[year].pieces
     for k in range(4):
@@ -76,7 +77,7 @@ def test_the_heat_map_has_a_column_per_word_and_the_pieces_one_click_away(qtbot:
                          pos=hm.cell_rect(year, 2).center().toPoint())
     assert sig.args == [year, 2]
     panel.pieces_box.click()  # the per-piece view
-    assert len(hm.words) == len(PIECES) and "each piece" in panel.caption.text()
+    assert len(hm.words) == len(PIECES) and "per piece" in panel.caption.text()
     assert hm._token_label(4) == "␣" and hm._token_label(5) == "2"
     assert hm.value(5, 1) == ans.tokens[5].posterior[1]
 
