@@ -702,13 +702,18 @@ def test_style_and_grounding_choices_reach_the_engine(qtbot, window, tiny_models
     """"Quote the passages" makes the answer a span of a cited passage."""
     from ragdesk.core.engine.grounding import normalize_span
 
-    question = f"what is known about {tiny_models.corpus[A_ARTICLES][2][0]}?"
     c = window.controls
     c.answer_style.setCurrentIndex(c.answer_style.findData("sentence"))
     assert window.params().grounded is None  # automatic until chosen
     c.grounded.setCurrentIndex(c.grounded.findData("on"))
     assert (window.params().style, window.params().grounded) == ("sentence", True)
-    answer = ask(qtbot, window, question)
-    assert answer.grounded and answer.style == "sentence"
-    text = normalize_span(answer.text)
-    assert text and any(text in normalize_span(f"{d.title}\n{d.text}") for d in answer.docs)
+    said = 0
+    for k in (2, 3, 4):
+        question = f"what is known about {tiny_models.corpus[A_ARTICLES][k][0]}?"
+        answer = ask(qtbot, window, question)
+        assert answer.grounded and answer.style == "sentence"
+        text = normalize_span(answer.text)
+        # empty only where the random model spelled into a dead end: no passage says that
+        assert any(text in normalize_span(f"{d.title}\n{d.text}") for d in answer.docs)
+        said += bool(text)
+    assert said >= 1
