@@ -147,17 +147,20 @@ def test_human_mode_streams_tokens_as_they_come(cli: Any, snapshot_dir: Path,  #
     from ragdesk.cli import ask_cmd
 
     seen: list[str] = []
-    real = ask_cmd._stream_to_stdout
+    real = ask_cmd._StdoutStream.__call__
 
-    def record(tok: Any) -> None:
+    def record(self: Any, tok: Any) -> None:
         seen.append(tok.text)
-        real(tok)
+        real(self, tok)
 
-    monkeypatch.setattr(ask_cmd, "_stream_to_stdout", record)
+    monkeypatch.setattr(ask_cmd._StdoutStream, "__call__", record)
     code, out, err = cli("ask", "who wrote the first book", *_models(tiny_models), "--docs",
                          "2", "--max-new-tokens", "5")
     assert code == 0, err
     text = "".join(seen)
     assert seen and text.strip()
     head = out.split("\n\nRAG-Token", 1)[0]
-    assert head.strip() == text.strip()
+    # the streamed answer once, then how far to trust it
+    answer, verdict = head.strip().split("\n\n")
+    assert answer == text.strip()
+    assert verdict.startswith("Confidence unknown")

@@ -21,6 +21,7 @@ import pytest
 from ragdesk.core.documents.model import DocumentError
 from ragdesk.core.documents.parse_docx import parse_docx
 from tests.documents.makers import write_docx
+from tests.redteam.peak_rss import SCRIPT, peak_kb
 
 _HEAD = ('<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n'
          '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
@@ -120,13 +121,7 @@ def test_a_long_document_under_the_caps_still_reads_quickly(tmp_path: Path) -> N
     assert time.monotonic() - start < 30  # minutes before: a style scan per paragraph
 
 
-_RSS_SCRIPT = """
-import resource, sys
-from ragdesk.cli.main import main
-code = main(sys.argv[1:])
-print(f"PEAK_KB={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
-sys.exit(code)
-"""
+_RSS_SCRIPT = SCRIPT
 
 
 def test_folder_import_refuses_them_in_bounded_memory(bombs: dict[str, Path], tiny_models,  # type: ignore[no-untyped-def]
@@ -143,6 +138,6 @@ def test_folder_import_refuses_them_in_bounded_memory(bombs: dict[str, Path], ti
     for name in ("long.docx", "bomb.docx", "liar.docx"):
         assert f"{name}: " in warnings, warnings
     assert "zip bomb" in warnings
-    peak_kb = int(proc.stderr.rsplit("PEAK_KB=", 1)[1].split()[0])
-    print(f"peak RSS of the folder import: {peak_kb / 1024:.0f} MB")
-    assert peak_kb < 1024 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
+    peak = peak_kb(proc.stderr)
+    print(f"peak RSS of the folder import: {peak / 1024:.0f} MB")
+    assert peak < 1024 * 1024, f"peak RSS {peak / 1024:.0f} MB"

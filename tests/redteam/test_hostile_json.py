@@ -21,6 +21,7 @@ import pytest
 
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.safe_json import iter_lines_bounded, loads_bounded
+from tests.redteam.peak_rss import SCRIPT, peak_kb
 
 DEEP_ARRAY = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 40_000 + "1" + "}" * 40_000
@@ -102,14 +103,7 @@ def test_format_sniffing_survives_a_deep_first_line(cli, tiny_models, tmp_path: 
 
 # ---- endless streams -------------------------------------------------------------------
 
-_RSS_SCRIPT = """
-import resource, sys
-from ragdesk.cli.main import main
-code = main(sys.argv[1:])
-peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(f"PEAK_KB={peak_kb}", file=sys.stderr)
-sys.exit(code)
-"""
+_RSS_SCRIPT = SCRIPT
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
@@ -124,8 +118,8 @@ def test_endless_stream_is_refused_in_bounded_memory(tmp_path: Path,
         env={**os.environ, "RAGDESK_DATA_DIR": str(tmp_path / "data")})
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "no line break" in proc.stderr and "/dev/zero, line 1" in proc.stderr
-    peak_kb = int(proc.stderr.rsplit("PEAK_KB=", 1)[1].split()[0])
-    assert peak_kb < 1024 * 1024, f"peak RSS {peak_kb / 1024:.0f} MB"
+    peak = peak_kb(proc.stderr)
+    assert peak < 1024 * 1024, f"peak RSS {peak / 1024:.0f} MB"
 
 
 def test_eval_from_stdin_endless_stream(tmp_path: Path) -> None:

@@ -95,7 +95,7 @@ def test_a_broken_snapshot_never_becomes_active(
     data, catalog, _ = two
     (data.snapshot_dir("b") / "embeddings.npy").unlink()
     lib = SnapshotLibrary(data, catalog)
-    with pytest.raises(CorruptSnapshotError, match=r"embeddings\.npy is missing"):
+    with pytest.raises(CorruptSnapshotError, match=r"embeddings\.npy: missing"):
         lib.switch("b")
     assert catalog.active_snapshot() == "a"
     lib.close()
