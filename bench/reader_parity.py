@@ -7,7 +7,7 @@ the other through transformers' forward with its own cache (``lean_decoder=False
 are the starter snapshot's dense top K for each question.
 
     RAGDESK_DATA_DIR=... python -m bench.reader_parity ../shared/data/nq-open-dev.jsonl \\
-        --questions 20 --docs 2 --modes together token --out bench/results/reader_parity.json
+        --questions 20 --docs 1 --modes together --out bench/results/reader.json
 """
 
 from __future__ import annotations
