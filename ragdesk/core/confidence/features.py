@@ -52,6 +52,16 @@ def holders(answer_text: str, docs: Sequence[RetrievedDoc]) -> list[bool]:
     return [matcher.matches(passage_string(d.title, d.text)) for d in docs]
 
 
+def source_counts(answer: Answer) -> list[int]:
+    """How many of the answer's tokens cite each passage (by shown source): the one count
+    behind the source bar, the quoted passage and the features."""
+    counts = [0] * len(answer.docs)
+    for t in answer.tokens:
+        if 0 <= t.source < len(counts):
+            counts[t.source] += 1
+    return counts
+
+
 def _share_of(words: Sequence[str], within: set[str]) -> float:
     return sum(1 for w in words if w in within) / len(words) if words else 0.0
 
@@ -64,10 +74,7 @@ def answer_features(answer: Answer) -> dict[str, float]:
     scores = [float(d.score) for d in docs]
     probs = [float(d.prob) for d in docs]
     held = holders(answer.text, docs) if answer.text.strip() else [False] * len(docs)
-    counts = [0] * len(docs)
-    for t in answer.tokens:
-        if 0 <= t.source < len(docs):
-            counts[t.source] += 1
+    counts = source_counts(answer)
     quoted = max(range(len(docs)), key=counts.__getitem__) if docs and n_tok else None
     q_words = [w for w in answer_tokens(answer.question) if w not in _STOP]
     a_words = answer_tokens(answer.text)

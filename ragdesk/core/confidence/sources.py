@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ragdesk.core.confidence.features import holders
+from ragdesk.core.confidence.features import holders, source_counts
 from ragdesk.core.matching import answer_tokens
 from ragdesk.core.types import Answer, AnswerToken
 
@@ -67,10 +67,7 @@ def summarize_sources(answer: Answer) -> SourceSummary:
     """Shares, the primary passage and whether the answer is mixed: what the source bar, the
     heat map's header and the inspector all show."""
     k = len(answer.docs)
-    counts = [0] * k
-    for t in answer.tokens:
-        if 0 <= t.source < k:
-            counts[t.source] += 1
+    counts = source_counts(answer)
     total = sum(counts)
     shares = [c / total for c in counts] if total else [0.0] * k
     primary = max(range(k), key=shares.__getitem__) if total else None

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from ragdesk.core.confidence.sources import summarize_sources
 from ragdesk.core.evaluation.metrics import (
     DEFAULT_KS,
     AnswerMatcher,
@@ -333,11 +334,8 @@ class _Run:
         r.confidence = float(conf) if conf is not None else None
         r.abstained = bool(getattr(ans, "abstained", False))
         r.features = {k: float(v) for k, v in (getattr(ans, "features", {}) or {}).items()}
-        if toks:
-            counts: dict[int, int] = {}
-            for t in toks:
-                counts[t.source] = counts.get(t.source, 0) + 1
-            r.source = max(counts, key=counts.__getitem__)
+        if toks and used:
+            r.source = summarize_sources(ans).primary
 
 
 def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, Any]:
