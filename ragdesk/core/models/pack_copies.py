@@ -12,12 +12,10 @@ same name looked, and it deleted the old copy the registration still used.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,32 +76,18 @@ def settle(data: DataDir, catalog: Catalog, name: str) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _try_lock(data: DataDir, name: str) -> Iterator[bool]:
-    from filelock import FileLock, Timeout
-
-    lock = FileLock(str(pack_lock_path(data, name)))
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        yield False
-        return
-    try:
-        yield True
-    finally:
-        lock.release()
-
-
 def settle_all(data: DataDir, catalog: Catalog) -> None:
     """:func:`settle` every pack with leftovers whose import is not running (cheap when
     there are none: one directory listing)."""
+    from ragdesk.core.snapshots.locks import try_hold
+
     models_dir = data.models_dir
     if not models_dir.is_dir():
         return
     names = {p.name[1:].rsplit(f".{kind}-", 1)[0] for kind in (OLD, STAGING)
              for p in models_dir.glob(f".*.{kind}-*")}
     for name in sorted(names):
-        with _try_lock(data, name) as mine:
+        with try_hold(pack_lock_path(data, name)) as mine:
             if mine:
                 try:
                     settle(data, catalog, name)

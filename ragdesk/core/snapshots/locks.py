@@ -85,7 +85,14 @@ def hold_import(data: DataDir, name: str, slug: str) -> Iterator[None]:
 def try_hold_import(data: DataDir, slug: str) -> Iterator[bool]:
     """The import lock of ``slug`` if nobody holds it (True), else nothing (False): for
     recovery, which must never finish what a live import is in the middle of."""
-    path = import_lock_path(data, slug)
+    with try_hold(import_lock_path(data, slug)) as mine:
+        yield mine
+
+
+@contextlib.contextmanager
+def try_hold(path: Path) -> Iterator[bool]:
+    """The file lock at ``path`` if nobody holds it (True), else nothing (False), without
+    waiting: recovery leaves alone whatever a live process holds."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path))
     try:
