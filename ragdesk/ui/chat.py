@@ -465,7 +465,11 @@ class AnswerCard(QFrame):
         self.selected = False
         self.setObjectName("AnswerCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+        # Preferred, not Maximum: the column caps a Maximum card at its plain size hint,
+        # which Qt works out for a wider card than a narrow pane holds, so wrapped text (a
+        # long queued notice) lost lines at its top and bottom. The column's stretch keeps
+        # a card from growing past its content.
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(16, 12, 16, 12)
