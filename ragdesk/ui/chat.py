@@ -76,6 +76,8 @@ def _nbsp(text: str) -> str:
 
 def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mode: str) -> str:
     """The tooltip of one token: its text and its full distribution over the K passages."""
+    if mode == "together":
+        return quoted_html(tok, docs)
     what = ("p(z | x, yᵢ, y&lt;ᵢ)" if mode == "token" else "running p(z | x, y≤ᵢ)")
     src = tok.source
     rows = []
@@ -92,6 +94,22 @@ def distribution_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None, mod
     return (f"<div style='white-space:pre'><b>“{shown}”</b> &nbsp;from [{src + 1}]"
             f"<br/><span style='font-size:small'>{what}</span></div>"
             f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>")
+
+
+def quoted_html(tok: AnswerToken, docs: Sequence[RetrievedDoc] | None) -> str:
+    """The tooltip of a token read together: the passage its span is quoted from, and no
+    distribution (the token carries only the retrieval prior: one prompt held them all)."""
+    shown = html.escape(tok.text.strip() or repr(tok.text))
+    q = tok.quoted_from
+    if q is None:
+        where = "held by none of the retrieved passages"
+    else:
+        title = elide(docs[q].title, 40) if docs and q < len(docs) else f"passage {q + 1}"
+        where = (f"quoted from <span style='color:{passage_color(q).name()}'>■</span> "
+                 f"[{q + 1}]&nbsp;{_nbsp(title)}")
+    return (f"<div style='white-space:pre'><b>“{shown}”</b> &nbsp;{where}"
+            "<br/><span style='font-size:small'>Read together: all passages in one prompt, "
+            "so no share per passage</span></div>")
 
 
 CLOSEST_PASSAGES = ("Closest passages (none of them seems to hold the answer; they are not "
@@ -681,8 +699,10 @@ class AnswerCard(QFrame):
 
     def _update_meta(self) -> None:
         p = self.params
-        parts = [MODE_NAMES.get(p.mode, p.mode)]
-        if p.mode == "sequence":
+        # How the answer was read, once it says so; until then what was asked for.
+        mode = self.answer.mode if self.answer is not None else p.mode
+        parts = [MODE_NAMES.get(mode, mode)]
+        if mode == "sequence":
             parts.append(f"{p.decoding} decoding")
         a = self.answer
         if a is not None and a.docs and len(a.docs) < p.n_docs:

@@ -1,11 +1,17 @@
 """The posterior heat map (the paper's Figure 2): passages down, the answer's words across,
 each cell the probability that the word came from that passage (sub-word pieces merged as
-:mod:`ragdesk.ui.words` does; one click shows the pieces). Painted with QPainter."""
+:mod:`ragdesk.ui.words` does; one click shows the pieces). Painted with QPainter.
+
+An answer read together (all passages in one prompt) has no such rows: no decoder quantity
+says which passage a word came from, and every token carries the retrieval prior. The map
+then shows one row instead, the passage each word's span is quoted from (the core's
+``AnswerToken.quoted_from``), and no scale."""
 
 from __future__ import annotations
 
 import bisect
 import html
+from collections import Counter
 from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QMargins, QPointF, QRectF, QSize, Qt, QTimer, Signal
@@ -53,6 +59,20 @@ SWATCH_PX = 10  # the passage-colour bar before each row label, with its gap
 SOURCE_STRIP = 4
 COLORBAR_W = 12
 QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum"
+TOGETHER = "together"  # ragdesk.core.options: the passages read in one prompt
+QUOTED_LABEL = "Quoted from"
+NOT_QUOTED = "–"  # a word no retrieved passage holds (or, while streaming, not judged yet)
+
+
+def quoted_source(tokens: Sequence[AnswerToken], pieces: Sequence[int]) -> int | None:
+    """The passage a word's pieces are quoted from, as most of them say; None when none is
+    (ties go to the better-ranked passage)."""
+    quoted = [q for i in pieces if i < len(tokens) and (q := tokens[i].quoted_from) is not None]
+    votes = Counter(quoted)
+    if not votes:
+        return None
+    best = max(votes.values())
+    return min(k for k, n in votes.items() if n == best)
 
 
 def label_width(widest: float, grid_w: float, available: float | None,
@@ -143,6 +163,25 @@ class PosteriorHeatMap(QWidget):
         self.selected_passage = k
         self.update()
 
+    @property
+    def quoted(self) -> bool:
+        """One row of quoted-from passages instead of a row per passage (read together)."""
+        return self.mode == TOGETHER
+
+    def rows(self) -> int:
+        return 1 if self.quoted else self.k
+
+    def quoted_from(self, i: int) -> int | None:
+        """The passage word ``i`` is quoted from (read together), None: none holds it."""
+        q = quoted_source(self.tokens, self.words[i].pieces)
+        return q if q is not None and q < max(self.k, len(self.docs)) else None
+
+    def column_source(self, i: int) -> int | None:
+        """The passage whose colour word ``i`` wears above its column."""
+        if self.quoted:
+            return self.quoted_from(i)
+        return self.words[i].source if self.words[i].posterior else None
+
     def value(self, i: int, k: int) -> float:
         post = self.words[i].posterior
         return post[k] if k < len(post) else 0.0
@@ -161,13 +200,15 @@ class PosteriorHeatMap(QWidget):
             self._relayout()
 
     def _row_label(self, k: int) -> str:
+        if self.quoted:
+            return QUOTED_LABEL
         if k < len(self.docs):
             return f"[{k + 1}] {' '.join(self.docs[k].title.split())}"
         return f"[{k + 1}]"
 
     def _label_font(self, k: int) -> QFont:
         f = QFont(self.font())
-        f.setWeight(QFont.Weight.DemiBold if k == self.selected_passage
+        f.setWeight(QFont.Weight.DemiBold if k == self.selected_passage and not self.quoted
                     else QFont.Weight.Normal)
         return f
 
@@ -191,7 +232,7 @@ class PosteriorHeatMap(QWidget):
         bold = QFont(self.font())
         bold.setWeight(QFont.Weight.DemiBold)
         bfm = QFontMetricsF(bold)
-        widest = max((bfm.horizontalAdvance(self._row_label(k)) for k in range(self.k)),
+        widest = max((bfm.horizontalAdvance(self._row_label(k)) for k in range(self.rows())),
                      default=40.0) + 1
         cols = [max(CELL_W, fm.horizontalAdvance(self._token_label(i)) + 12)
                 for i in range(len(self.words))]
@@ -219,7 +260,7 @@ class PosteriorHeatMap(QWidget):
     def grid_rect(self) -> QRectF:
         xs = self._xs
         y = PAD + self._band + SOURCE_STRIP + 3
-        return QRectF(xs[0], y, xs[-1] - xs[0], CELL_H * self.k)
+        return QRectF(xs[0], y, xs[-1] - xs[0], CELL_H * self.rows())
 
     def cell_rect(self, i: int, k: int) -> QRectF:
         xs = self._xs
@@ -232,7 +273,12 @@ class PosteriorHeatMap(QWidget):
             return None
         i = bisect.bisect_right(self._xs, pos.x()) - 1
         k = int((pos.y() - g.y()) // CELL_H)
-        if 0 <= i < len(self.words) and 0 <= k < self.k:
+        if not 0 <= i < len(self.words):
+            return None
+        if self.quoted:  # the one row: the cell stands for the passage the word is quoted from
+            q = self.quoted_from(i)
+            return (i, q) if k == 0 and q is not None else None
+        if 0 <= k < self.k:
             return i, k
         return None
 
@@ -276,24 +322,41 @@ class PosteriorHeatMap(QWidget):
 
     def _paint_row_labels(self, p: QPainter, text: QColor) -> None:
         """Row labels with the passage's colour."""
-        for k in range(self.k):
+        for k in range(self.rows()):
             r = self.cell_rect(0, k)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(passage_color(k))
-            p.drawRoundedRect(QRectF(PAD, r.y() + 6, 4, CELL_H - 12), 2, 2)
+            if not self.quoted:
+                p.setPen(Qt.PenStyle.NoPen)
+                p.setBrush(passage_color(k))
+                p.drawRoundedRect(QRectF(PAD, r.y() + 6, 4, CELL_H - 12), 2, 2)
             p.setFont(self._label_font(k))
             p.setPen(text)
             p.drawText(QRectF(PAD + SWATCH_PX, r.y(), self._label_w + 1, CELL_H),
                        Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
                        self.row_label_text(k))
 
+    def quoted_cell_text(self, i: int) -> str:
+        q = self.quoted_from(i)
+        return NOT_QUOTED if q is None else f"[{q + 1}]"
+
+    def _paint_quoted_cell(self, p: QPainter, pal: QPalette, i: int) -> None:
+        r = self.cell_rect(i, 0).adjusted(0.5, 0.5, -0.5, -0.5)
+        q = self.quoted_from(i)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(passage_tint(q, pal) if q is not None else pal.color(QPalette.ColorRole.Base))
+        p.drawRect(r)
+        p.setPen(pal.color(QPalette.ColorRole.Text) if q is not None
+                 else pal.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        p.drawText(r, Qt.AlignmentFlag.AlignCenter, self.quoted_cell_text(i))
+
     def _paint_cells(self, p: QPainter, pal: QPalette, text: QColor) -> None:
         g = self.grid_rect()
         small = self._small_font()
         stops = heat_ramp(pal)
         p.setFont(small)
-        for i, word in enumerate(self.words):
-            for k in range(self.k):
+        for i, _word in enumerate(self.words):
+            if self.quoted:
+                self._paint_quoted_cell(p, pal, i)
+            for k in range(0 if self.quoted else self.k):
                 v = self.value(i, k)
                 r = self.cell_rect(i, k)
                 bg = heat_color(v, stops=stops)
@@ -305,14 +368,15 @@ class PosteriorHeatMap(QWidget):
                     p.drawText(r, Qt.AlignmentFlag.AlignCenter, f"{round(v * 100)}")
             # Above each column: the token as the chat shows it, on its source's tint.
             col = self.cell_rect(i, 0)
-            if word.posterior:
+            source = self.column_source(i)
+            if source is not None:
                 strip = QRectF(col.x() + 1, g.y() - SOURCE_STRIP - 3, col.width() - 2,
                                SOURCE_STRIP)
                 p.setPen(Qt.PenStyle.NoPen)
-                p.setBrush(passage_color(word.source))
+                p.setBrush(passage_color(source))
                 p.drawRoundedRect(strip, 1.5, 1.5)
                 label = QRectF(col.x() + 1, PAD, col.width() - 2, self._label_band() - 2)
-                p.setBrush(passage_tint(word.source, pal))
+                p.setBrush(passage_tint(source, pal))
                 p.drawRoundedRect(label, 3, 3)
             p.setFont(self.font())
             p.setPen(text)
@@ -323,7 +387,14 @@ class PosteriorHeatMap(QWidget):
     def _paint_marks(self, p: QPainter, pal: QPalette, text: QColor) -> None:
         """The selected passage's row, and the hovered and keyboard cells."""
         g = self.grid_rect()
-        if self.selected_passage is not None and self.selected_passage < self.k:
+        if self.quoted and self.selected_passage is not None:
+            # The words quoted from the selected passage.
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2))
+            for i in range(len(self.words)):
+                if self.quoted_from(i) == self.selected_passage:
+                    p.drawRect(self.cell_rect(i, 0))
+        elif self.selected_passage is not None and self.selected_passage < self.k:
             row = QRectF(g.x(), g.y() + self.selected_passage * CELL_H, g.width(), CELL_H)
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.setPen(QPen(pal.color(QPalette.ColorRole.Highlight), 2))
@@ -333,14 +404,24 @@ class PosteriorHeatMap(QWidget):
             if cell is not None:
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.setPen(QPen(color, 1.5))
-                p.drawRect(self.cell_rect(*cell).adjusted(1, 1, -1, -1))
+                i, k = cell
+                p.drawRect(self.cell_rect(i, 0 if self.quoted else k).adjusted(1, 1, -1, -1))
 
     # ---- interaction -----------------------------------------------------------------------
 
     def tooltip_text(self, i: int, k: int) -> str:
-        title = self.docs[k].title if k < len(self.docs) else f"passage {k + 1}"
         word = self.words[i]
         what = "piece" if self.pieces else "word"
+        if self.quoted:
+            q = self.quoted_from(i)
+            if q is None:
+                return (f"{what} {i + 1} “{word.label}”\nheld by none of the retrieved "
+                        "passages (read together: no passage is its source)")
+            title = self.docs[q].title if q < len(self.docs) else f"passage {q + 1}"
+            return (f"{what} {i + 1} “{word.label}”\nquoted from [{q + 1}] {elide(title, 50)}"
+                    "\n(read together: the passages were read in one prompt, so there is "
+                    "no probability per passage)")
+        title = self.docs[k].title if k < len(self.docs) else f"passage {k + 1}"
         out = (f"{what} {i + 1} “{word.label}”\n[{k + 1}] {elide(title, 50)}\n"
                f"posterior {self.value(i, k):.3f}")
         if len(word.pieces) > 1:
@@ -377,6 +458,9 @@ class PosteriorHeatMap(QWidget):
         if not self.words:
             super().keyPressEvent(event)
             return
+        if self.quoted:
+            self._quoted_key(event)
+            return
         i, k = self.cursor_cell or (0, self.selected_passage or 0)
         key = event.key()
         moves = {Qt.Key.Key_Left: (-1, 0), Qt.Key.Key_Right: (1, 0),
@@ -394,6 +478,27 @@ class PosteriorHeatMap(QWidget):
             self.selected_passage = k
             self.update()
             self.cellClicked.emit(i, k)
+        else:
+            super().keyPressEvent(event)
+
+    def _quoted_key(self, event: QKeyEvent) -> None:
+        """Left and right move along the one row; Enter shows the word's passage."""
+        i = self.cursor_cell[0] if self.cursor_cell else 0
+        key = event.key()
+        if key in (Qt.Key.Key_Left, Qt.Key.Key_Right):
+            i = min(max(i + (1 if key == Qt.Key.Key_Right else -1), 0), len(self.words) - 1)
+            self.cursor_cell = (i, self.quoted_from(i) or 0)
+            self.update()
+            r = self.cell_rect(i, 0)
+            QToolTip.showText(self.mapToGlobal(r.bottomRight().toPoint()),
+                              self.tooltip_text(i, 0), self)
+        elif key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Space):
+            q = self.quoted_from(i)
+            self.cursor_cell = (i, q or 0)
+            if q is not None:
+                self.selected_passage = q
+                self.cellClicked.emit(i, q)
+            self.update()
         else:
             super().keyPressEvent(event)
 
@@ -443,7 +548,7 @@ class ColourBar(QWidget):
         return QRectF(8, top, COLORBAR_W, max(20.0, height))
 
     def paintEvent(self, event: QPaintEvent) -> None:
-        if not self.heat.tokens:
+        if not self.heat.tokens or self.heat.quoted:
             return
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -542,14 +647,25 @@ class HeatMapPanel(QWidget):
             return
         self.map.mode = mode
         unit = "piece" if self.pieces_box.isChecked() else "word"
+        # No probabilities to scale (read together): the scale goes.
+        self.colour_bar.setVisible(mode != TOGETHER)
+        q = f"<b>{html.escape(elide(question, 48))}</b> &nbsp;—&nbsp; " if question else ""
+        extra = f" &nbsp;·&nbsp; <i>{html.escape(note)}</i>" if note else ""
+        if mode == TOGETHER:
+            self.caption.setText(f"{q}Read together: the passage each {unit} is quoted from"
+                                 f"{extra}")
+            self.caption.setToolTip(
+                "The passages were read together, in one prompt, so no number says how much "
+                f"each passage gave each {unit}: there are no per-passage rows. Each {unit} "
+                "shows the passage its span is quoted from (“–”: none of the retrieved "
+                "passages holds it).")
+            return
         # Short, so the grid keeps its rows in a low dock (1280x720); the words are in the
         # tooltip.
         formula = (f"p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>) per {unit}" if mode == "token"
                    else f"p(z | x, y<sub>≤i</sub>) after each {unit}")
         what = (f"which passage generated each {unit}" if mode == "token"
                 else f"the running posterior after each {unit}")
-        q = f"<b>{html.escape(elide(question, 48))}</b> &nbsp;—&nbsp; " if question else ""
-        extra = f" &nbsp;·&nbsp; <i>{html.escape(note)}</i>" if note else ""
         self.caption.setText(f"{q}{formula} (%){extra}")
         self.caption.setToolTip(
             f"The {what}. Rows: retrieved passages. Columns: the answer's {unit}s"

@@ -6,6 +6,10 @@ the answer up to word i, word i itself, and the posterior stored with its pieces
 running p(z | x, y_≤i) after its last piece; see :mod:`ragdesk.ui.words`). "Sub-word pieces"
 steps through the pieces the generator wrote instead, each with its own stored posterior.
 Nothing is recomputed: the bars are the floats in ``Answer.tokens[i].posterior``.
+
+An answer read together (all passages in one prompt) has no posterior that moves: each of its
+tokens carries the retrieval prior. Its steps say so, and name the passage each word's span is
+quoted from instead of the passage "mostly" behind it.
 """
 
 from __future__ import annotations
@@ -37,9 +41,13 @@ from PySide6.QtWidgets import (
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.types import Answer
 from ragdesk.ui.explore.palette import ink, muted, rank_colour
+from ragdesk.ui.heatmap import quoted_source
 from ragdesk.ui.words import Word, as_words, piece_label
 
 POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
+TOGETHER = "together"
+TOGETHER_CAPTION = ("Read together: one prompt held all the passages, so nothing moves from "
+                    "word to word; the bars stay the retrieval prior p(z|x)")
 
 ROW_PX = 26
 LABEL_FRACTION = 0.42
@@ -194,6 +202,7 @@ class AnswerSteps(QWidget):
             self.caption.setText("Retrieval prior p(z|x)")
         else:
             word = self.words[s - 1]
+            together = self.answer.mode == TOGETHER
             # Earlier words get a light tint of their main source, the current one a strong
             # tint: the answer reads as a strip of where each part came from.
             done = "".join(_tinted(w, 0.16) for w in self.words[: s - 1])
@@ -204,14 +213,24 @@ class AnswerSteps(QWidget):
             finished = " (finished)" if step > self.step_count else ""
             self.token_label.setText(
                 f"Step {s} of {self.step_count}{finished}: chose "
-                f"<b>“{self._shown(word)}”</b>{self._pieces_note(word)}, mostly from "
-                f"<b style='color:{rank_colour(word.source).name()}'>[{word.source + 1}]</b>")
-            self.caption.setText(f"Document posterior {self._posterior_name}"
+                f"<b>“{self._shown(word)}”</b>{self._pieces_note(word)}, "
+                + (self._quoted(word) if together else
+                   f"mostly from <b style='color:{rank_colour(word.source).name()}'>"
+                   f"[{word.source + 1}]</b>"))
+            self.caption.setText(TOGETHER_CAPTION if together else
+                                 f"Document posterior {self._posterior_name}"
                                  + self._how(word))
         self.bars.set_data(self._labels, self.expected_values(s))
 
     def _shown(self, word: Word) -> str:
         return _visible(word.text) if self.pieces else html.escape(word.label)
+
+    def _quoted(self, word: Word) -> str:
+        """Where a word read together is quoted from, as most of its pieces say."""
+        q = quoted_source(self.answer.tokens, word.pieces)
+        if q is None:
+            return "held by none of the passages"
+        return f"quoted from <b style='color:{rank_colour(q).name()}'>[{q + 1}]</b>"
 
     def _pieces_note(self, word: Word) -> str:
         if len(word.pieces) < 2:
