@@ -126,7 +126,7 @@ def setup_timeline(root: Path, question: str) -> dict[str, Any]:
                          "answer_s": round(ans.timings.get("total_s", 0.0), 2)},
         "passages": rec.passages,
         "state": rec.state,
-        "precision": manifest["source"].get("precision"),
+        "precision": (manifest.get("precision") or {}).get("passages"),
         "encoder": manifest["encoder"],
         "snapshot_folder": str(folder),
         "load_at_first_answer": load_at_answer,
@@ -211,7 +211,8 @@ def reference_embeddings(new_folder: Path, ref_root: Path | None, encode: bool) 
         if _passages(folder) != _passages(new_folder):
             raise SystemExit(f"{folder} holds other passages than the new snapshot")
         m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        if m["source"].get("precision", "float32") != "float32":
+        made = (m.get("precision") or {}).get("passages") or m["source"].get("precision")
+        if (made or "float32") != "float32":
             raise SystemExit(f"{folder} was not encoded by today's (float32) encoder")
         return np.load(folder / "embeddings.npy", mmap_mode="r"), f"{folder} (read-only)"
     if not encode:

@@ -167,4 +167,5 @@ def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None, pack_name:
     name = session.pack_name(pack_name, snapshot.name)
     pack = session.pack(name)
     encoder = session.question_encoder_for(pack, snapshot.encoder, snapshot.name)
-    return snapshot, name, pack, encoder
+    # batch encoding (eval, calibrate) computes in the precision answers use for this snapshot
+    return snapshot, name, pack, encoder.at_precision(snapshot.query_precision)

@@ -21,7 +21,8 @@ def import_docs(args: argparse.Namespace, ctx: AppContext) -> int:
         raise BadInputError("--limit and --embeddings do not apply to a folder of documents.")
     res = import_folder(ctx.data, ctx.catalog, args.source, name=args.name,
                         encoder=args.encoder, default_pack=args.default_pack,
-                        progress=terminal_printer(sys.stderr), batch_size=args.batch_size)
+                        progress=terminal_printer(sys.stderr), batch_size=args.batch_size,
+                        precision=args.precision)
     # Files that could not be read are listed at the end, where they are not scrolled away.
     for warning in res.warnings:
         print(f"ragdesk: warning: skipped {terminal_safe(warning)}", file=sys.stderr)

@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.cli import calibrate_cmd
 from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
 from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.options import ENCODER_PRECISIONS
 from ragdesk.core.progress import terminal_printer
 from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
+    from ragdesk.core.encoders import EncoderPrecision
 
 IMPORT_EPILOG = """\
 formats (detected from the file, or given with --format):
@@ -101,6 +103,12 @@ def _register_import(isub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                      "with id and embedding columns; id = the passage's position from 0)")
     imp.add_argument("--default-pack", metavar="PACK",
                      help="model pack to answer with when this snapshot is active")
+    imp.add_argument("--precision", choices=list(ENCODER_PRECISIONS),
+                     help="what the encoder computes the passages and the questions asked of "
+                     "them in: float32 (the model's own forward, exact) or bfloat16 (about 3x "
+                     "faster passages on CPUs with native bfloat16); default: float32 for DPR "
+                     "encoders, bfloat16 passages and float32 questions for "
+                     "sentence-transformers where the CPU has native bfloat16")
     imp.add_argument("--batch-size", type=int, default=64, metavar="N",
                      help="passages encoded per batch (default 64)")
     imp.add_argument("--json", action="store_true", help="print the new snapshot as JSON")
@@ -171,11 +179,13 @@ def _progress() -> Any:
 
 def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.snapshots import recover
+    from ragdesk.core.snapshots.manifest import recorded_precision
 
     recover(ctx.data, ctx.catalog)
     snaps = ctx.catalog.list_snapshots()
+    made = {s.name: recorded_precision(ctx.data.snapshot_dir(s.slug)) for s in snaps}
     if args.json:
-        print_json([s.to_json() for s in snaps])
+        print_json([{**s.to_json(), "precision": _json_or_none(made[s.name])} for s in snaps])
         return 0
     if not snaps:
         print("No snapshots yet. Import one with `ragdesk index import` (see --help).")
@@ -189,11 +199,18 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
             for v in s.variants
         )
         state = s.state + (f": {s.error}" if s.error and s.state != "ready" else "")
+        precision = made[s.name]
         rows.append(["*" if s.active else "", s.name, state, f"{s.passages:,}",
-                     f"{s.encoder_id or '-'} ({s.dim or '-'}d)", variants or "-",
+                     f"{s.encoder_id or '-'} ({s.dim or '-'}d)",
+                     precision.label() if precision is not None else "-", variants or "-",
                      s.created_at])
-    print_table(["", "name", "state", "passages", "encoder", "variants", "created"], rows)
+    print_table(["", "name", "state", "passages", "encoder", "precision", "variants",
+                 "created"], rows)
     return 0
+
+
+def _json_or_none(precision: EncoderPrecision | None) -> dict[str, str] | None:
+    return None if precision is None else precision.to_json()
 
 
 def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
@@ -207,7 +224,8 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
     rec = import_snapshot(ctx.data, ctx.catalog, args.source, name=args.name,
                           encoder=args.encoder, fmt=args.fmt, limit=args.limit,
                           embeddings=args.embeddings, default_pack=args.default_pack,
-                          progress=_progress(), batch_size=args.batch_size)
+                          progress=_progress(), batch_size=args.batch_size,
+                          precision=args.precision)
     if args.json:
         print_json(rec.to_json())
     else:

@@ -42,6 +42,8 @@ DEFAULT_STYLE: Style = "short"
 # on CPUs that multiply it natively) or "int8".
 Precision = Literal["float32", "bfloat16", "int8"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+# what a passage and question encoder computes in (see ragdesk.core.encoders.precision)
+ENCODER_PRECISIONS: tuple[str, ...] = ("float32", "bfloat16")
 
 # Grounded decoding (answers are spans of the passages): None means "automatic", on for
 # causal generators — measured on the starter pack, where it raised exact match (see

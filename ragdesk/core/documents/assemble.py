@@ -18,7 +18,7 @@ from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.catalog.catalog import utcnow
 from ragdesk.core.documents.folder import DOCUMENTS_FILE, FileEntry, FolderRecord
 from ragdesk.core.documents.model import DocPassage
-from ragdesk.core.encoders import EncoderInfo
+from ragdesk.core.encoders import EncoderInfo, EncoderPrecision
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.snapshots.checked import update_verified
 from ragdesk.core.snapshots.chunking import PassageRow
@@ -58,7 +58,7 @@ class SnapshotSpec:
     encoder: EncoderInfo
     words: int
     parser_version: int
-    precision: str
+    precision: EncoderPrecision
     source_bytes: int = 0
 
 
@@ -122,13 +122,12 @@ def _manifest(build: Path, spec: SnapshotSpec, n: int, progress: ProgressCallbac
     stats: dict[str, os.stat_result] = {}
     files = checksum_files(build, names, "checksumming", progress, cancel, stats)
     source: dict[str, Any] = {"label": str(spec.root), "format": DOCS_FORMAT,
-                              "size": spec.source_bytes, "limit": None,
-                              "precision": spec.precision}
+                              "size": spec.source_bytes, "limit": None}
     manifest = Manifest(
         name=spec.name, slug=spec.slug, created=utcnow(), source=source, passages=n,
         encoder=spec.encoder, embeddings_dtype="float32", dim=spec.encoder.dim,
         variants={FLAT: VariantEntry(EMBEDDINGS_FILE, n * spec.encoder.dim * 4, {}, 1.0, 0.0)},
-        default_variant=FLAT, files=files)
+        default_variant=FLAT, files=files, precision=spec.precision)
     write_manifest(build, manifest)
     # the checksums just taken count as the files' first check: a first open of a
     # large snapshot does not hash it all again

@@ -38,7 +38,13 @@ from ragdesk.core.documents.folder import (
 from ragdesk.core.documents.model import DocumentError
 from ragdesk.core.documents.parsers import PARSER_VERSION, SUFFIXES, parse_file
 from ragdesk.core.documents.splitting import PASSAGE_WORDS, split_document
-from ragdesk.core.encoders import TextEncoder, load_encoder, passage_input
+from ragdesk.core.encoders import (
+    EncoderPrecision,
+    TextEncoder,
+    chosen_precision,
+    load_encoder,
+    passage_input,
+)
 from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
@@ -103,12 +109,13 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
                   name: str, encoder: str | os.PathLike[str] | TextEncoder | None,
                   default_pack: str | None = None, progress: ProgressCallback | None = None,
                   cancel: CancelToken | None = None, batch_size: int = 64,
-                  fast: bool = True) -> FolderImportResult:
+                  precision: str | None = None) -> FolderImportResult:
     """Import (or re-import) the documents under ``folder`` as the snapshot ``name``.
 
     A ready snapshot of that name imported from a folder is refreshed in place; any other
     snapshot of that name is refused. ``encoder`` None: the starter pack's all-MiniLM-L6-v2,
-    and the starter pack as the snapshot's default pack."""
+    and the starter pack as the snapshot's default pack. ``precision``: as
+    :func:`ragdesk.core.snapshots.import_snapshot`'s."""
     data.ensure()
     recover(data, catalog)
     root = _check_folder(folder)
@@ -127,9 +134,20 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
         enc = _encoder(encoder)
         if encoder is None and default_pack is None:
             default_pack = STARTER_PACK  # its question encoder matches these vectors
-        run = _FolderImport(data, catalog, root, name, slug, enc.fast() if fast else enc,
-                            previous, progress, cancel, batch_size, default_pack)
+        chosen = chosen_precision(enc.info, precision)
+        enc = enc.at_precision(chosen.passages)
+        run = _FolderImport(data, catalog, root, name, slug, enc, previous, progress, cancel,
+                            batch_size, default_pack)
+        run.precision = EncoderPrecision(enc.precision, chosen.questions)
         return run.run()
+
+
+def _passages_precision(snapshot_folder: Path) -> str | None:
+    try:
+        made = read_manifest(snapshot_folder).precision
+    except RagdeskError:
+        return None
+    return None if made is None else made.passages
 
 
 def _previous(data: DataDir, catalog: Catalog, name: str) -> tuple[Path, FolderRecord] | None:
@@ -164,6 +182,7 @@ class _FolderImport:
                                               "removed": [], "warnings": []}
         self.encoded = self.reused = 0
         self._job_t = 0.0
+        self.precision = EncoderPrecision.both(encoder.precision)
 
     # ---- the run --------------------------------------------------------------------
 
@@ -243,8 +262,9 @@ class _FolderImport:
         if self.previous is None:
             return {}
         _, record = self.previous
-        if not record.reusable_for(self.encoder.info.to_json(), PASSAGE_WORDS):
-            return {}  # another encoder or splitter: every vector is computed again
+        if (not record.reusable_for(self.encoder.info.to_json(), PASSAGE_WORDS)
+                or _passages_precision(self.previous[0]) != self.encoder.precision):
+            return {}  # another encoder, precision or splitter: every vector is computed again
         return dict(record.files)
 
     def _collect(self, job: int) -> tuple[list[FileUnit], int]:
@@ -333,7 +353,7 @@ class _FolderImport:
 
     def _write(self, units: list[FileUnit]) -> Manifest:
         spec = SnapshotSpec(self.name, self.slug, self.root, self.encoder.info, PASSAGE_WORDS,
-                            PARSER_VERSION, self.encoder.precision,
+                            PARSER_VERSION, self.precision,
                             source_bytes=sum(u.size for u in units))
         old = self.previous[0] if self.previous is not None else None
         return write_snapshot(self.work / swap.BUILD_DIRNAME, spec, units, old, self.progress,

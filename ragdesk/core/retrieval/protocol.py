@@ -32,6 +32,11 @@ class SearchableSnapshot(PassageSource, Protocol):
         """τ of p(z|x) for this snapshot's encoder (1 for DPR)."""
         ...
 
+    @property
+    def query_precision(self) -> str:
+        """The precision questions asked of it are encoded in ("float32", "bfloat16")."""
+        ...
+
     def check_query_encoder(self, info: EncoderInfo) -> None:
         """Raise ``EncoderMismatchError`` for a question encoder of another space."""
         ...

@@ -45,4 +45,5 @@ def encode_question(req: RetrievalRequest) -> np.ndarray:
     """The question's vector [1, dim], after checking the encoder fits the snapshot."""
     check_n_docs(req.n_docs, req.snapshot)
     req.snapshot.check_query_encoder(req.question_encoder.info)
-    return req.question_encoder.encode([req.question])
+    encoder = req.question_encoder.at_precision(req.snapshot.query_precision)
+    return encoder.encode([req.question])

@@ -24,8 +24,11 @@ from ragdesk.core.atomic import fsync_dir, remove_temp_files, write_json_atomic
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
 from ragdesk.core.catalog.catalog import unique_slug, utcnow
 from ragdesk.core.encoders import (
+    FLOAT32,
     EncoderInfo,
+    EncoderPrecision,
     TextEncoder,
+    chosen_precision,
     load_encoder,
     passage_input,
     token_length_order,
@@ -75,6 +78,7 @@ ENCODE_WINDOW = 16  # batches re-sorted together by token count
 COPY_ROWS = 65536
 JOB_UPDATE_INTERVAL_S = 1.0
 EMBEDDING_DTYPES = (np.float16, np.float32)
+PRECOMPUTED = "precomputed"  # the passages' precision when the vectors came with the import
 
 
 def _disk_full(exc: OSError, path: Path) -> RagdeskError | OSError:
@@ -134,7 +138,8 @@ class _Plan:
     precomputed_path: Path | None
     batch_size: int
     default_pack: str | None
-    fast: bool = True
+    # the passages' precision is what the encoder reaches (see TextEncoder.at_precision)
+    precision: EncoderPrecision
     staged: bool = False
     shards: EmbeddingShards | None = None  # --embeddings DIR
 
@@ -152,7 +157,8 @@ class _Plan:
             emb = {"path": str(self.precomputed_path), "size": st.st_size,
                    "mtime_ns": st.st_mtime_ns}
         return {"source": self.source.fingerprint(), "limit": self.limit,
-                "encoder": self.encoder.info.to_json(), "embeddings": emb}
+                "encoder": self.encoder.info.to_json(), "embeddings": emb,
+                "precision": self.precision.to_json()}
 
     @property
     def dtype(self) -> np.dtype[Any]:
@@ -368,10 +374,8 @@ class _Build:
         return done, bs
 
     def _encode(self, writer: PassageWriter, n: int) -> None:
-        # Bulk encoding runs the fused kernel (bf16 where the CPU has it: cosine 0.9999 to
-        # float32, same top-20 accuracy, about 3x faster); questions keep the exact forward.
-        enc = self.plan.encoder.fast() if self.plan.fast else self.plan.encoder
-        self.state["precision"] = enc.precision
+        enc = self.plan.encoder.at_precision(self.plan.precision.passages)
+        self.state["precision"] = enc.precision  # what runs: float32 where bf16 cannot
         mm = self._open_embeddings(n, enc.info.dim)
         # Longest first, ties by id: the same order (and batch boundaries) on every run,
         # so a resumed import computes exactly what an uninterrupted one would.
@@ -470,15 +474,16 @@ class _Build:
                                   "limit": self.plan.limit}
         if src.site:
             source["site"] = src.site  # where citations of a MediaWiki dump link to
+        passages = PRECOMPUTED if self.plan.has_vectors else str(
+            self.state.get("precision", self.plan.precision.passages))
         if self.plan.precomputed_path is not None:
             source["embeddings"] = str(self.plan.precomputed_path)
-        elif "precision" in self.state:
-            source["precision"] = self.state["precision"]  # how the vectors were computed
         manifest = Manifest(
             name=self.plan.name, slug=self.plan.slug, created=utcnow(), source=source,
             passages=n, encoder=info, embeddings_dtype=self.plan.dtype.name, dim=info.dim,
             variants={FLAT: VariantEntry(EMBEDDINGS_FILE, emb_bytes, {}, 1.0, 0.0)},
             default_variant=FLAT, files=files,
+            precision=EncoderPrecision(passages, self.plan.precision.questions),
         )
         write_manifest(self.staging, manifest)
         # the checksums just taken count as the files' first check: a first open of a
@@ -518,7 +523,7 @@ def _resolve_encoder(encoder: str | os.PathLike[str] | TextEncoder | None,
 def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name: str,
           encoder: str | os.PathLike[str] | TextEncoder | None, fmt: str | None,
           limit: int | None, embeddings: Path | None, default_pack: str | None,
-          batch_size: int) -> _Plan:
+          batch_size: int, precision: str | None) -> _Plan:
     name = name.strip()
     if not name:
         raise BadInputError("A snapshot needs a name.", hint="Pass --name NAME.")
@@ -550,7 +555,7 @@ def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name:
         else:
             precomputed = _open_precomputed(emb_path, enc.info)
     return _Plan(name, slug, src, enc, limit, precomputed, emb_path, batch_size, default_pack,
-                 shards=shards)
+                 chosen_precision(enc.info, precision), shards=shards)
 
 
 def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
@@ -593,6 +598,7 @@ def import_snapshot(
     staged: bool = False,
     on_stage: Callable[[str], None] | None = None,
     fast: bool = True,
+    precision: str | None = None,
 ) -> SnapshotRecord:
     """Import a snapshot (see the module docstring); resumes an interrupted import of the
     same name and arguments. ``encoder`` may be None only for the Vital Articles source,
@@ -600,8 +606,11 @@ def import_snapshot(
 
     ``staged``: build the BM25 index right after reading the passages, mark the snapshot
     answerable with BM25 (catalog ``stage`` = ``sparse``, see :mod:`.staged`) and call
-    ``on_stage(name)``, then encode. ``fast``: encode with the fused kernel
-    (:meth:`TextEncoder.fast`) rather than the exact transformers forward."""
+    ``on_stage(name)``, then encode. ``precision``: "float32" or "bfloat16" for the
+    passages and the questions asked of them (see :mod:`ragdesk.core.encoders.precision`;
+    None: the encoder's default); ``fast`` False means float32 where none is given."""
+    if not fast:
+        precision = precision or FLOAT32
     if fmt == "docs" or (fmt is None and Path(source).is_dir()):
         # A folder of documents has its own importer (incremental, resumable per file).
         from ragdesk.core.documents import import_folder
@@ -610,15 +619,15 @@ def import_snapshot(
             raise BadInputError("--limit and --embeddings do not apply to a folder of documents.")
         return import_folder(data, catalog, source, name=name, encoder=encoder,
                              default_pack=default_pack, progress=progress, cancel=cancel,
-                             batch_size=batch_size, fast=fast).record
+                             batch_size=batch_size, precision=precision).record
     data.ensure()
     report = recover(data, catalog)
     finished = _finished_by_recovery(data, catalog, report, name, source, fmt, limit)
     if finished is not None:
         return finished
     plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
-                 batch_size)
-    plan.staged, plan.fast = staged, fast
+                 batch_size, precision)
+    plan.staged = staged
     name = plan.name
     # Held until the import ends: two imports of one name started together would otherwise
     # share one staging folder and catalog row (issue 17). Checked again under the lock, as

@@ -98,6 +98,11 @@ class SnapshotIndex:
 
     # ---- checks ----------------------------------------------------------------------
 
+    @property
+    def query_precision(self) -> str:
+        """The precision its questions are encoded in (the manifest's record)."""
+        return self.manifest.query_precision
+
     def check_query_encoder(self, info: EncoderInfo) -> None:
         """Refuse a question encoder of another family or dimension than the passages'."""
         check_query_space(self.name, self.encoder, info)

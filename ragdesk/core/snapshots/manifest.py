@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.atomic import write_json_atomic
-from ragdesk.core.encoders import EncoderInfo
+from ragdesk.core.encoders import FLOAT32, EncoderInfo, EncoderPrecision
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.safe_json import loads_bounded
@@ -55,8 +55,17 @@ class Manifest:
     variants: dict[str, VariantEntry]
     default_variant: str
     files: dict[str, dict[str, Any]]  # relative name -> {"size", "sha256"}
+    # what the passages were encoded in and questions are; None: not recorded (older
+    # snapshots, precomputed vectors), questions in float32
+    precision: EncoderPrecision | None = None
+
+    @property
+    def query_precision(self) -> str:
+        """The precision questions asked of this snapshot are encoded in."""
+        return self.precision.questions if self.precision is not None else FLOAT32
 
     def to_json(self) -> dict[str, Any]:
+        extra = {} if self.precision is None else {"precision": self.precision.to_json()}
         return {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -71,6 +80,7 @@ class Manifest:
             "variants": {k: v.to_json() for k, v in self.variants.items()},
             "default_variant": self.default_variant,
             "files": self.files,
+            **extra,
         }
 
     @classmethod
@@ -88,7 +98,17 @@ class Manifest:
             variants={k: VariantEntry.from_json(v) for k, v in d["variants"].items()},
             default_variant=str(d.get("default_variant") or FLAT),
             files={str(k): dict(v) for k, v in d["files"].items()},
+            precision=_precision_of(d),
         )
+
+
+def _precision_of(d: dict[str, Any]) -> EncoderPrecision | None:
+    if "precision" in d:
+        return EncoderPrecision.from_json(d["precision"])
+    made = (d.get("source") or {}).get("precision")
+    # Snapshots made before the choice recorded only their passages' precision, in the
+    # source; their questions were encoded in float32.
+    return None if made is None else EncoderPrecision(passages=str(made), questions=FLOAT32)
 
 
 def read_manifest(folder: Path) -> Manifest:
@@ -106,6 +126,15 @@ def read_manifest(folder: Path) -> Manifest:
                                    f"{exc.message.rstrip('.')}).") from exc
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptSnapshotError(f"{path} is not a valid snapshot manifest ({exc}).") from exc
+
+
+def recorded_precision(folder: Path) -> EncoderPrecision | None:
+    """The encoder precision a snapshot folder's manifest records (None: none recorded, or
+    no readable manifest, as for a snapshot still importing)."""
+    try:
+        return read_manifest(folder).precision
+    except CorruptSnapshotError:
+        return None
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:

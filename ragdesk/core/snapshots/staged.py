@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ragdesk.core.encoders import EncoderInfo, check_query_space
+from ragdesk.core.encoders import FLOAT32, EncoderInfo, EncoderPrecision, check_query_space
 from ragdesk.core.errors import CorruptSnapshotError, DensePendingError
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
@@ -60,6 +60,10 @@ class StagedSnapshot:
         try:
             self.size = int(state["passages"])
             self.encoder = EncoderInfo.from_json(state["fingerprint"]["encoder"])
+            made = state["fingerprint"].get("precision")
+            # the import's choice (before it was recorded there: float32 questions)
+            self.query_precision = (EncoderPrecision.from_json(made).questions
+                                    if made is not None else FLOAT32)
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptSnapshotError(f"{folder / STATE_FILE} is incomplete ({exc}).") from exc
         self._passages = PassageReader(folder / PASSAGES_FILE)

@@ -26,6 +26,7 @@ class FakeSnapshot:
     has_dense = True
     temperature = 1.0
     encoder = None  # any question encoder is accepted
+    query_precision = "float32"
 
     def __init__(self, folder: Path, n: int = 120, dim: int = 16, seed: int = 0) -> None:
         rng = random.Random(seed)

@@ -204,6 +204,9 @@ def test_engine_retrievers_give_the_engine_exact_inner_products(
         def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
             return np.ones((len(texts), 16), dtype=np.float32) / 4.0
 
+        def at_precision(self, precision: str) -> Encoder:
+            return self
+
     req = RetrievalRequest(question="apollo moon landing", n_docs=4, snapshot=fake_snapshot,
                            question_encoder=Encoder())  # type: ignore[arg-type]
     ip = fake_snapshot.embeddings() @ (np.ones(16, np.float32) / 4.0)
