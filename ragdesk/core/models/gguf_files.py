@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.models.fast_tokenizers import load_tokenizer
+from ragdesk.core.models.mapped_weights import load_mapped_causal_lm
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
@@ -216,7 +218,6 @@ def load_gguf_causal_lm(
     ``on_loaded``: called once the model is in memory, before the converted copy is written
     (with ``keep``, the next load can start right then: it does not need the copy)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dtype = dtype or torch.float32
     prog = Progress(3, f"loading {gguf_path.name}", progress)
@@ -231,12 +232,11 @@ def load_gguf_causal_lm(
     if use_cache and cache_is_valid(gguf_path):
         cache = cache_dir_for(gguf_path)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(cache), trust_remote_code=False)
-            model = AutoModelForCausalLM.from_pretrained(str(cache), use_safetensors=True,
-                                                         dtype=dtype, trust_remote_code=False)
+            tokenizer = load_tokenizer(cache)
+            model = load_mapped_causal_lm(cache)  # float32, as converted
             prog.set(3, f"loaded {gguf_path.name}")
-            return model.eval(), tokenizer
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return (model if dtype == torch.float32 else model.to(dtype)), tokenizer
+        except (OSError, ValueError, KeyError, TypeError, MissingModelError) as exc:
             log.warning("The converted copy %s is unusable (%s); converting the GGUF again.",
                         cache, exc)
     model, tokenizer = _load_from_gguf(gguf_path, dtype, prog, cancel)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.devices import select_device, to_device
 from ragdesk.core.encoders import TextEncoder, load_encoder
 from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.models.fast_tokenizers import load_tokenizer
 from ragdesk.core.models.gguf_files import load_gguf_causal_lm
 from ragdesk.core.models.rag_checkpoint import GENERATOR, QUESTION_ENCODER, load_rag_part
 from ragdesk.core.models.refs import (
@@ -189,11 +190,11 @@ def load_generator_parts(
         raise MissingModelError(
             f"{resolved.id!r} holds a {info.kind} model ({info.model_type}), not a generator.")
     safetensors_files(resolved.path)
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cls: Any = AutoModelForSeq2SeqLM if info.kind == KIND_SEQ2SEQ else AutoModelForCausalLM
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(resolved.path), trust_remote_code=False)
+        tokenizer = load_tokenizer(resolved.path)
         model, loading_info = cls.from_pretrained(
             str(resolved.path), use_safetensors=True, trust_remote_code=False, dtype=dtype,
             output_loading_info=True)
