@@ -1,3 +1,3 @@
-from ragdesk.cli.main import main
+from ragdesk.cli.main import run
 
-raise SystemExit(main())
+run()
