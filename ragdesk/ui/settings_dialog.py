@@ -81,8 +81,10 @@ class SettingsDialog(QDialog):
         self.errors: dict[str, QLabel] = {}
 
         outer = QVBoxLayout(self)
-        outer.addWidget(self._where_group(themes))
-        outer.addWidget(self._answers_group())
+        groups = (self._where_group(themes), self._answers_group())
+        for group in groups:
+            outer.addWidget(group)
+        self._align_fields(groups)
 
         self.setMinimumWidth(560)  # room for a full folder path
         self.status = QLabel()
@@ -106,7 +108,7 @@ class SettingsDialog(QDialog):
     # ---- building ----------------------------------------------------------------------
 
     def _where_group(self, themes: Sequence[str]) -> QGroupBox:
-        where = QGroupBox("Where and how models run")
+        where = QGroupBox("Files, models and appearance")
         form = QFormLayout(where)
         self.data_dir = QLineEdit()
         form.addRow(self._label("&Data folder", self.data_dir),
@@ -156,6 +158,25 @@ class SettingsDialog(QDialog):
             aform.addRow(self._label(ANSWER_LABELS[key], spin), spin)
             self._note_row(aform, f"answer.{key}")
         return answers
+
+    @staticmethod
+    def _align_fields(groups: Sequence[QGroupBox]) -> None:
+        """One label column for both groups: each form sizes its own to its longest label
+        ("Hugging Face cache", "Answer length (tokens)"), so the fields of the two groups
+        started at different places."""
+        labels = []
+        for group in groups:
+            form = group.layout()
+            if not isinstance(form, QFormLayout):
+                continue
+            for row in range(form.rowCount()):
+                item = form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+                widget = item.widget() if item is not None else None
+                if isinstance(widget, QLabel) and widget.text():
+                    labels.append(widget)
+        width = max((label.sizeHint().width() for label in labels), default=0)
+        for label in labels:
+            label.setMinimumWidth(width)
 
     @staticmethod
     def _label(text: str, buddy: QWidget) -> QLabel:
