@@ -90,6 +90,17 @@ class ImportSpec:
     limit: int | None
 
 
+def _source_hint(fmt: str | None) -> str:
+    if fmt == "docs":
+        return "A folder of PDF, DOCX, Markdown, HTML and text files"
+    return "A .jsonl, .tsv, .parquet, .xml or .xml.bz2 file"
+
+
+def _name_hint(fmt: str | None) -> str:
+    # A folder of one's own documents is not a Wikipedia dump of some year.
+    return "e.g. my-documents" if fmt == "docs" else "e.g. wiki-2018"
+
+
 class ImportDialog(QDialog):
     """Source file and format, snapshot name, and the passage encoder to build it with."""
 
@@ -118,7 +129,7 @@ class ImportDialog(QDialog):
 
         row = QHBoxLayout()
         self.source = QLineEdit()
-        self.source.setPlaceholderText("A .jsonl, .tsv, .xml or .xml.bz2 file")
+        self.source.setPlaceholderText(_source_hint(None))
         self.source.textChanged.connect(self._on_source)
         self.browse = QPushButton(icon("folder"), "&Browse…")
         self.browse.clicked.connect(self._browse)
@@ -129,7 +140,7 @@ class ImportDialog(QDialog):
         form.addRow(self.source_label, row)
 
         self.name = QLineEdit()
-        self.name.setPlaceholderText("e.g. wiki-2018")
+        self.name.setPlaceholderText(_name_hint(None))
         self.name.textEdited.connect(lambda _t: setattr(self, "_name_edited", True))
         form.addRow("&Name", self.name)
 
@@ -248,9 +259,8 @@ class ImportDialog(QDialog):
             w.setEnabled(file_based)
         # A folder is imported whole; its files are re-read on every re-import.
         self.limit.setEnabled(fmt != "docs")
-        self.source.setPlaceholderText(
-            "A folder of PDF, DOCX, Markdown, HTML and text files" if fmt == "docs"
-            else "A .jsonl, .tsv, .xml or .xml.bz2 file")
+        self.source.setPlaceholderText(_source_hint(fmt))
+        self.name.setPlaceholderText(_name_hint(fmt))
         if not file_based and not self._name_edited:
             self.name.setText(suggest_name("vital-articles", self.taken))
 
