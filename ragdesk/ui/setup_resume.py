@@ -18,8 +18,9 @@ from ragdesk.ui.library import STARTER_TITLE, Library
 from ragdesk.ui.ops import Lane, OpRunner
 from ragdesk.ui.state import AppState
 
-RESUMING = ("Resuming the starter setup where it stopped; answers use BM25 keyword search "
-            "until its dense index is done.")
+# Short: the status bar holds it beside the job's phase and progress, and a longer one lost
+# its second half at 1440 px; the snapshot's label there says "BM25 for now" with the why.
+RESUMING = "Starter setup resumed; answers use BM25 until it is done."
 
 
 def should_resume(snapshots: Sequence[SnapshotInfo]) -> bool:
