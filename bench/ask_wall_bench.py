@@ -6,7 +6,9 @@ question on a warm file cache:
 
 * alone: `ask` loads the question encoder and the generator itself (RAGDESK_NO_SERVER=1);
 * with a server: `ragdesk serve` runs on the same data directory and `ask` hands it the
-  question (the server started once, before the rounds; its start-up is reported apart).
+  question (the server started once, before the rounds; its start-up is reported apart);
+* ``--before DIR``: also alone, with the code of another checkout (``git worktree add DIR
+  COMMIT``) first on the path, for a before/after comparison in the same rounds.
 
 The engine's answer time is the answer's own timings (retrieval, prompts, decoding) as the
 JSON output reports them; its model loading is the JSON's ``load_s`` (question encoder and
@@ -15,6 +17,9 @@ and wall / (loading + answer), which is what the command adds around the engine'
 (interpreter start, imports, argument checks, opening the snapshot, printing).
 
     RAGDESK_DATA_DIR=/path/to/data python -m bench.ask_wall_bench [--rounds 2]
+        [--before DIR] [--no-server]
+
+The 1-minute load average is recorded with every run (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from typing import Any
 
-from bench import machine, machine_line, md_table, write_results
+from bench import REPO, machine, machine_line, md_table, write_results
 
 QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudice",
              "when did apollo 11 land on the moon", "what is the capital of senegal",
@@ -37,18 +43,20 @@ QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudi
 PORT = 8797
 
 
-def _ask(question: str, env: dict[str, str]) -> tuple[float, float, float]:
+def _ask(question: str, env: dict[str, str], cwd: Path = REPO
+         ) -> tuple[float, float, float, float]:
     """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
-    server) of one `ragdesk ask --json`."""
+    server, the 1-minute load average as it started) of one `ragdesk ask --json`."""
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json"],
-                         env=env, capture_output=True, text=True, check=True)
+                         env=env, cwd=cwd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     got = json.loads(out.stdout)
     t = got["timings"]
     loading = sum(float(v) for v in (got.get("load_s") or {}).values())
     return (wall, sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s")),
-            loading)
+            loading, load)
 
 
 def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
@@ -70,32 +78,46 @@ def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--before", type=Path, metavar="DIR",  # run from there: its code first
+                    help="also run `ask` alone with this checkout's code (e.g. a git worktree "
+                    "at an earlier commit), alternating with today's")
+    ap.add_argument("--no-server", action="store_true", help="leave the server out")
     args = ap.parse_args(argv)
     base = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
-    alone_env = {**base, "RAGDESK_NO_SERVER": "1"}
+    envs = {"alone": {**base, "RAGDESK_NO_SERVER": "1"}}
+    if args.before is not None:
+        args.before = args.before.resolve()
+        envs["alone, before"] = envs["alone"]
+    if not args.no_server:
+        envs["server"] = base
     load_before = os.getloadavg()[0]
-    server, server_start = _start_server(base)
-    rows: dict[str, list[tuple[float, float, float]]] = {"alone": [], "server": []}
+    server, server_start = _start_server(base) if not args.no_server else (None, None)
+    rows: dict[str, list[tuple[float, float, float, float]]] = {way: [] for way in envs}
     try:
         for _ in range(args.rounds):
             for q in QUESTIONS:
-                rows["alone"].append(_ask(q, alone_env))
-                rows["server"].append(_ask(q, base))
-                print(f"{q!r}: alone {rows['alone'][-1]}, server {rows['server'][-1]}",
+                for way, env in envs.items():
+                    # -m puts the working folder first on the path: it picks the code
+                    cwd = args.before if args.before is not None and "before" in way else REPO
+                    rows[way].append(_ask(q, env, cwd))
+                print(f"{q!r}: " + ", ".join(f"{way} {r[-1]}" for way, r in rows.items()),
                       flush=True)
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=30)
     summary: dict[str, Any] = {}
     for way, runs in rows.items():
-        summary[way] = {"wall_median_s": statistics.median(w for w, _, _ in runs),
-                        "answer_median_s": statistics.median(a for _, a, _ in runs),
-                        "load_median_s": statistics.median(lo for _, _, lo in runs),
-                        "ratio_median": statistics.median(w / a for w, a, _ in runs),
+        summary[way] = {"wall_median_s": statistics.median(r[0] for r in runs),
+                        "answer_median_s": statistics.median(r[1] for r in runs),
+                        "load_median_s": statistics.median(r[2] for r in runs),
+                        "ratio_median": statistics.median(r[0] / r[1] for r in runs),
                         "ratio_loading_included_median": statistics.median(
-                            w / (a + lo) for w, a, lo in runs)}
+                            r[0] / (r[1] + r[2]) for r in runs),
+                        "load_average_median": statistics.median(r[3] for r in runs)}
     m = machine()
     data = {"summary": summary, "server_start_s": server_start, "runs": rows,
+            "before": str(args.before) if args.before else None,
             "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
             "load_after": os.getloadavg()[0], "machine": m}
     md = ("# `ragdesk ask` wall time against the engine's answer time (starter pack)\n\n"
@@ -104,12 +126,16 @@ def main(argv: list[str] | None = None) -> None:
           "alternating.\n\n" + md_table(
               ["ask", "wall (median)", "engine's answer (median)",
                "engine's model loading (median)", "wall / answer (median)",
-               "wall / (loading + answer) (median)"],
+               "wall / (loading + answer) (median)", "load average (median)"],
               [[way, f"{s['wall_median_s']:.2f} s", f"{s['answer_median_s']:.2f} s",
                 f"{s['load_median_s']:.2f} s", f"{s['ratio_median']:.2f}x",
-                f"{s['ratio_loading_included_median']:.2f}x"]
-               for way, s in summary.items()]) +
-          f"\n\n`ragdesk serve` was ready {server_start:.1f} s after it started (once).\n")
+                f"{s['ratio_loading_included_median']:.2f}x",
+                f"{s['load_average_median']:.2f}"]
+               for way, s in summary.items()]))
+    if args.before is not None:
+        md += f"\n\n'alone, before': the code of {args.before}, in the same rounds.\n"
+    if server_start is not None:
+        md += f"\n\n`ragdesk serve` was ready {server_start:.1f} s after it started (once).\n"
     write_results("ask_wall", data, md)
     print(md)
 

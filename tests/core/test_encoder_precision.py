@@ -156,3 +156,29 @@ def test_at_precision_twins_share_the_model_and_come_back(tiny_models: Any) -> N
     assert enc.at_precision(BFLOAT16) is twin  # made once, not per question
     assert twin.at_precision(FLOAT32) is enc and enc.at_precision(FLOAT32) is enc
     assert enc.kernel is None and enc.precision == FLOAT32
+
+
+def test_a_folder_of_documents_records_its_precision(cli: Cli, tiny_models: Any,
+                                                      tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAST_ENV, raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, (title, text) in enumerate(tiny_models.corpus[:3]):
+        (docs / f"{i}.md").write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
+    for name, precision in (("d32", "float32"), ("d16", "bfloat16")):
+        code, _, err = cli("index", "import", str(docs), "--name", name, "--encoder",
+                           str(tiny_models.st_encoder), "--precision", precision)
+        assert code == 0, err
+    code, out, _ = cli("index", "list", "--json")
+    listed = {s["name"]: s["precision"] for s in json.loads(out)}
+    assert listed == {"d32": EncoderPrecision.both(FLOAT32).to_json(),
+                      "d16": EncoderPrecision.both(BFLOAT16).to_json()}
+    # the same folder again in another precision: no vector of the old one is reused
+    code, out, err = cli("index", "import", str(docs), "--name", "d32", "--encoder",
+                         str(tiny_models.st_encoder), "--precision", "bfloat16", "--json")
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["reused"] == 0 and res["encoded"] == res["passages"] > 0
+    code, out, _ = cli("index", "list", "--json")
+    assert {s["name"]: s["precision"] for s in json.loads(out)}["d32"]["passages"] == BFLOAT16

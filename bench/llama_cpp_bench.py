@@ -1,0 +1,209 @@
+"""One-row greedy decoding: ragdesk's lean decoder against llama.cpp on the same GGUF.
+
+llama.cpp (``llama-cpp-python``, the optional ``bench`` extra; skipped when it is not
+installed) runs the starter pack's Gemma 3 270M Q4_K_M file as it is; ragdesk runs the same
+file through its own loading (dequantized, then its default precision: bfloat16 where the
+CPU has it). Both get the same prompt token ids (ragdesk's tokenizer: a RAG prompt over one
+passage, about 250 tokens), process it, then take exactly ``--tokens`` greedy steps of one
+row (argmax of the full vocabulary's logits, EOS or not). Rounds alternate in one process:
+ragdesk, then llama.cpp at each thread count asked for; medians per side. Ratio = ragdesk's
+time ÷ llama.cpp's (below 1: ragdesk is faster). The 1-minute load average is printed with
+every round: on a shared machine it says how far a figure can be trusted.
+
+    RAGDESK_DATA_DIR=/path/to/data python -m bench.llama_cpp_bench [--rounds 4]
+        [--tokens 64] [--threads 2] [--llama-threads 1,2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import machine, machine_line, md_table, write_results
+
+QUESTION = "who wrote the novel pride and prejudice"
+
+
+def _gguf(path: str | None) -> Path:
+    if path is not None:
+        return Path(path)
+    from ragdesk.core.models import starter
+    from ragdesk.core.paths import DataDir
+
+    return starter.gguf_path(DataDir.resolve(None))
+
+
+def _prompt(gen: Any) -> list[int]:
+    from ragdesk.core.engine.generators import PassageText
+    from ragdesk.core.testing.tiny_models import sample_articles
+
+    title, text = sample_articles(1, seed=3)[0]
+    return list(gen.input_ids(QUESTION, PassageText(title, " ".join(text.split()[:100]))))
+
+
+def _ragdesk_round(gen: Any, ids: list[int], steps: int) -> tuple[float, float, list[int]]:
+    """(prompt seconds, seconds per decoded token, greedy tokens) of the lean decoder."""
+    import torch
+
+    dec = gen.lean_decoder
+    dec.forget_opening()  # no prompt cached from the round before
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        base, hidden, _ = dec.prefill([ids], gen.device)
+        out = [int(dec.logits(hidden[:1])[0].argmax())]
+        t1 = time.perf_counter()
+        state = base.expand(torch.zeros(1, dtype=torch.long), steps)
+        for _ in range(steps):
+            h = dec.forward(torch.tensor([[out[-1]]], device=gen.device), state)
+            out.append(int(dec.logits(h[:, -1])[0].argmax()))
+        t2 = time.perf_counter()
+    return t1 - t0, (t2 - t1) / steps, out[:-1]
+
+
+def _llama_round(llm: Any, ids: list[int], steps: int, threads: int
+                 ) -> tuple[float, float, list[int]]:
+    """The same for llama.cpp: the prompt in one evaluation, then one token per step."""
+    import numpy as np
+
+    llm._ctx.set_n_threads(threads, threads)
+
+    def argmax() -> int:
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        return int(logits.argmax())
+
+    llm.reset()
+    t0 = time.perf_counter()
+    llm.eval(ids)
+    out = [argmax()]
+    t1 = time.perf_counter()
+    for _ in range(steps):
+        llm.eval([out[-1]])
+        out.append(argmax())
+    t2 = time.perf_counter()
+    return t1 - t0, (t2 - t1) / steps, out[:-1]
+
+
+def _load(args: argparse.Namespace, gguf: Path) -> tuple[Any, dict[int, Any]]:
+    import llama_cpp  # noqa: F401  (checked by main before anything is loaded)
+    import torch
+
+    from ragdesk.core.models import load_generator
+
+    torch.set_num_threads(args.threads)
+    gen = load_generator(gguf, precision=args.precision)
+    if getattr(gen, "lean_decoder", None) is None:
+        raise SystemExit(f"{gguf} does not take ragdesk's lean decoder")
+    from llama_cpp import Llama
+
+    llms = {n: Llama(model_path=str(gguf), n_ctx=1024, n_batch=512, n_threads=n,
+                     n_threads_batch=n, logits_all=False, verbose=False)
+            for n in args.llama_threads}
+    return gen, llms
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    gguf = _gguf(args.gguf)
+    gen, llms = _load(args, gguf)
+    ids = _prompt(gen)
+    sides = ["ragdesk"] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llms]
+    rows: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
+    tokens: dict[str, list[int]] = {}
+
+    def one(side: str, steps: int) -> tuple[float, float, list[int]]:
+        if side == "ragdesk":
+            return _ragdesk_round(gen, ids, steps)
+        n = int(side.split()[1])
+        return _llama_round(llms[n], ids, steps, n)
+
+    for side in sides:  # warm-up, not timed: first calls pick and prepare their kernels
+        one(side, 2)
+    for r in range(args.rounds):
+        for side in sides:
+            load = os.getloadavg()[0]
+            prompt_s, step_s, out = one(side, args.tokens)
+            rows[side].append((prompt_s, step_s, load))
+            tokens.setdefault(side, out)
+            print(f"round {r + 1} {side}: prompt {prompt_s:.3f} s, {1000 * step_s:.1f} ms/token "
+                  f"(load {load:.2f})", flush=True)
+    return {"gguf": str(gguf), "prompt_tokens": len(ids), "tokens": args.tokens,
+            "rounds": args.rounds, "threads": args.threads, "precision": gen.precision,
+            "runs": rows, "greedy_tokens": tokens, "machine": machine()}
+
+
+def summarize(data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for side, runs in data["runs"].items():
+        out[side] = {"prompt_s": statistics.median(r[0] for r in runs),
+                     "step_ms": 1000 * statistics.median(r[1] for r in runs),
+                     "load_median": statistics.median(r[2] for r in runs)}
+    ours = out["ragdesk"]
+    best = min((s for s in out if s != "ragdesk"), key=lambda s: out[s]["step_ms"])
+    data["best_llama"] = best
+    for s in out.values():
+        s["step_ratio"] = ours["step_ms"] / s["step_ms"]
+        s["prompt_ratio"] = ours["prompt_s"] / s["prompt_s"]
+    ref = data["greedy_tokens"]["ragdesk"]
+    for side, toks in data["greedy_tokens"].items():
+        same = next((i for i, (a, b) in enumerate(zip(ref, toks, strict=False)) if a != b),
+                    min(len(ref), len(toks)))
+        out[side]["same_leading_tokens"] = same
+    return out
+
+
+def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
+    head = (f"Gemma 3 270M, {Path(data['gguf']).name} for both; one prompt of "
+            f"{data['prompt_tokens']} tokens (identical ids), then {data['tokens']} greedy steps "
+            f"of one row; ragdesk in {data['precision']} with {data['threads']} torch threads; "
+            f"medians of {data['rounds']} alternating rounds in one process. Ratio = ragdesk "
+            "÷ that side (1.00x on ragdesk's own row).\n\n")
+    table = md_table(
+        ["side", "prompt (s)", "prompt tokens/s", "per token (ms)", "ragdesk ÷ side, "
+         "per token", "ragdesk ÷ side, prompt", "greedy tokens equal to ragdesk's",
+         "load average (median)"],
+        [[side, f"{s['prompt_s']:.3f}", f"{data['prompt_tokens'] / s['prompt_s']:.0f}",
+          f"{s['step_ms']:.1f}", f"{s['step_ratio']:.2f}x", f"{s['prompt_ratio']:.2f}x",
+          f"first {s['same_leading_tokens']} of {data['tokens']}", f"{s['load_median']:.2f}"]
+         for side, s in summary.items()])
+    best = data["best_llama"]
+    tail = (f"\n\nOne-row decoding: ragdesk takes **{summary[best]['step_ratio']:.2f}x** "
+            f"llama.cpp's time per token at its best thread count here ({best}).\n\n"
+            f"{machine_line(data['machine'])}; `OMP_WAIT_POLICY=PASSIVE` for both sides.\n")
+    return head + table + tail
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gguf", help="the GGUF file (default: the starter pack's, in "
+                    "$RAGDESK_DATA_DIR)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--tokens", type=int, default=64, help="greedy steps per round")
+    ap.add_argument("--threads", type=int, default=2, help="ragdesk's torch threads")
+    ap.add_argument("--llama-threads", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[1, 2], help="llama.cpp thread counts, e.g. 1,2")
+    ap.add_argument("--precision", default=None,
+                    help="ragdesk's generator precision (default: the CPU's default)")
+    args = ap.parse_args(argv)
+    from ragdesk.core.cpu import passive_openmp_waits
+
+    passive_openmp_waits()  # before either side starts its OpenMP threads
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        print("llama-cpp-python is not installed (pip install ragdesk[bench]); skipped.")
+        return 0
+    data = run(args)
+    summary = summarize(data)
+    data["summary"] = summary
+    md = "# One-row greedy decoding against llama.cpp (same GGUF)\n\n" + render(data, summary)
+    write_results("llama_cpp", data, md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
