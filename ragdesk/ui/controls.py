@@ -133,6 +133,7 @@ class ControlsPanel(QWidget):
         self._base = params
         self._min_new_tokens = params.min_new_tokens
         self._pack_names: list[str] = [pack]
+        self._modes: dict[str, str | None] = {}  # each pack's own reading mode
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 10, 12, 10)
         lay.setSpacing(10)
@@ -220,6 +221,8 @@ class ControlsPanel(QWidget):
             abstain=self.abstain.isChecked())
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
+        shown = self.pack.currentData()
+        self._modes = {p.name: p.default_mode for p in packs}
         names = [p.name for p in packs if p.installed]
         if current not in names:
             names.insert(0, current)
@@ -234,6 +237,15 @@ class ControlsPanel(QWidget):
         self._pack_names = names
         self.pack.blockSignals(False)
         self._select_pack(current)
+        if shown is not None and shown != current:  # chosen elsewhere (a pack just set up)
+            self._follow_pack_mode(current)
+
+    def _follow_pack_mode(self, name: str) -> None:
+        """A pack that comes with the reading mode measured best for it (the reader pack:
+        read together) answers in that mode once chosen; the user may change it after."""
+        mode = self._modes.get(name)
+        if mode in MODES and mode != self.mode.currentData():
+            self.mode.setCurrentIndex(self.mode.findData(mode))  # saved through _changed
 
     def _select_pack(self, name: str) -> None:
         self.pack.blockSignals(True)
@@ -243,6 +255,7 @@ class ControlsPanel(QWidget):
     def _on_pack(self, index: int) -> None:
         name = self.pack.itemData(index)
         if name:
+            self._follow_pack_mode(str(name))
             self.packChanged.emit(str(name))
 
     def _update_enabled(self) -> None:
@@ -253,6 +266,9 @@ class ControlsPanel(QWidget):
                               "so the answer appears when it is complete.")
         elif seq:
             self.note.setText("Fast RAG-Sequence streams each token as it is decided.")
+        elif self.mode.currentData() == "together":
+            self.note.setText("Read together puts all K passages in one prompt, as chat apps "
+                              "do; each word's source is the passage its span is quoted from.")
         else:
             self.note.setText("RAG-Token marginalizes over the passages at every token and "
                               "streams as it goes.")

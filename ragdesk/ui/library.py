@@ -34,6 +34,7 @@ T = TypeVar("T")
 OnFailure = Callable[[ErrorReport], None]
 
 STARTER_TITLE = "Building the starter snapshot"
+READER_TITLE = "Setting up the reader pack"
 
 
 class Library(QObject):
@@ -191,6 +192,20 @@ class Library(QObject):
         op = self._job(STARTER_TITLE,
                        lambda c: self.backend.build_starter(c.progress, c.cancel), on_failure)
         return op.progress(progressed).success(self._pack_installed).run(self.ops)
+
+    def start_reader_pack(self, *, on_failure: OnFailure | None = None) -> Op[None]:
+        """Download, verify and convert the reader pack, then choose it (jobs lane)."""
+        def failed(report: ErrorReport) -> None:
+            # What is on disk may have changed anyway (a verified file not yet converted).
+            self.reload_packs()
+            if on_failure is not None:
+                on_failure(report)
+            elif not report.cancelled:
+                self.report(report, READER_TITLE)
+
+        op = self._job(READER_TITLE,
+                       lambda c: self.backend.setup_reader(c.progress, c.cancel), failed)
+        return op.success(self._pack_installed).run(self.ops)
 
     def start_download(self, pack: str, *,
                        on_failure: OnFailure | None = None) -> Op[None]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, TypeAlias
 from PySide6.QtGui import QKeySequence
 
 from ragdesk.ui.actions import ActionSpec
+from ragdesk.ui.models_dialog import open_models_dialog
 from ragdesk.ui.settings_action import open_settings
 
 if TYPE_CHECKING:
@@ -54,6 +55,8 @@ ACTIONS: tuple[A, ...] = (
       "compare", "Ask one question against two snapshots", "&Index"),
     A("manage", "&Manage indexes…", lambda w: w.open_index_manager(), "Ctrl+I", "database",
       "Import, quantize, verify and remove snapshots", "&Index"),
+    A("packs", "Model &packs…", open_models_dialog, None, "package",
+      "The model packs on this machine; add the stronger reader pack", "&Index"),
     A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
       menu="&Index"),
     A("get_started", "&Get started…", lambda w: w.open_first_run(), None, None,
