@@ -483,10 +483,8 @@ class AnswerCard(QFrame):
         self.selected = False
         self.setObjectName("AnswerCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        # Preferred, not Maximum: the column caps a Maximum card at its plain size hint,
-        # which Qt works out for a wider card than a narrow pane holds, so wrapped text (a
-        # long queued notice) lost lines at its top and bottom. The column's stretch keeps
-        # a card from growing past its content.
+        # Not Maximum: that capped the card at a size hint worked out for a wider card, and a
+        # narrow pane cut its wrapped text; the column's stretch keeps it from growing.
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
 
         lay = QVBoxLayout(self)
