@@ -195,3 +195,59 @@ def _assert_same(a_dir: Path, b_dir: Path) -> None:
         assert a.keys() == b.keys()
         for k in a:
             np.testing.assert_allclose(a[k], b[k], rtol=1e-5, atol=1e-6, err_msg=f"{part} {k}")
+
+
+def test_retriever_only_training_registers_a_tuned_pack(
+        tiny_models, tiny_setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """--generator-layers 0 on a Gemma 3 pack: only the question encoder is written, the
+    tuned pack reads with the base pack's generator, `models list` shows it and `ask --pack`
+    retrieves with the tuned encoder."""
+    if tiny_models.gemma3 is None:
+        pytest.skip("this transformers has no Gemma 3")
+    data, out = tiny_setup["data"], tmp_path / "run"
+    synthetic.register_tiny_pack(data, "tiny-gemma", tiny_models.st_encoder,
+                                 tiny_models.st_encoder, tiny_models.gemma3, kind="causal")
+    code, stdout, stderr = _cli(
+        data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-gemma",
+        "--out", str(out), "--docs", "4", "--batch-size", "4", "--lr", "1e-2",
+        "--generator-layers", "0", "--precision", "float32", "--eval", str(tiny_setup["dev"]),
+        "--em-limit", "0", "--name", "tiny-tuned", "--json", capsys=capsys)
+    assert code == 0, stderr
+    assert "p(y|x,z) from the engine's inference path (float32)" in stderr
+    assert "training on " in stderr and " of 8 questions" in stderr
+    assert "guard (epoch 1): p(z|x) at tau 0.05" in stderr  # the tiny normalized encoder's τ
+    assert json.loads(stdout)["pack"] == "tiny-tuned"
+    assert (out / "final" / "question_encoder").is_dir()
+    assert not (out / "final" / "generator").exists()  # frozen: the base pack's is used
+    assert not list(out.glob("checkpoint-*/generator"))
+
+    code, stdout, stderr = _cli(data, "models", "list", "--json", capsys=capsys)
+    assert code == 0, stderr
+    listed = {p["name"]: p for p in json.loads(stdout)}
+    tuned = listed["tiny-tuned"]
+    assert tuned["installed"] and tuned["kind"] == "custom"
+    assert tuned["generator"] == str(tiny_models.gemma3)
+    assert tuned["question_encoder"] == str(out / "final" / "question_encoder")
+    assert "retriever tuned" in tuned["description"]
+
+    question = "what is the secret word of alice?"
+    code, stdout, stderr = _cli(data, "ask", "--pack", "tiny-tuned", "--snapshot", "synth",
+                                "--docs", "2", "--max-new-tokens", "4", "--json", question,
+                                capsys=capsys)
+    assert code == 0, stderr
+    docs = json.loads(stdout)["docs"]
+    from ragdesk.core.models import load_question_encoder
+    from tests.core.training.helpers import open_index
+
+    ctx, index = open_index(data)
+    try:
+        emb = np.asarray(index.embeddings(), dtype=np.float32)
+    finally:
+        index.close()
+        ctx.close()
+    ids = [d["id"] for d in docs]
+    tuned_q = load_question_encoder(out / "final" / "question_encoder").encode([question])[0]
+    base_q = load_question_encoder(tiny_models.st_encoder).encode([question])[0]
+    scores = np.array([d["score"] for d in docs])
+    np.testing.assert_allclose(scores, emb[ids] @ tuned_q, rtol=1e-4, atol=1e-5)
+    assert not np.allclose(emb[ids] @ base_q, emb[ids] @ tuned_q, atol=1e-5)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.cli.common import print_json
+from ragdesk.core.options import PRECISIONS
 from ragdesk.core.progress import CancelToken
 
 if TYPE_CHECKING:
@@ -20,9 +21,23 @@ passage encoder and the snapshot's index stay fixed. p(z|x) is recomputed from t
 stored passage vectors, so the answer's likelihood trains the retriever too.
 
 Files are NQ-open JSONL: one {"question": "...", "answer": ["...", ...]} per line; training
-uses the first answer. After every epoch the --eval questions are evaluated (top-k retrieval
-accuracy, exact match) and the retrieval-collapse guard compares the entropy of p(z|x) and the
-number of distinct top-1 passages with the first evaluation (see docs/finetuning.md).
+uses the first answer. To train on some lines of a file, cut them out first, e.g.
+`sed -n '1001,3610p' all.jsonl > train.jsonl`.
+
+By default only questions with a gold answer (the has-answer test of `ragdesk eval`) among
+the top --answer-depth passages (default: --docs) that the starting question encoder
+retrieves are trained on: the loss reads only retrieved passages, so the others teach
+nothing. The log says how many were skipped; --all-questions keeps them.
+
+With --generator-layers 0 the generator is frozen and read through the engine's inference
+path (for the starter pack: its lean Gemma decoder), and only the question encoder trains.
+
+After every epoch (and every --eval-every steps, retrieval only) the --eval questions are
+evaluated (top-k retrieval accuracy, exact match) and the retrieval-collapse guard compares
+the entropy of p(z|x) at the snapshot's temperature and the number of distinct top-1
+passages with the first evaluation (see docs/finetuning.md). The models with the best
+top-K accuracy on them are kept in OUT/best; if the guard sees a collapse, the registered
+pack uses those.
 
 Checkpoints go to OUT/checkpoint-<step> after every epoch (and on Ctrl-C); running the same
 command again resumes from the newest one. The result is saved in OUT/final and registered
@@ -31,6 +46,8 @@ as a custom model pack.
 examples:
   ragdesk train train.jsonl --snapshot vital-articles --pack starter --out runs/ft1 \\
       --eval dev.jsonl --epochs 1 --docs 5 --generator-layers 2 --limit 300
+  ragdesk train train.jsonl --pack starter --out runs/retriever --generator-layers 0 \\
+      --eval dev.jsonl --em-limit 0 --name starter-tuned
   ragdesk ask --pack starter-ft "who wrote hamlet"
 """
 
@@ -66,6 +83,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--freeze-question-encoder", action="store_true",
                    help="train the generator only")
     p.add_argument("--limit", type=int, metavar="N", help="use the first N training questions")
+    _add_retriever_options(p)
     p.add_argument("--eval", type=Path, metavar="DEV.jsonl", dest="eval_path",
                    help="questions evaluated before training and after every epoch")
     p.add_argument("--eval-limit", type=int, metavar="N",
@@ -75,6 +93,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "(retrieval metrics use all of them)")
     p.add_argument("--no-eval-before", action="store_true",
                    help="skip the evaluation before training")
+    p.add_argument("--eval-every", type=int, default=0, metavar="STEPS",
+                   help="also evaluate retrieval on the --eval questions every STEPS "
+                   "optimizer steps (default: only after each epoch)")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
                    help="also checkpoint every STEPS optimizer steps (default: each epoch)")
     p.add_argument("--keep-checkpoints", type=int, default=1, metavar="N",
@@ -86,6 +107,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_train)
+
+
+def _add_retriever_options(p: argparse.ArgumentParser) -> None:
+    """Which questions train, and how a frozen generator reads."""
+    p.add_argument("--all-questions", action="store_true",
+                   help="also train on questions without a gold answer in the passages "
+                   "retrieved for them (default: skip them)")
+    p.add_argument("--answer-depth", type=int, metavar="N",
+                   help="a question is trained on when a gold answer is in its top N "
+                   "retrieved passages (default: --docs)")
+    p.add_argument("--differentiable-reader", action="store_true",
+                   help="with --generator-layers 0, score answers with the generator's "
+                   "differentiable forward instead of the engine's (same loss, slower)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="generator precision, as for `ragdesk ask` (default: bfloat16 where "
+                   "the CPU has it natively, else float32)")
 
 
 def _cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
@@ -116,7 +153,9 @@ def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
         weight_decay=args.weight_decay, seed=args.seed,
         train_question_encoder=not args.freeze_question_encoder,
         generator_layers=args.generator_layers, checkpoint_every=args.checkpoint_every,
-        keep_checkpoints=args.keep_checkpoints,
+        keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every,
+        skip_unanswerable=not args.all_questions, answer_depth=args.answer_depth,
+        inference_reader=not args.differentiable_reader,
         eval_em_limit=args.em_limit, evaluate_before=not args.no_eval_before,
         on_collapse=args.on_collapse)
 
@@ -129,7 +168,7 @@ def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
             ctx.data, ctx.catalog, args.train, snapshot=args.snapshot, pack=args.pack,
             out=args.out, config=config, eval_path=args.eval_path, name=args.name,
             register=not args.no_register, train_limit=args.limit,
-            eval_limit=args.eval_limit, device=args.device,
+            eval_limit=args.eval_limit, device=args.device, precision=args.precision,
             progress=terminal_printer(sys.stderr), cancel=cancel, report=report)
     finally:
         if previous is not None:

@@ -4,7 +4,8 @@ A checkpoint is a folder ``checkpoint-<step>`` in the output folder::
 
     question_encoder/        save_pretrained (safetensors) + tokenizer (+ pooling files for
                              sentence-transformers encoders)
-    generator/               save_pretrained (safetensors) + tokenizer
+    generator/               save_pretrained (safetensors) + tokenizer; absent when the
+                             generator is frozen (the base pack's is the same)
     optimizer.safetensors    AdamW moments and step counts, tensors only (no pickles)
     trainer_state.json       counters, options, evaluations, optimizer hyper-parameters
 
@@ -81,9 +82,11 @@ def save_generator(gen: Generator, folder: Path) -> None:
     gen.tokenizer.save_pretrained(str(folder))
 
 
-def save_models(folder: Path, encoder: TextEncoder, gen: Generator) -> None:
+def save_models(folder: Path, encoder: TextEncoder, gen: Generator,
+                with_generator: bool = True) -> None:
     save_question_encoder(encoder, folder / QUESTION_ENCODER_DIR)
-    save_generator(gen, folder / GENERATOR_DIR)
+    if with_generator:
+        save_generator(gen, folder / GENERATOR_DIR)
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor],
@@ -145,7 +148,7 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 
 def write_checkpoint(out_dir: Path, step: int, encoder: TextEncoder, gen: Generator,
                      optimizer: torch.optim.Optimizer, state: dict[str, Any],
-                     keep: int = 1) -> Path:
+                     keep: int = 1, with_generator: bool = True) -> Path:
     """Write ``checkpoint-<step>`` atomically, then drop all but the newest ``keep``."""
     from safetensors.torch import save_file
 
@@ -154,7 +157,7 @@ def write_checkpoint(out_dir: Path, step: int, encoder: TextEncoder, gen: Genera
     staging = out_dir / f".staging-{PREFIX}{step}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        save_models(staging, encoder, gen)
+        save_models(staging, encoder, gen, with_generator)
         tensors, groups = optimizer_tensors(optimizer)
         save_file(tensors, str(staging / OPTIMIZER_FILE))
         write_json_atomic(staging / STATE_FILE, {**state, "optimizer_param_groups": groups})

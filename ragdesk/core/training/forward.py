@@ -1,8 +1,15 @@
-"""Teacher-forced forward passes that keep gradients: question vectors q(x) and the answer's
+"""Teacher-forced forward passes: question vectors q(x) (with gradients) and the answer's
 token log-probabilities under each retrieved passage.
 
 The generator inputs are built by the engine's own generators (``Seq2SeqGenerator.input_ids``
-and ``CausalLMGenerator.input_ids``), so training sees exactly the text that answering sees.
+and ``CausalLMGenerator.input_ids``, the question recased from the passages as
+``CausalLMGenerator.prepare`` does), so training sees exactly the text that answering sees.
+
+Two ways to score the answer: :func:`answer_logprobs` runs the model's own differentiable
+forward (needed when generator weights train); :func:`reader_logprobs` runs the engine's
+inference path (``Generator.prepare`` and ``PassageContext.score``: for Gemma 3 the lean
+decoder, each passage's prompt run once, the prompts' shared opening cached), for a frozen
+generator, where only the question encoder needs gradients and those flow through p(z|x).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.engine.generators import normalize_question
 from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -94,6 +102,20 @@ def answer_logprobs(gen: Generator, question: str, passages: Sequence[PassageTex
     return _causal_logprobs(gen, question, passages, target)
 
 
+def reader_logprobs(gen: Generator, question: str, passages: Sequence[PassageText],
+                    target: Sequence[int]) -> torch.Tensor:
+    """The values of :func:`answer_logprobs` from the engine's inference path: float32
+    [K, T] on the CPU, without gradients (the generator must be frozen)."""
+    import torch
+
+    with torch.inference_mode():
+        ctx = gen.prepare(question, passages)
+        hyps = torch.tensor([list(target)], dtype=torch.long)
+        rows = [ctx.score(z, hyps)[0] for z in range(len(passages))]
+    # a normal tensor: inference-mode tensors cannot enter the autograd graph of the loss
+    return torch.stack(rows).clone()
+
+
 def _seq2seq_logprobs(gen: Any, question: str, passages: Sequence[PassageText],
                       target: Sequence[int]) -> torch.Tensor:
     import torch
@@ -117,7 +139,9 @@ def _causal_logprobs(gen: Any, question: str, passages: Sequence[PassageText],
 
     device = next(gen.model.parameters()).device
     t = len(target)
-    rows = [gen.input_ids(question, p) + list(target[:-1]) for p in passages]
+    # the question as the engine's prompt shows it: recased from all K passages at once
+    shown = normalize_question(question, passages)
+    rows = [gen.input_ids(shown, p) + list(target[:-1]) for p in passages]
     length = max(len(r) for r in rows)
     pad = gen.settings.pad_token_id
     input_ids = torch.full((len(rows), length), pad, dtype=torch.long)

@@ -5,6 +5,10 @@ Output folder layout::
 
     OUT/checkpoint-<step>/   the newest checkpoint (see :mod:`.checkpoint`)
     OUT/final/question_encoder/, OUT/final/generator/, OUT/final/training.json
+    OUT/best/...             the same, for the evaluation with the best held-out top-K
+                             (with an evaluation file, once training has beaten the start)
+
+With the generator frozen, no generator folder is written: the pack uses the base pack's.
 
 A second run with the same ``OUT`` resumes from the newest checkpoint; its options must be the
 ones the checkpoint was made with (``epochs`` may grow).
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FINAL_DIR = "final"
+BEST_DIR = "best"
 # Without an evaluation file the guard still watches retrieval on this many training questions.
 GUARD_SAMPLE = 200
 
@@ -80,11 +85,13 @@ def train_pack(
     train_limit: int | None = None,
     eval_limit: int | None = None,
     device: str | None = None,
+    precision: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     report: Reporter | None = None,
 ) -> TrainResult:
-    """Fine-tune ``pack`` on ``train_path`` against ``snapshot`` (None: the active one)."""
+    """Fine-tune ``pack`` on ``train_path`` against ``snapshot`` (None: the active one);
+    ``precision``: the generator's, as for ``ragdesk ask`` (None: the engine's default)."""
     config = (config or TrainConfig()).check()
     out_dir = Path(out).expanduser().resolve()
     examples = read_examples(train_path, limit=train_limit)
@@ -100,31 +107,36 @@ def train_pack(
                  "train_file": str(Path(train_path).resolve()), "n_train": len(examples)}
         start = _start_point(out_dir, config, ident, spec, report)
         encoder = load_question_encoder(start.question_encoder)
-        generator = load_generator(start.generator, progress=progress, cancel=cancel)
+        generator = load_generator(start.generator, progress=progress, cancel=cancel,
+                                   precision=precision)
         trainer = RagTrainer(encoder, generator, index, config, device=device,
                              state=start.state)
         if start.checkpoint is not None:
             ck.load_optimizer_state(trainer.optimizer, start.checkpoint / ck.OPTIMIZER_FILE,
                                     start.saved["optimizer_param_groups"])
+        _report_reader(config, generator, report)
         # Without a dev set: retrieval statistics only, on a sample, for the guard.
         eval_set = dev if dev is not None else examples[:GUARD_SAMPLE]
         trainer.run(examples, eval_set, generate_eval=dev is not None,
-                    save=_saver(out_dir, config, ident), report=report, progress=progress,
-                    cancel=cancel)
-        final = _write_final(out_dir, trainer, ident, config)
+                    held_out=dev is not None, save=_saver(out_dir, config, ident),
+                    save_best=lambda t: _write_models(out_dir, BEST_DIR, t, ident, config),
+                    report=report, progress=progress, cancel=cancel)
+        final = _write_models(out_dir, FINAL_DIR, trainer, ident, config)
         registered = None
         if register:
-            registered = _register_result(
-                catalog, pack_name, final, spec, trainer, config,
-                f"{spec.name} fine-tuned on {Path(train_path).name} ({len(examples)} "
-                f"questions) against the snapshot {index.name!r}.",
-                {"base_pack": spec.name, "snapshot": index.name, "trained_in": str(out_dir),
-                 "mode": config.mode})
-            if report is not None:
-                report(f"registered the model pack {registered!r}")
+            registered = _register_run(catalog, pack_name, out_dir, final, spec, trainer,
+                                       Path(train_path).name, index.name, report)
         return TrainResult(out_dir, final, registered, trainer.state, start.checkpoint)
     finally:
         index.close()
+
+
+def _report_reader(config: TrainConfig, generator: Any, report: Reporter | None) -> None:
+    if report is not None and config.generator_frozen:
+        how = ("the engine's inference path" if config.inference_reader
+               else "its differentiable forward")
+        report(f"generator frozen: p(y|x,z) from {how} "
+               f"({getattr(generator, 'precision', 'float32')})")
 
 
 def _check_n_docs(config: TrainConfig, index: SnapshotIndex) -> None:
@@ -160,8 +172,9 @@ def _start_point(out_dir: Path, config: TrainConfig, ident: dict[str, Any], spec
     state = TrainState.from_json(saved["state"])
     if report is not None:
         report(f"resuming from {latest} (step {state.step}, epoch {state.epoch + 1})")
-    return _Start(str(latest / ck.QUESTION_ENCODER_DIR), str(latest / ck.GENERATOR_DIR),
-                  state, latest, saved)
+    gen_dir = latest / ck.GENERATOR_DIR  # absent when the generator is frozen
+    return _Start(str(latest / ck.QUESTION_ENCODER_DIR),
+                  str(gen_dir) if gen_dir.is_dir() else spec.generator, state, latest, saved)
 
 
 def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, Any]
@@ -170,19 +183,76 @@ def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, Any]
         path = ck.write_checkpoint(
             out_dir, t.state.step, t.encoder, t.generator, t.optimizer,
             {"version": 1, "config": config.to_json(), **ident, "state": t.state.to_json()},
-            keep=config.keep_checkpoints)
+            keep=config.keep_checkpoints, with_generator=not config.generator_frozen)
         log.info("checkpoint written: %s", path)
 
     return save
+
+
+def _register_run(catalog: Catalog, name: str, out_dir: Path, final: Path, spec: PackSpec,
+                  trainer: RagTrainer, train_name: str, snapshot: str,
+                  report: Reporter | None) -> str:
+    config = trainer.config
+    chosen = _models_to_register(out_dir, final, trainer.state, report)
+    registered = _register_result(
+        catalog, name, chosen, spec, trainer, config,
+        _description(spec, train_name, trainer, snapshot, chosen),
+        {"base_pack": spec.name, "snapshot": snapshot, "trained_in": str(out_dir),
+         "mode": config.mode, "models": chosen.name,
+         "retriever_only": config.generator_frozen})
+    if report is not None:
+        report(f"registered the model pack {registered!r} ({chosen})")
+    return registered
+
+
+def _models_to_register(out_dir: Path, final: Path, state: TrainState,
+                        report: Reporter | None) -> Path:
+    """``final``, unless the guard saw a collapse: then the best models by held-out
+    retrieval, when training produced better ones than it started with."""
+    collapsed = [e["label"] for e in state.evaluations if e.get("collapse")]
+    if not collapsed:
+        return final
+    best = out_dir / BEST_DIR
+    if state.best is not None and int(state.best["step"]) > 0 and best.is_dir():
+        if report is not None:
+            report(f"the guard saw a collapse ({', '.join(collapsed)}): the pack keeps the "
+                   f"models of {state.best['label']} (best held-out top-{state.best['k']}, "
+                   f"{float(state.best['top_k']) * 100:.1f}%)")
+        return best
+    if report is not None:
+        report(f"warning: the guard saw a collapse ({', '.join(collapsed)}) and no evaluation "
+               "after training beat the one before it; the pack holds the last models")
+    return final
+
+
+def _description(spec: PackSpec, train_name: str, trainer: RagTrainer, snapshot: str,
+                 models: Path) -> str:
+    st, cfg = trainer.state, trainer.config
+    n = len(st.selected) if st.selected is not None else 0
+    what = ("retriever tuned" if cfg.generator_frozen else "fine-tuned")
+    text = (f"{spec.name} {what} on {train_name} ({n} questions, {st.epoch} epoch"
+            f"{'s' if st.epoch != 1 else ''}) against the snapshot {snapshot!r}")
+    if cfg.generator_frozen:
+        text += f"; generator: {spec.name}'s"
+    evals = [e for e in st.evaluations if str(cfg.n_docs) in e.get("top_k", {})]
+    if len(evals) > 1:
+        k = str(cfg.n_docs)
+        used = st.best if models.name == BEST_DIR and st.best else None
+        after = float(used["top_k"]) if used else evals[-1]["top_k"][k]
+        text += (f"; evaluation top-{k} {evals[0]['top_k'][k] * 100:.1f}% -> "
+                 f"{after * 100:.1f}%")
+    return text + "."
 
 
 def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
                      trainer: RagTrainer, config: TrainConfig, description: str,
                      details: dict[str, Any]) -> str:
     info = trainer.encoder.info
+    gen_dir = final / ck.GENERATOR_DIR
     return register_pack(catalog, PackSpec(
         name=name, kind="custom", question_encoder=str(final / ck.QUESTION_ENCODER_DIR),
-        passage_encoder=base.passage_encoder, generator=str(final / ck.GENERATOR_DIR),
+        passage_encoder=base.passage_encoder,
+        generator=str(gen_dir) if gen_dir.is_dir() else base.generator,
         generator_kind=trainer.generator.kind, description=description,
         encoder_family=info.family, encoder_dim=info.dim, default_mode=config.mode,
         details=details), replace=True).name
@@ -199,12 +269,14 @@ def _check_target_name(catalog: Catalog, name: str, out_dir: Path, check: Any) -
                      f"`ragdesk models remove {name}`.")
 
 
-def _write_final(out_dir: Path, trainer: RagTrainer, ident: dict[str, Any],
-                 config: TrainConfig) -> Path:
-    final = out_dir / FINAL_DIR
-    staging = out_dir / f".staging-{FINAL_DIR}-{os.getpid()}"
+def _write_models(out_dir: Path, name: str, trainer: RagTrainer, ident: dict[str, Any],
+                  config: TrainConfig) -> Path:
+    """``OUT/name`` with the trainer's models, written whole or not at all."""
+    final = out_dir / name
+    staging = out_dir / f".staging-{name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    ck.save_models(staging, trainer.encoder, trainer.generator)
+    ck.save_models(staging, trainer.encoder, trainer.generator,
+                   with_generator=not config.generator_frozen)
     write_json_atomic(staging / "training.json", {"config": config.to_json(), **ident,
                                                   "state": trainer.state.to_json()})
     if final.exists():

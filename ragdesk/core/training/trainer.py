@@ -6,6 +6,16 @@ the snapshot's index (no gradient through the search itself), ``p(z|x)`` is reco
 the question encoder, and the generator scores the answer under every passage. The passage
 encoder and the index never change. AdamW updates the question encoder and the generator.
 
+With the generator frozen (``generator_layers=0``) the answer is scored by the engine's
+inference path (:func:`~ragdesk.core.training.forward.reader_logprobs`): the gradient reaches
+the question encoder only through log p(z|x), so p(y|x,z) needs no graph, and the engine's
+decoders compute it faster than the model's own forward.
+
+By default a run trains only on the questions it can learn from: those with a gold answer
+(the has-answer test of :mod:`ragdesk.core.matching`) among the top ``answer_depth`` passages
+the starting question encoder retrieves. The choice is made once and kept in the state, so
+a resumed run trains on the same questions.
+
 Per-step randomness (dropout) is seeded from the step number, so a run resumed from a
 checkpoint takes the same steps as one that was never interrupted.
 """
@@ -13,6 +23,7 @@ checkpoint takes the same steps as one that was never interrupted.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -25,8 +36,13 @@ from ragdesk.core.errors import BadInputError, CorruptSnapshotError
 from ragdesk.core.options import PER_PASSAGE_MODES
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
-from ragdesk.core.training.evaluate import EvalResult, evaluate
-from ragdesk.core.training.forward import answer_ids, answer_logprobs, question_vectors
+from ragdesk.core.training.evaluate import EvalResult, encode_questions, evaluate, gold_ranks
+from ragdesk.core.training.forward import (
+    answer_ids,
+    answer_logprobs,
+    question_vectors,
+    reader_logprobs,
+)
 from ragdesk.core.training.guard import ACTIONS, CollapseThresholds, check_collapse
 from ragdesk.core.training.loss import rag_nll
 
@@ -57,7 +73,15 @@ class TrainConfig:
     # None: every generator parameter; 0: generator frozen; N: only its last N decoder blocks
     generator_layers: int | None = None
     max_answer_tokens: int = 32
+    # a frozen generator scores answers with the engine's inference path (False: with the
+    # model's differentiable forward, as when it trains; the same loss, slower)
+    inference_reader: bool = True
+    # train only on questions with a gold answer among the top answer_depth passages (None:
+    # n_docs) that the starting question encoder retrieves
+    skip_unanswerable: bool = True
+    answer_depth: int | None = None
     checkpoint_every: int = 0  # optimizer steps; 0: only at the end of each epoch
+    eval_every: int = 0  # optimizer steps between retrieval-only evaluations within an epoch
     keep_checkpoints: int = 1
     eval_ks: tuple[int, ...] = (1, 5, 20)
     eval_em_limit: int | None = None  # questions answered for EM (None: all, 0: none)
@@ -68,11 +92,16 @@ class TrainConfig:
     # Options that shape the optimizer state or the data order: a resumed run must keep them.
     RESUME_KEYS: ClassVar[tuple[str, ...]] = (
         "mode", "n_docs", "lr", "question_encoder_lr", "batch_size", "weight_decay", "seed",
-        "train_question_encoder", "generator_layers", "max_answer_tokens")
+        "train_question_encoder", "generator_layers", "max_answer_tokens",
+        "skip_unanswerable", "answer_depth")
 
     def check(self) -> TrainConfig:
         if self.mode not in PER_PASSAGE_MODES:
             raise BadInputError(f"Unknown mode {self.mode!r}.", hint="Use 'token' or 'sequence'.")
+        if self.answer_depth is not None and self.answer_depth < 1:
+            raise BadInputError(f"The answer depth must be at least 1, not {self.answer_depth}.")
+        if self.eval_every < 0 or self.checkpoint_every < 0:
+            raise BadInputError("Step intervals cannot be negative.")
         for name in ("n_docs", "epochs", "batch_size", "max_answer_tokens", "keep_checkpoints"):
             if int(getattr(self, name)) < 1:
                 raise BadInputError(f"{name.replace('_', ' ')} must be at least 1, "
@@ -94,6 +123,15 @@ class TrainConfig:
         d = asdict(self)
         d["eval_ks"] = list(self.eval_ks)
         return d
+
+    @property
+    def generator_frozen(self) -> bool:
+        return self.generator_layers == 0
+
+    @property
+    def depth(self) -> int:
+        """How deep a gold answer may be retrieved for a question to be trained on."""
+        return self.answer_depth or self.n_docs
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TrainConfig:
@@ -153,6 +191,9 @@ class TrainState:
     examples_seen: int = 0
     retriever_frozen: bool = False
     stopped: str | None = None
+    # indices (into the training file's questions) trained on; None: not chosen yet
+    selected: list[int] | None = None
+    best: dict[str, Any] | None = None  # the held-out evaluation the best models had
     losses: list[float] = field(default_factory=list)  # mean loss of every step
     evaluations: list[dict[str, Any]] = field(default_factory=list)
 
@@ -193,8 +234,12 @@ class RagTrainer:
         if check is not None:
             check(encoder.info)
         self._embeddings = index.embeddings()
+        # A frozen generator read through the engine stays where the engine built its
+        # decoder (the lean decoders keep their own copies of the weights).
+        self._reader_path = config.generator_frozen and config.inference_reader
+        self.generator_device = str(generator.device) if self._reader_path else self.device
         encoder.model.to(self.device)
-        generator.model.to(self.device)
+        generator.model.to(self.generator_device)
         set_trainable(encoder, generator, config, self.state.retriever_frozen)
         # One group per model, always both, so that the optimizer state lines up with the
         # parameters whatever is frozen at the time.
@@ -231,7 +276,11 @@ class RagTrainer:
             self._check_scores(scores, hits)
         target = answer_ids(self.generator, ex.target, self.config.max_answer_tokens)
         passages = [PassageText(h.title, h.text) for h in hits]
-        lp = answer_logprobs(self.generator, ex.question, passages, target)[None]  # [1, K, T]
+        if self._reader_path:
+            lp = reader_logprobs(self.generator, ex.question, passages, target).to(
+                scores.device)[None]  # [1, K, T]
+        else:
+            lp = answer_logprobs(self.generator, ex.question, passages, target)[None]
         mask = torch.ones((1, lp.shape[-1]), device=lp.device)
         return rag_nll(self.config.mode, scores, lp, mask, temperature_of(self.index))[0]
 
@@ -252,7 +301,8 @@ class RagTrainer:
         import torch
 
         self.encoder.model.train()
-        self.generator.model.train()
+        # a frozen generator's dropout would only add noise to p(y|x,z)
+        self.generator.model.train(not self.config.generator_frozen)
         torch.manual_seed(self.config.seed * 1_000_003 + self.state.step)
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0
@@ -274,17 +324,37 @@ class RagTrainer:
                  cancel: CancelToken | None = None) -> EvalResult:
         cfg = self.config
         gen = self.generator if generate else None
-        on_cpu = self.device == "cpu"
+        on_cpu = self.generator_device == "cpu"
         if gen is not None and not on_cpu:  # the engine's decoders run on the CPU
             gen.model.to("cpu")
         try:
+            # top-K (the passages read) always: the best models are chosen by it
             return evaluate(self.encoder, gen, self.index, examples, n_docs=cfg.n_docs,
-                            mode=cfg.mode, ks=cfg.eval_ks, em_limit=cfg.eval_em_limit,
+                            mode=cfg.mode, ks=sorted({*cfg.eval_ks, cfg.n_docs}),
+                            em_limit=cfg.eval_em_limit,
                             max_new_tokens=cfg.max_answer_tokens, progress=progress,
                             cancel=cancel)
         finally:
             if gen is not None and not on_cpu:
-                gen.model.to(self.device)
+                gen.model.to(self.generator_device)
+
+    def select_questions(self, examples: Sequence[Example],
+                         report: Reporter | None = None) -> list[int]:
+        """The indices of the questions to train on (see the module docstring)."""
+        cfg = self.config
+        if not cfg.skip_unanswerable:
+            return list(range(len(examples)))
+        depth = min(cfg.depth, int(self.index.size))
+        q = encode_questions(self.encoder, [e.question for e in examples])
+        ranks = gold_ranks(examples, self.index.search(q, depth))
+        kept = [i for i, r in enumerate(ranks) if r is not None]
+        if report is not None:
+            report(f"training on {len(kept)} of {len(examples)} questions: the other "
+                   f"{len(examples) - len(kept)} have no gold answer in the top {depth} "
+                   "passages the question encoder retrieves before training (the has-answer "
+                   "test of `ragdesk eval`), so no passage it reads can teach it; "
+                   "--all-questions keeps them")
+        return kept
 
     def record_evaluation(self, result: EvalResult, label: str,
                           report: Reporter | None = None) -> bool:
@@ -292,6 +362,9 @@ class RagTrainer:
         entry: dict[str, Any] = {"label": label, "epoch": self.state.epoch,
                                  "step": self.state.step, **result.to_json(), "collapse": []}
         stop = False
+        if report is not None:
+            report(f"evaluation ({label}): {result.describe()}")
+            report(self._guard_line(label, result))
         if self.state.evaluations:
             base = EvalResult.from_json(self.state.evaluations[0]).retrieval
             verdict = check_collapse(base, result.retrieval, self.config.collapse)
@@ -311,53 +384,90 @@ class RagTrainer:
                 if report is not None:
                     report("warning: " + msg)
         self.state.evaluations.append(entry)
-        if report is not None:
-            report(f"evaluation ({label}): {result.describe()}")
         return stop
 
+    def _guard_line(self, label: str, result: EvalResult) -> str:
+        """The guard's figures now, beside the first evaluation's (its baseline)."""
+        r = result.retrieval
+        line = (f"guard ({label}): p(z|x) at tau {r.temperature:g} over the top {r.n_docs}: "
+                f"mean entropy {r.mean_entropy:.4f} nats (uniform: "
+                f"{math.log(max(r.n_docs, 1)):.4f}), distinct top-1 {r.distinct_top1} of "
+                f"{r.n_questions}")
+        if self.state.evaluations:
+            first = self.state.evaluations[0]
+            b = EvalResult.from_json(first).retrieval
+            line += (f"; at {first['label']}: entropy {b.mean_entropy:.4f}, distinct top-1 "
+                     f"{b.distinct_top1}")
+        return line
+
+    def _evaluation(self, examples: Sequence[Example], label: str, generate: bool,
+                    hooks: RunHooks) -> bool:
+        """Evaluate, run the guard, remember the best models; True to stop."""
+        result = self.evaluate(examples, generate=generate, progress=hooks.progress,
+                               cancel=hooks.cancel)
+        stop = self.record_evaluation(result, label, hooks.report)
+        if hooks.held_out:
+            self._track_best(result, label, hooks.save_best, hooks.report)
+        return stop
+
+    def _track_best(self, result: EvalResult, label: str,
+                    save_best: Callable[[RagTrainer], Any] | None,
+                    report: Reporter | None) -> None:
+        """Keep the models of the evaluation with the best held-out top-K accuracy (K: the
+        passages read); the first of equals wins, so the untuned models stay best until
+        training beats them."""
+        k = self.config.n_docs
+        acc = result.top_k.get(str(k))
+        st = self.state
+        if acc is None or (st.best is not None and acc <= float(st.best["top_k"])):
+            return
+        st.best = {"label": label, "step": st.step, "k": k, "top_k": acc}
+        if st.step > 0 and save_best is not None:
+            save_best(self)
+            if report is not None:
+                report(f"best held-out top-{k} so far ({acc * 100:.1f}%, {label}): "
+                       "models kept")
+
     def run(self, examples: Sequence[Example], eval_examples: Sequence[Example] | None, *,
-            generate_eval: bool = True,
-            save: Callable[[RagTrainer], None] | None = None,
+            generate_eval: bool = True, held_out: bool = False,
+            save: Callable[[RagTrainer], Any] | None = None,
+            save_best: Callable[[RagTrainer], Any] | None = None,
             report: Reporter | None = None, progress: ProgressCallback | None = None,
             cancel: CancelToken | None = None) -> TrainState:
-        """Train from ``self.state`` to the last epoch; ``save`` writes a checkpoint."""
+        """Train from ``self.state`` to the last epoch; ``save`` writes a checkpoint.
+
+        ``held_out``: ``eval_examples`` are not training questions, so their retrieval
+        accuracy chooses the best models, which ``save_best`` writes."""
         cfg, st = self.config, self.state
         if not examples:
             raise BadInputError("There are no training questions.")
-        n = len(examples)
+        if st.selected is None:
+            st.selected = self.select_questions(examples, report)
+        chosen = [examples[i] for i in st.selected]
+        if not chosen:
+            raise BadInputError(
+                f"None of the {len(examples)} training questions has a gold answer in the "
+                f"top {cfg.depth} passages retrieved for it; there is nothing to learn from.",
+                hint="Pass --all-questions to train on them anyway, or a larger "
+                     "--answer-depth.")
+        hooks = RunHooks(held_out, save, save_best, report, progress, cancel)
         if eval_examples and cfg.evaluate_before and not st.evaluations:
-            self.record_evaluation(self.evaluate(eval_examples, generate=generate_eval,
-                                                 progress=progress, cancel=cancel),
-                                   "before training", report)
+            self._evaluation(eval_examples, "before training", generate_eval, hooks)
+        n = len(chosen)
         prog = Progress(cfg.epochs * n, "training", progress,
                         start_done=min(st.epoch * n + st.position, cfg.epochs * n))
-        recent: list[float] = []
         while st.epoch < cfg.epochs and st.stopped is None:
-            order = epoch_order(n, cfg.seed, st.epoch)
-            while st.position < n:
-                if cancel is not None and cancel.cancelled:
-                    if save is not None:
-                        save(self)
-                    cancel.raise_if_cancelled()
-                batch = [examples[i] for i in order[st.position:st.position + cfg.batch_size]]
-                loss = self.train_step(batch)
-                st.position += len(batch)
-                recent = [*recent[-19:], loss]
-                prog.update(len(batch), f"epoch {st.epoch + 1}/{cfg.epochs}  loss "
-                            f"{sum(recent) / len(recent):.4f}")
-                if save is not None and cfg.checkpoint_every and (
-                        st.step % cfg.checkpoint_every == 0) and st.position < n:
+            self._train_epoch(chosen, eval_examples, hooks, prog)
+            if st.stopped is not None:  # the guard stopped the run within the epoch
+                if save is not None:
                     save(self)
+                break
             label = f"epoch {st.epoch + 1}"
             epoch_losses = st.losses[-((n + cfg.batch_size - 1) // cfg.batch_size):]
             if report is not None and epoch_losses:
                 report(f"{label}: mean training loss {sum(epoch_losses) / len(epoch_losses):.4f}")
-            stop = False
-            if eval_examples:
-                stop = self.record_evaluation(
-                    self.evaluate(eval_examples, generate=generate_eval, progress=progress,
-                                  cancel=cancel),
-                    label, report)
+            stop = bool(eval_examples) and self._evaluation(
+                eval_examples or [], label, generate_eval, hooks)
             st.epoch += 1
             st.position = 0
             if save is not None:
@@ -365,3 +475,41 @@ class RagTrainer:
             if stop:
                 break
         return st
+
+    def _train_epoch(self, chosen: Sequence[Example], eval_examples: Sequence[Example] | None,
+                     hooks: RunHooks, prog: Progress) -> None:
+        """The rest of the current epoch, from ``state.position``; returns early when the
+        guard stops the run at an evaluation within the epoch."""
+        cfg, st, n = self.config, self.state, len(chosen)
+        order = epoch_order(n, cfg.seed, st.epoch)
+        recent: list[float] = []
+        while st.position < n:
+            if hooks.cancel is not None and hooks.cancel.cancelled:
+                if hooks.save is not None:
+                    hooks.save(self)
+                hooks.cancel.raise_if_cancelled()
+            batch = [chosen[i] for i in order[st.position:st.position + cfg.batch_size]]
+            loss = self.train_step(batch)
+            st.position += len(batch)
+            recent = [*recent[-19:], loss]
+            prog.update(len(batch), f"epoch {st.epoch + 1}/{cfg.epochs}  loss "
+                        f"{sum(recent) / len(recent):.4f}")
+            within = st.position < n
+            if eval_examples and cfg.eval_every and st.step % cfg.eval_every == 0 and (
+                    within) and self._evaluation(eval_examples, f"step {st.step}", False, hooks):
+                return
+            if hooks.save is not None and cfg.checkpoint_every and (
+                    st.step % cfg.checkpoint_every == 0) and within:
+                hooks.save(self)
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What :meth:`RagTrainer.run` calls back, passed along to its parts."""
+
+    held_out: bool
+    save: Callable[[RagTrainer], Any] | None
+    save_best: Callable[[RagTrainer], Any] | None
+    report: Reporter | None
+    progress: ProgressCallback | None
+    cancel: CancelToken | None
