@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_server:
         envs["server"] = base
     load_before = os.getloadavg()[0]
+    m = machine()  # before the rounds: its load average is the one at the start
     server, server_start = _start_server(base) if not args.no_server else (None, None)
     rows: dict[str, list[tuple[float, float, float, float]]] = {way: [] for way in envs}
     try:
@@ -115,7 +116,6 @@ def main(argv: list[str] | None = None) -> None:
                         "ratio_loading_included_median": statistics.median(
                             r[0] / (r[1] + r[2]) for r in runs),
                         "load_average_median": statistics.median(r[3] for r in runs)}
-    m = machine()
     data = {"summary": summary, "server_start_s": server_start, "runs": rows,
             "before": str(args.before) if args.before else None,
             "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
@@ -133,7 +133,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"{s['load_average_median']:.2f}"]
                for way, s in summary.items()]))
     if args.before is not None:
-        md += f"\n\n'alone, before': the code of {args.before}, in the same rounds.\n"
+        commit = subprocess.run(["git", "-C", str(args.before), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip() or "?"
+        md += (f"\n\n'alone, before': the code of {args.before} (commit {commit}), in the "
+               "same rounds.\n")
     if server_start is not None:
         md += f"\n\n`ragdesk serve` was ready {server_start:.1f} s after it started (once).\n"
     write_results("ask_wall", data, md)

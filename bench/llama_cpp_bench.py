@@ -158,7 +158,8 @@ def summarize(data: dict[str, Any]) -> dict[str, Any]:
 def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
     head = (f"Gemma 3 270M, {Path(data['gguf']).name} for both; one prompt of "
             f"{data['prompt_tokens']} tokens (identical ids), then {data['tokens']} greedy steps "
-            f"of one row; ragdesk in {data['precision']} with {data['threads']} torch threads; "
+            f"of one row; ragdesk in {data['precision']} with {data['threads']} torch "
+            f"thread{'s' * (data['threads'] > 1)}; "
             f"medians of {data['rounds']} alternating rounds in one process. Ratio = ragdesk "
             "÷ that side (1.00x on ragdesk's own row).\n\n")
     table = md_table(
@@ -172,7 +173,7 @@ def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
     best = data["best_llama"]
     tail = (f"\n\nOne-row decoding: ragdesk takes **{summary[best]['step_ratio']:.2f}x** "
             f"llama.cpp's time per token at its best thread count here ({best}).\n\n"
-            f"{machine_line(data['machine'])}; `OMP_WAIT_POLICY=PASSIVE` for both sides.\n")
+            f"`OMP_WAIT_POLICY=PASSIVE` for both sides. {machine_line(data['machine'])}\n")
     return head + table + tail
 
 
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     default=[1, 2], help="llama.cpp thread counts, e.g. 1,2")
     ap.add_argument("--precision", default=None,
                     help="ragdesk's generator precision (default: the CPU's default)")
+    ap.add_argument("--results", default="llama_cpp",
+                    help="name of the bench/results files (default llama_cpp)")
     args = ap.parse_args(argv)
     from ragdesk.core.cpu import passive_openmp_waits
 
@@ -200,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(data)
     data["summary"] = summary
     md = "# One-row greedy decoding against llama.cpp (same GGUF)\n\n" + render(data, summary)
-    write_results("llama_cpp", data, md)
+    write_results(args.results, data, md)
     print(md)
     return 0
 
