@@ -55,5 +55,6 @@ def load_mapped_causal_lm(folder: Path) -> Any:
             f"{(list(missing) + list(unexpected))[0]}).")
     model.tie_weights()
     if (folder / "generation_config.json").is_file():
-        model.generation_config = GenerationConfig.from_pretrained(str(folder))
+        model.generation_config = GenerationConfig.from_pretrained(str(folder),
+                                                                   trust_remote_code=False)
     return model.eval()
