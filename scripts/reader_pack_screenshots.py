@@ -5,7 +5,7 @@ the offer (size and speed, before anything is fetched), the download's progress,
     .venv/bin/python scripts/reader_pack_screenshots.py --data-dir DIR --out-dir DIR
         [--size WxH] [--cancel] [--question Q] [--progress-part N]
 
-Saves ``reader-pack-offer-WxH.png``, ``reader-pack-progress-WxH.png`` and
+Saves (``--first-run``: ``reader-pack-first-run-WxH.png``,) ``reader-pack-offer-WxH.png``, ``reader-pack-progress-WxH.png`` and
 ``reader-pack-answer-WxH.png`` (``--cancel``: ``reader-pack-cancelled-WxH.png`` instead of
 the answer, after pressing Cancel). With the pack already set up, only the answer is taken.
 Prints how long each phase of the setup took. Needs xvfb, openbox, xdotool.
@@ -55,6 +55,14 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     yield ("until", (lambda: bool(w.state.packs), 60, "the pack list"))
     yield ("sleep", 1000)
     reader = w.state.pack_info("reader-1.5b")
+    if args.first_run and reader is not None and not reader.installed:
+        fr = w.open_first_run()
+        yield ("until", (lambda: fr.reader.isEnabled(), 30, "the first run's reader offer"))
+        fr.reader.setChecked(True)
+        yield ("sleep", 800)
+        shoot("first-run")
+        fr.reject()
+        yield ("sleep", 500)
     if reader is not None and not reader.installed:
         d = open_models_dialog(w)
         yield ("until", (lambda: d.selected_name() == "reader-1.5b" and d.offer.rows, 30,
@@ -118,7 +126,10 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
         raise RuntimeError(f"the answer ended as {card.state}: {w.last_error}")
     print(f"{args.question!r} -> {card.answer.text!r} ({card.answer.mode}) in "
           f"{time.monotonic() - t1:.1f} s; load {_load()}", flush=True)
-    yield ("sleep", 1500)
+    yield ("sleep", 1000)
+    bar = w.chat.verticalScrollBar()
+    bar.setValue(bar.maximum())  # the whole card in view, as a reader scrolls to it
+    yield ("sleep", 500)
     shoot("answer")
     w.close()
     QApplication.exit(0)
@@ -154,6 +165,8 @@ def main() -> int:
     ap.add_argument("--size", default="1440x900")
     ap.add_argument("--question", default="who wrote the novel pride and prejudice")
     ap.add_argument("--cancel", action="store_true", help="press Cancel after the progress")
+    ap.add_argument("--first-run", action="store_true",
+                    help="also a picture of the first-run dialog offering the reader pack")
     ap.add_argument("--progress-part", type=int, default=4,
                     help="take the progress picture once this part is being fetched (or "
                          "at the next phase, whichever comes first)")
