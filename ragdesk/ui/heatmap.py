@@ -658,7 +658,7 @@ class HeatMapPanel(QWidget):
                 "The passages were read together, in one prompt, so no number says how much "
                 f"each passage gave each {unit}: there are no per-passage rows. Each {unit} "
                 "shows the passage its span is quoted from (“–”: none of the retrieved "
-                "passages holds it).")
+                "passages holds it, or, while the answer is being written, not judged yet).")
             return
         # Short, so the grid keeps its rows in a low dock (1280x720); the words are in the
         # tooltip.

@@ -127,3 +127,6 @@ def test_the_step_through_of_an_answer_read_together_says_nothing_moves(qtbot: A
             else "held by none of the passages" in text
         assert "mostly from" not in text
         assert steps.bars.values() == prior  # the stored floats: the retrieval prior
+    # Only the words quoted from a passage wear a passage's colour in the answer so far.
+    assert steps.text_label.text().count("background-color") == sum(
+        q is not None for q in QUOTES)

@@ -205,8 +205,9 @@ class AnswerSteps(QWidget):
             together = self.answer.mode == TOGETHER
             # Earlier words get a light tint of their main source, the current one a strong
             # tint: the answer reads as a strip of where each part came from.
-            done = "".join(_tinted(w, 0.16) for w in self.words[: s - 1])
-            current = "<b>" + _tinted(word, 0.5, mark_blank=True) + "</b>"
+            done = "".join(_tinted(w, 0.16, self._tint_source(w)) for w in self.words[: s - 1])
+            current = ("<b>" + _tinted(word, 0.5, self._tint_source(word), mark_blank=True)
+                       + "</b>")
             rest = "" if s == self.step_count else " …"
             self.text_label.setText(f"<div style='white-space: pre-wrap'>{done}{current}"
                                     f"{rest}</div>")
@@ -224,6 +225,13 @@ class AnswerSteps(QWidget):
 
     def _shown(self, word: Word) -> str:
         return _visible(word.text) if self.pieces else html.escape(word.label)
+
+    def _tint_source(self, word: Word) -> int | None:
+        """The passage whose colour a word wears: read together, the one it is quoted from
+        (none: no tint), else its main source."""
+        if self.answer.mode == TOGETHER:
+            return quoted_source(self.answer.tokens, word.pieces)
+        return word.source
 
     def _quoted(self, word: Word) -> str:
         """Where a word read together is quoted from, as most of its pieces say."""
@@ -251,11 +259,13 @@ def _same_question(a: Answer, b: Answer) -> bool:
             and [d.id for d in a.docs] == [d.id for d in b.docs])
 
 
-def _tinted(word: Word, alpha: float, mark_blank: bool = False) -> str:
-    c = rank_colour(word.source)
+def _tinted(word: Word, alpha: float, source: int | None, mark_blank: bool = False) -> str:
     text = word.text
     if mark_blank and not text.strip():
         text = text.replace(" ", "␣").replace("\n", "⏎\n")
+    if source is None:
+        return html.escape(text)
+    c = rank_colour(source)
     return (f"<span style='background-color: rgba({c.red()},{c.green()},{c.blue()},"
             f"{alpha})'>{html.escape(text)}</span>")
 
