@@ -591,6 +591,16 @@ class Backend:
             del model, tokenizer
         self.set_pack(reader.READER)
 
+    def remove_reader(self) -> None:
+        """Delete the reader pack's files (it stays listed, to be set up again); the starter
+        pack answers instead when it was the one in use."""
+        from ragdesk.core import models
+        from ragdesk.core.models import reader
+
+        if self.pack_name() == reader.READER:
+            self.set_pack("starter")
+        models.remove_pack(self.catalog, reader.READER, self.data)
+
     def download_pack(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> None:
         from ragdesk.core import models
 

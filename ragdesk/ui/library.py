@@ -207,6 +207,14 @@ class Library(QObject):
                        lambda c: self.backend.setup_reader(c.progress, c.cancel), failed)
         return op.success(self._pack_installed).run(self.ops)
 
+    def remove_reader_pack(self, *, on_done: Callable[[None], None] | None = None,
+                           on_failure: OnFailure | None = None) -> Op[None]:
+        """Delete the reader pack's files (jobs lane: never while it is being set up)."""
+        op = self._job("Removing the reader pack", lambda _c: self.backend.remove_reader(),
+                       on_failure)
+        op.success(self._pack_installed)  # the pack in use may have changed back
+        return _then(op, on_done).run(self.ops)
+
     def start_download(self, pack: str, *,
                        on_failure: OnFailure | None = None) -> Op[None]:
         op = self._job(f"Downloading {pack}",

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QMessageBox,
     QPushButton,
     QSizePolicy,
     QVBoxLayout,
@@ -31,7 +32,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import PackInfo
-from ragdesk.ui.dialogs import JobPanel, fit_height
+from ragdesk.ui.dialogs import JobPanel, confirm, fit_height
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -198,8 +199,12 @@ class ModelsDialog(QDialog):
         self.setup_button.clicked.connect(self.start_setup)
         self.use_button = QPushButton(icon("switch"), "&Use this pack")
         self.use_button.clicked.connect(self.use_selected)
+        self.remove_button = QPushButton(icon("trash"), "&Remove…")
+        self.remove_button.setToolTip("Delete this pack's files; it can be set up again")
+        self.remove_button.clicked.connect(self.remove_selected)
         buttons.addWidget(self.setup_button)
         buttons.addWidget(self.use_button)
+        buttons.addWidget(self.remove_button)
         buttons.addStretch(1)
         box.addLayout(buttons)
         box.addStretch(1)
@@ -285,6 +290,9 @@ class ModelsDialog(QDialog):
         self.use_button.setVisible(info is not None and not needs_setup)
         self.use_button.setEnabled(info is not None and info.installed
                                    and info.name != self.state.pack)
+        removable = info is not None and info.installed and info.kind == READER_KIND
+        self.remove_button.setVisible(removable)
+        self.remove_button.setEnabled(removable and not busy)
 
     # ---- actions -------------------------------------------------------------------------
 
@@ -303,6 +311,24 @@ class ModelsDialog(QDialog):
             self.library.set_pack(info.name)
             self.library.reload_packs()  # the controls' pack list follows (and its mode)
             self._say(f"The next question uses {info.name}.")
+
+    def remove_selected(self) -> QMessageBox | None:
+        info = self.selected()
+        if info is None or not info.installed or info.kind != READER_KIND:
+            return None
+        size = f" ({human_bytes(info.size_bytes)})" if info.size_bytes else ""
+        after = (" The starter pack answers instead." if info.name == self.state.pack
+                 else "")
+        return confirm(self, "Remove the reader pack", f"Delete the files of {info.name}"
+                       f"{size}?", "It stays listed here and can be set up again (a new "
+                       "download)." + after, self._remove)
+
+    def _remove(self) -> None:
+        self._say("")
+        self.library.remove_reader_pack(
+            on_done=lambda _r: self._say("Removed the reader pack's files."),
+            on_failure=self._failed)
+        self._update_buttons()
 
     def _failed(self, report: ErrorReport) -> None:
         """Shown here while the dialog is open, else in a dialog of its own: once."""

