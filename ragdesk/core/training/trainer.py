@@ -343,6 +343,8 @@ class RagTrainer:
         """The indices of the questions to train on (see the module docstring)."""
         cfg = self.config
         if not cfg.skip_unanswerable:
+            if report is not None:
+                report(f"training on all {len(examples)} questions (--all-questions)")
             return list(range(len(examples)))
         depth = min(cfg.depth, int(self.index.size))
         q = encode_questions(self.encoder, [e.question for e in examples])
