@@ -35,6 +35,12 @@ FEATURES: tuple[str, ...] = (
     "top1_overlap",       # share of the question's words in the rank-1 passage
     "has_digit",          # the answer holds a digit (dates, numbers)
     "empty",              # no answer text at all
+    "best_passage_lp",    # max over z of log p(y|x,z): the one passage that explains it best
+    "best_passage_lp_per_token",  # the same per answer token
+    "read_posterior_max",  # largest p(z|x,y): how sure the reader is which passage it read
+    "read_on_holders",    # p(z|x,y) summed over the passages that hold the answer
+    "read_shift",         # p(z|x,y) - p(z|x) of that passage: reading moved the belief
+    "token_source_max",   # mean over tokens of the largest p(z|x,y_i,y_<i)
 )
 
 # Words that say nothing about whether a passage is about the question.
@@ -60,6 +66,44 @@ def source_counts(answer: Answer) -> list[int]:
         if 0 <= t.source < len(counts):
             counts[t.source] += 1
     return counts
+
+
+_FLOOR = 1e-12
+
+
+def _reading(answer: Answer, held: Sequence[bool]) -> dict[str, float]:
+    """What the tokens' posteriors say about the passages as read (see :class:`AnswerToken`).
+
+    RAG-Token stores p(z|x,y_i,y_<i) ∝ p(z|x) p(y_i|x,z,y_<i) per token, so the answer's
+    likelihood under one passage is recovered exactly: log p(y|x,z) = log p(y|x) +
+    Σ_i [log p(z|x,y_i,y_<i) - log p(z|x)]. RAG-Sequence stores the running posterior, whose
+    last row is p(z|x,y) itself. Other modes carry no per-passage rows: no features (the model
+    then reads its training mean, a neutral value)."""
+    docs, tokens = answer.docs, answer.tokens
+    k = len(docs)
+    if not k or not tokens or answer.mode not in ("token", "sequence") or \
+            any(len(t.posterior) != k for t in tokens):
+        return {}
+    log_prior = [math.log(max(float(d.prob), _FLOOR)) for d in docs]
+    lp = float(answer.logprob) if math.isfinite(answer.logprob) else -40.0
+    rows = tokens if answer.mode == "token" else tokens[-1:]
+    per_passage = [max(-40.0, min(0.0, lp + sum(math.log(max(t.posterior[z], _FLOOR))
+                                                   - log_prior[z] for t in rows)))
+                   for z in range(k)]
+    joint = [a + b for a, b in zip(log_prior, per_passage, strict=True)]
+    top = max(joint)
+    weights = [math.exp(j - top) for j in joint]
+    total = sum(weights)
+    read = [w / total for w in weights]
+    best = max(range(k), key=read.__getitem__)
+    return {
+        "best_passage_lp": max(per_passage),
+        "best_passage_lp_per_token": max(per_passage) / len(tokens),
+        "read_posterior_max": read[best],
+        "read_on_holders": sum(r for r, h in zip(read, held, strict=True) if h),
+        "read_shift": read[best] - math.exp(log_prior[best]),
+        "token_source_max": sum(max(t.posterior) for t in tokens) / len(tokens),
+    }
 
 
 def _share_of(words: Sequence[str], within: set[str]) -> float:
@@ -101,4 +145,5 @@ def answer_features(answer: Answer) -> dict[str, float]:
         "top1_overlap": _share_of(q_words, top1_words),
         "has_digit": float(any(c.isdigit() for c in answer.text)),
         "empty": float(not a_words),
+        **_reading(answer, held),
     }

@@ -8,6 +8,7 @@ the answer abstains. Plain loops over sorted arrays; scikit-learn is the tests' 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -81,21 +82,28 @@ def given_figures(given: Sequence[bool], right: Sequence[bool],
     }
 
 
-def choose_threshold(confidence: Sequence[float], right: Sequence[bool]) -> float:
-    """The threshold with the best F1 between "given" and "right": as many right answers
-    kept as possible while the answers given stay mostly right. Fitted on held-out answers."""
+# Share of the right answers the threshold must still give: a withheld right answer costs
+# a click ("Show the guess"), a confident wrong one costs trust, so the rest is withheld.
+KEEP_RIGHT = 0.5
+
+
+def choose_threshold(confidence: Sequence[float], right: Sequence[bool],
+                     keep: float = KEEP_RIGHT) -> float:
+    """The highest threshold at which at least ``keep`` of the right answers are still
+    given (confidence ≥ threshold). Fitted on held-out answers.
+
+    Why not the best F1 between "given" and "right": with few right answers its optimum sits
+    on a flat, noisy ridge (on the starter's fitting lines it moved from 45 % to 41 % of the
+    right answers kept when features were added), so the share of right answers a user still
+    sees was whatever the ridge gave; this rule fixes that share and lets the share of given
+    answers that are right follow from the model's quality."""
     c = np.asarray(confidence, dtype=np.float64)
     y = np.asarray(right, dtype=bool)
     if not y.any():
         return 1.0
-    best_t, best_f = 1.0, -1.0
-    for t in np.unique(c):
-        given = c >= t
-        tp = float((given & y).sum())
-        f = 2 * tp / (given.sum() + y.sum())
-        if f > best_f:
-            best_t, best_f = float(t), f
-    return best_t
+    ranked = np.sort(c[y])[::-1]
+    need = max(1, math.ceil(keep * len(ranked)))
+    return float(ranked[need - 1])
 
 
 def selective_summary(confidence: Sequence[float | None], right: Sequence[bool],

@@ -56,17 +56,19 @@ def test_given_figures_by_hand() -> None:
     assert g["unanswerable"] == 2 and g["unanswerable_abstain_share"] == pytest.approx(1 / 2)
 
 
-def test_threshold_has_the_best_f1_of_all_thresholds() -> None:
+@pytest.mark.parametrize("keep", [0.25, 0.5, 0.9])
+def test_threshold_is_the_highest_that_keeps_the_share_of_right_answers(keep: float) -> None:
     rng = np.random.default_rng(11)
     c = rng.random(200)
     y = rng.random(200) < c
-    t = choose_threshold(c.tolist(), y.tolist())
+    t = choose_threshold(c.tolist(), y.tolist(), keep=keep)
 
-    def f1(th: float) -> float:
-        g = c >= th
-        return 2 * (g & y).sum() / (g.sum() + y.sum())
+    def kept(th: float) -> float:
+        return float((c[y] >= th).mean())
 
-    assert f1(t) == pytest.approx(max(f1(th) for th in c))
+    assert kept(t) >= keep
+    # a naive scan: no higher threshold among the confidences keeps as many
+    assert all(kept(th) < keep for th in c if th > t)
 
 
 def test_summary_skips_answers_without_confidence_and_reports_abstention() -> None:
