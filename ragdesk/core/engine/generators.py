@@ -39,7 +39,7 @@ from ragdesk.core.engine.prompts import (
     together_plain_prompt,
 )
 from ragdesk.core.errors import BadInputError, MissingModelError
-from ragdesk.core.options import DEFAULT_STYLE, check_precision, check_question, check_style
+from ragdesk.core.options import DEFAULT_STYLE, Style, check_precision
 
 if TYPE_CHECKING:
     import torch
@@ -144,12 +144,12 @@ class Generator(ABC):
 
     @abstractmethod
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
+                style: Style = DEFAULT_STYLE) -> PassageContext:
         """Build and encode the K generator inputs; ``style`` (see :data:`STYLES`) is the
         answer style the prompt asks for, where the generator takes instructions."""
 
     def prepare_together(self, question: str, passages: Sequence[PassageText],
-                         style: str = DEFAULT_STYLE) -> PassageContext:
+                         style: Style = DEFAULT_STYLE) -> PassageContext:
         """One generator input that holds all the passages (a context with one row)."""
         raise BadInputError(
             f"The generator {self.name!r} reads one passage at a time: it cannot read the "
@@ -234,9 +234,8 @@ class Seq2SeqGenerator(Generator):
         return [*before, *head[:window - fixed], *tail, *after]
 
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
+                style: Style = DEFAULT_STYLE) -> PassageContext:
         # BART reads the fixed input format its RAG checkpoint was trained on: no style.
-        check_question(question)
         ids = [self.input_ids(question, p) for p in passages]
         if self.lean_decoder is not None:
             return LeanBartContext(self, self.lean_decoder, ids)
@@ -308,19 +307,18 @@ class CausalLMGenerator(Generator):
         return GenerationSettings.from_generation_config(gc, start_token_id=None,
                                                          fallback_pad=pad)
 
-    def prompt_text(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+    def prompt_text(self, question: str, passage: PassageText, style: Style = DEFAULT_STYLE
                     ) -> str:
         """The prompt for one passage (see :mod:`.prompts`): the style's worked examples
         first, so that the K prompts of one question share their opening tokens."""
         question = normalize_question(question)
-        check_style(style)
         if self.use_chat_template:
             msgs = chat_messages(question, passage.title, passage.text, style)
             return str(self.tokenizer.apply_chat_template(
                 msgs, tokenize=False, add_generation_prompt=True))
         return plain_prompt(question, passage.title, passage.text, style)
 
-    def input_ids(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+    def input_ids(self, question: str, passage: PassageText, style: Style = DEFAULT_STYLE
                   ) -> list[int]:
         tok = self.tokenizer
         text_ids = tok(passage.text, add_special_tokens=False)["input_ids"]
@@ -342,8 +340,8 @@ class CausalLMGenerator(Generator):
         return CausalContext(self, ids, logits_to_keep=self._logits_to_keep)
 
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
-        check_question(question)
+                style: Style = DEFAULT_STYLE) -> PassageContext:
+        """``question``: checked (:class:`.request.AnswerRequest`)."""
         # recased from all K passages at once, so that every prompt reads the same question
         question = normalize_question(question, passages)
         ids = [self.input_ids(question, p, style) for p in passages]
@@ -351,11 +349,10 @@ class CausalLMGenerator(Generator):
 
 
     def together_ids(self, question: str, passages: Sequence[PassageText],
-                     style: str = DEFAULT_STYLE) -> list[int]:
+                     style: Style = DEFAULT_STYLE) -> list[int]:
         """The one prompt with every passage (each cut to ``max_passage_tokens``)."""
         tok = self.tokenizer
         question = normalize_question(question)
-        check_style(style)
         cut = []
         for p in passages:
             ids = tok(p.text, add_special_tokens=False)["input_ids"]
@@ -376,8 +373,7 @@ class CausalLMGenerator(Generator):
         return out
 
     def prepare_together(self, question: str, passages: Sequence[PassageText],
-                         style: str = DEFAULT_STYLE) -> PassageContext:
-        check_question(question)
+                         style: Style = DEFAULT_STYLE) -> PassageContext:
         question = normalize_question(question, passages)
         ids = [self.together_ids(question, passages, style)]
         return self._context(ids)

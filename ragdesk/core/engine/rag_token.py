@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
+from ragdesk.core.engine.contracts import PassageContext
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
-from ragdesk.core.engine.generators import Generator, PassageContext
+from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
-from ragdesk.core.engine.options import DecodeOptions, passages_of
+from ragdesk.core.engine.request import AnswerRequest, keyword_request, passages_of
 from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
@@ -71,20 +72,31 @@ def rag_token_generate(
     """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores).
 
     ``temperature``: τ of p(z|x) (see :mod:`ragdesk.core.posterior`); ``grounded``: the answer
-    is a span of the passages (see :mod:`.grounding`)."""
+    is a span of the passages (see :mod:`.grounding`). The engine calls :func:`rag_token`
+    with its checked request."""
+    req = keyword_request(generator, question, "token", num_beams=num_beams,
+                          max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                          style=style, grounded=grounded, temperature=temperature,
+                          snapshot=snapshot)
+    return rag_token(generator, req, docs, on_token=on_token, cancel=cancel)
+
+
+def rag_token(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
+              on_token: TokenCallback | None = None,
+              cancel: CancelToken | None = None) -> Answer:
+    """RAG-Token's answer to the checked request from ``docs`` (rank order, exact scores)."""
     import torch
 
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
     passages = passages_of(docs)
     t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs, temperature)
-    ctx = generator.prepare(question, passages, style)
-    constraint = span_processors(generator, passages, grounded, question)
+    doc_lp = doc_log_probs(docs, req.temperature)
+    ctx = generator.prepare(req.question, passages, req.style)
+    constraint = span_processors(generator, passages, req.grounded, req.question)
     t_enc = time.perf_counter()
-    search = _Search(ctx, generator, opts, _Marginal(doc_lp), constraint,
+    search = _Search(ctx, generator, req, _Marginal(doc_lp), constraint,
                      TokenEmitter(generator, on_token), cancel)
     with torch.inference_mode():
-        best, cancelled = search.greedy() if opts.num_beams == 1 else search.beam()
+        best, cancelled = search.greedy() if req.num_beams == 1 else search.beam()
     t_dec = time.perf_counter()
 
     emitter = search.emitter
@@ -94,10 +106,10 @@ def rag_token_generate(
         end_at_a_whole_span(emitter, constraint)
     logprob = _logprob(best, generator.settings.pad_token_id)
     return Answer(
-        question=question, text=emitter.text(), token_ids=list(emitter.ids),
-        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
-        logprob=logprob, mode="token", decoding=None, snapshot=snapshot,
-        temperature=temperature, style=style, grounded=grounded,
+        question=req.question, text=emitter.text(), token_ids=list(emitter.ids),
+        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, req.snapshot),
+        logprob=logprob, mode="token", decoding=None, snapshot=req.snapshot,
+        temperature=req.temperature, style=req.style, grounded=req.grounded,
         timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
         cancelled=cancelled)
 
@@ -106,7 +118,7 @@ class _Search:
     """One RAG-Token decoding: greedy or beam search over the marginal next-token
     distribution, K decoder rows (one per passage) per hypothesis."""
 
-    def __init__(self, ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+    def __init__(self, ctx: PassageContext, generator: Generator, opts: AnswerRequest,
                  marg: _Marginal, constraint: Sequence[Any], emitter: TokenEmitter,
                  cancel: CancelToken | None) -> None:
         self.ctx, self.opts, self.marg = ctx, opts, marg
