@@ -32,6 +32,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ragdesk.ui.citations", "ragdesk.ui.main_window"): _WINDOW,
     ("ragdesk.ui.explore.install", "ragdesk.ui.main_window"): _WINDOW,
     ("ragdesk.ui.history", "ragdesk.ui.main_window"): _WINDOW,
+    ("ragdesk.ui.models_dialog", "ragdesk.ui.main_window"): _WINDOW,
     ("ragdesk.ui.settings_action", "ragdesk.ui.main_window"): _WINDOW,
     ("ragdesk.ui.window_actions", "ragdesk.ui.main_window"): _WINDOW,
     ("ragdesk.ui.window_upkeep", "ragdesk.ui.main_window"): _WINDOW,
