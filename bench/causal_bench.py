@@ -169,7 +169,6 @@ def reference_generator(model: Any, tokenizer: Any) -> Any:
                     *args: Any, **kwargs: Any) -> Any:
             # the prompts exactly as CausalLMGenerator.prepare builds them (the question
             # recased from the K passages), only the encoding is the reference's
-            G.check_question(question)
             if recase:
                 question = G.normalize_question(question, passages)  # type: ignore[call-arg]
             return ReferenceContext(self, [self.input_ids(question, p, *args, **kwargs)

@@ -12,15 +12,13 @@ import numpy as np
 import pytest
 
 from ragdesk.core.evaluation.metrics import exact_match, has_answer, token_f1
-
-pytest.importorskip("ragdesk.core.snapshots")
+from ragdesk.core.snapshots import import_snapshot, open_snapshot
 
 
 @pytest.fixture(scope="module")
 def tiny_setup(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from ragdesk.core.app import AppContext
     from ragdesk.core.models.packs import PackSpec, register_pack
-    from ragdesk.core.snapshots import import_snapshot
 
     root = tmp_path_factory.mktemp("cli-eval")
     data_dir = root / "data"
@@ -63,7 +61,6 @@ def _run(setup: dict[str, Any], capsys: pytest.CaptureFixture[str], *argv: str
 
 def _snapshot(setup: dict[str, Any]) -> Any:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.snapshots import open_snapshot
 
     ctx = AppContext(setup["data_dir"])
     return open_snapshot(ctx.data, ctx.catalog, "tiny")

@@ -1,7 +1,7 @@
 """``ragdesk serve``: a local HTTP API in the OpenAI chat-completions shape.
 
 A front end like the CLI and the GUI: it builds on the core's public API (``load_engine``,
-the engine's ``retrieve`` / ``answer_from_docs``, document citations) and adds nothing to it.
+the engine's ``retrieve`` / ``ask_from_docs``, document citations) and adds nothing to it.
 Importing this package is cheap (the CLI builds its parser from it); the web libraries load
 with :mod:`ragdesk.server.run` / :mod:`ragdesk.server.app`.
 """

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ragdesk.core.documents import locate
 from ragdesk.core.documents.citations import document_root
+from ragdesk.core.options import DEFAULT_OPTIONS, AnswerOptions
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.session import retrieve_from_ready
 from ragdesk.core.types import Hit
@@ -31,11 +33,20 @@ def answer(engine: Any, req: AskRequest, docs: list[Any],
            on_token: Callable[[Any], None] | None = None,
            cancel: CancelToken | None = None) -> Any:
     hits = [Hit(d.id, d.title, d.text, d.score) for d in docs]
-    return engine.answer_from_docs(
-        req.question, hits, mode=req.mode, decoding=req.decoding, num_beams=req.num_beams,
-        max_new_tokens=req.max_new_tokens, on_token=on_token, cancel=cancel,
-        snapshot_name=docs[0].snapshot if docs else None, style=req.style,
-        grounded=req.grounded, temperature=req.temperature, abstain=req.abstain)
+    return engine.ask_from_docs(req.question, hits, answer_options(req),
+                                snapshot_name=docs[0].snapshot if docs else None,
+                                on_token=on_token, cancel=cancel)
+
+
+def answer_options(req: AskRequest) -> AnswerOptions:
+    """The request's answer options (the engine checks them once, as for every front end);
+    what the request leaves out keeps the one set of defaults."""
+    given: dict[str, Any] = {
+        "mode": req.mode, "decoding": req.decoding, "n_docs": req.n_docs,
+        "num_beams": req.num_beams, "max_new_tokens": req.max_new_tokens,
+        "retriever": req.retriever, "style": req.style, "grounded": req.grounded,
+        "temperature": req.temperature, "abstain": req.abstain}
+    return dataclasses.replace(DEFAULT_OPTIONS, **given)
 
 
 def ask(engine: Any, req: AskRequest, on_token: Callable[[Any], None] | None = None,

@@ -118,8 +118,8 @@ class _Endless:
                  retriever: str = "dense") -> list[RetrievedDoc]:
         return [RetrievedDoc(0, "T", "passage", 1.0, 1.0, "stand-in")]
 
-    def answer_from_docs(self, question: str, hits: Any, *, on_token: Any = None,
-                         cancel: CancelToken | None = None, **_: Any) -> Answer:
+    def ask_from_docs(self, question: str, hits: Any, options: Any, *, on_token: Any = None,
+                      cancel: CancelToken | None = None, **_: Any) -> Answer:
         assert cancel is not None
         if self.block is not None:
             self.block.wait(30)

@@ -46,8 +46,8 @@ class _Dated:
         return [RetrievedDoc(0, "Calendar", "The fair is on July 4, 2026.", 1.0, 1.0,
                              "stand-in")]
 
-    def answer_from_docs(self, question: str, hits: Any, *, on_token: Any = None,
-                         **_: Any) -> Answer:
+    def ask_from_docs(self, question: str, hits: Any, options: Any, *, on_token: Any = None,
+                      **_: Any) -> Answer:
         tokens = [AnswerToken(i, p, [1.0]) for i, p in enumerate(PIECES)]
         for tok in tokens:
             if on_token is not None:

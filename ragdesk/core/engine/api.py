@@ -10,11 +10,12 @@ active meanwhile.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.confidence import (
     ConfidenceModel,
@@ -24,20 +25,12 @@ from ragdesk.core.confidence import (
 )
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.generators import Generator
-from ragdesk.core.engine.rag_sequence import rag_sequence_generate
-from ragdesk.core.engine.rag_together import read_together_generate
-from ragdesk.core.engine.rag_token import rag_token_generate
+from ragdesk.core.engine.rag_sequence import rag_sequence
+from ragdesk.core.engine.rag_together import read_together
+from ragdesk.core.engine.rag_token import rag_token
+from ragdesk.core.engine.request import AnswerRequest
 from ragdesk.core.errors import NotFoundError
-from ragdesk.core.options import (
-    DEFAULT_OPTIONS,
-    AnswerOptions,
-    check_lengths,
-    check_mode,
-    check_question,
-    check_style,
-    check_temperature_value,
-    resolve_grounded,
-)
+from ragdesk.core.options import DEFAULT_OPTIONS, AnswerOptions, check_question
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval import (
@@ -126,14 +119,35 @@ class Engine:
             snapshot: SearchableSnapshot | str | None = None,
             on_token: TokenCallback | None = None,
             cancel: CancelToken | None = None) -> Answer:
-        """:meth:`answer` with the options as one object (what the CLI and GUI hold)."""
-        o = options
-        return self.answer(
-            question, mode=o.mode, decoding=o.decoding, n_docs=o.n_docs,
-            num_beams=o.num_beams, max_new_tokens=o.max_new_tokens,
-            min_new_tokens=o.min_new_tokens, retriever=o.retriever, snapshot=snapshot,
-            on_token=on_token, cancel=cancel, style=o.style, grounded=o.grounded,
-            temperature=o.temperature, abstain=o.abstain)
+        """Retrieve ``options.n_docs`` passages and generate the answer, marginalizing over
+        them. The question and the options are checked once, here, before any work, and go
+        down as one :class:`.request.AnswerRequest`.
+
+        ``on_token`` receives each :class:`AnswerToken` once it is decided (RAG-Token: as it
+        is generated; beam search: when no beam can change it any more; RAG-Sequence fast:
+        when every hypothesis that can still win shares it; thorough: when the answer is
+        chosen). ``cancel`` is checked between decoding steps; a cancelled answer holds what
+        was generated so far and ``cancelled=True``. What each option means:
+        :class:`ragdesk.core.options.AnswerOptions`; its ``temperature`` None is the
+        snapshot's τ (fitted, measured for its encoder, or 1 for DPR), and an answer whose
+        confidence is below the model's threshold is marked ``abstained`` when
+        ``options.abstain`` (see :mod:`ragdesk.core.confidence`).
+        """
+        req = AnswerRequest.checked(question, options, self.generator)
+        # a retriever registered under another name than the built-in ones is looked up
+        # (and refused if unknown) before any work too
+        get_retriever(options.retriever)
+        index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
+        t0 = time.perf_counter()
+        hits = self._search(question, options.n_docs, index, options.retriever)
+        t1 = time.perf_counter()
+        temperature = (temperature_of(index) if options.temperature is None
+                       else req.temperature)
+        ans = self._generate(req.on(index.name, temperature), hits, on_token, cancel)
+        self.judge(ans, options.abstain, index)
+        ans.timings["retrieve_s"] = t1 - t0
+        ans.timings["total_s"] = time.perf_counter() - t0
+        return ans
 
     def answer(
         self,
@@ -154,42 +168,32 @@ class Engine:
         temperature: float | None = DEFAULT_OPTIONS.temperature,
         abstain: bool = DEFAULT_OPTIONS.abstain,
     ) -> Answer:
-        """Retrieve ``n_docs`` passages and generate the answer, marginalizing over them.
+        """:meth:`ask` with the options as keywords (their defaults are
+        :class:`ragdesk.core.options.AnswerOptions`')."""
+        options = _keyword_options(
+            mode=mode, decoding=decoding, n_docs=n_docs, num_beams=num_beams,
+            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+            retriever=retriever, style=style, grounded=grounded, temperature=temperature,
+            abstain=abstain)
+        return self.ask(question, options, snapshot=snapshot, on_token=on_token,
+                        cancel=cancel)
 
-        The options and their defaults are :class:`ragdesk.core.options.AnswerOptions`'s.
-        ``on_token`` receives each :class:`AnswerToken` once it is decided (RAG-Token: as it
-        is generated; beam search: when no beam can change it any more; RAG-Sequence fast:
-        when every hypothesis that can still win shares it; thorough: when the answer is
-        chosen). ``cancel`` is checked between decoding steps; a cancelled answer holds what
-        was generated so far and ``cancelled=True``.
+    def ask_from_docs(self, question: str, docs: Sequence[Hit],
+                      options: AnswerOptions = DEFAULT_OPTIONS, *,
+                      snapshot_name: str | None = None,
+                      on_token: TokenCallback | None = None,
+                      cancel: CancelToken | None = None) -> Answer:
+        """Generate from passages retrieved elsewhere (rank order, exact scores); the
+        options' ``n_docs`` and ``retriever`` do not apply.
 
-        ``style``: "short" (the answer alone) or "sentence", for generators that take
-        instructions. ``grounded``: the answer is a span of the passages (None: automatic,
-        see :func:`ragdesk.core.options.resolve_grounded`). ``temperature``: τ
-        of p(z|x); by default the snapshot's (fitted, measured for its encoder, or 1 for DPR).
-        ``abstain``: an answer whose confidence is below the model's threshold is marked
-        ``abstained`` (see :mod:`ragdesk.core.confidence`).
+        ``temperature`` None: the τ of ``snapshot_name`` when this engine can open it, else 1.
+        The answer's shown sources and confidence are set as :meth:`judge` says.
         """
-        check_question(question)
-        # Every option is checked before any work; a retriever registered under another
-        # name than the built-in ones is looked up (and refused if unknown) below.
-        check_mode(mode, decoding)
-        check_style(style)
-        check_lengths(num_beams, max_new_tokens, min_new_tokens)
-        check_temperature_value(temperature)
-        get_retriever(retriever)
-        index = self.snapshot_index(snapshot)  # taken once: a switch now does not affect us
-        t0 = time.perf_counter()
-        hits = self._search(question, n_docs, index, retriever)
-        t1 = time.perf_counter()
-        ans = self._generate(
-            question, hits, mode=mode, decoding=decoding, num_beams=num_beams,
-            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
-            cancel=cancel, snapshot_name=index.name, style=style, grounded=grounded,
-            temperature=temperature_of(index) if temperature is None else temperature)
-        self.judge(ans, abstain, index)
-        ans.timings["retrieve_s"] = t1 - t0
-        ans.timings["total_s"] = time.perf_counter() - t0
+        req = AnswerRequest.checked(question, options, self.generator)
+        temperature = (self._temperature_of(snapshot_name) if options.temperature is None
+                       else req.temperature)
+        ans = self._generate(req.on(snapshot_name, temperature), docs, on_token, cancel)
+        self.judge(ans, options.abstain, self._index_named(snapshot_name))
         return ans
 
     def answer_from_docs(
@@ -210,50 +214,19 @@ class Engine:
         temperature: float | None = DEFAULT_OPTIONS.temperature,
         abstain: bool = DEFAULT_OPTIONS.abstain,
     ) -> Answer:
-        """Generate from passages retrieved elsewhere (rank order, exact scores).
+        """:meth:`ask_from_docs` with the options as keywords."""
+        options = _keyword_options(
+            mode=mode, decoding=decoding, num_beams=num_beams, max_new_tokens=max_new_tokens,
+            min_new_tokens=min_new_tokens, style=style, grounded=grounded,
+            temperature=temperature, abstain=abstain)
+        return self.ask_from_docs(question, docs, options, snapshot_name=snapshot_name,
+                                  on_token=on_token, cancel=cancel)
 
-        ``temperature`` None: the τ of ``snapshot_name`` when this engine can open it, else 1.
-        The answer's shown sources and confidence are set as :meth:`judge` says.
-        """
-        check_question(question)
-        check_mode(mode, decoding)
-        check_style(style)
-        if temperature is None:
-            temperature = self._temperature_of(snapshot_name)
-        ans = self._generate(
-            question, docs, mode=mode, decoding=decoding, num_beams=num_beams,
-            max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens, on_token=on_token,
-            cancel=cancel, snapshot_name=snapshot_name, style=style, grounded=grounded,
-            temperature=temperature)
-        self.judge(ans, abstain, self._index_named(snapshot_name))
-        return ans
-
-    def _generate(self, question: str, docs: Sequence[Hit], *, mode: str, decoding: str,
-                  num_beams: int, max_new_tokens: int, min_new_tokens: int,
-                  on_token: TokenCallback | None, cancel: CancelToken | None,
-                  snapshot_name: str | None, style: str, grounded: bool | None,
-                  temperature: float) -> Answer:
-        on = resolve_grounded(grounded, self.generator.kind)
+    def _generate(self, req: AnswerRequest, docs: Sequence[Hit],
+                  on_token: TokenCallback | None, cancel: CancelToken | None) -> Answer:
+        generate = {"token": rag_token, "together": read_together}.get(req.mode, rag_sequence)
         with self._lock:
-            if mode == "token":
-                ans = rag_token_generate(
-                    self.generator, question, docs, num_beams=num_beams,
-                    max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                    grounded=on, temperature=temperature)
-            elif mode == "together":
-                ans = read_together_generate(
-                    self.generator, question, docs, num_beams=num_beams,
-                    max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                    grounded=on, temperature=temperature)
-            else:
-                ans = rag_sequence_generate(
-                    self.generator, question, docs, decoding=decoding, num_beams=num_beams,
-                    max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
-                    on_token=on_token, cancel=cancel, snapshot=snapshot_name, style=style,
-                    grounded=on, temperature=temperature)
-        return ans
+            return generate(self.generator, req, docs, on_token=on_token, cancel=cancel)
 
     def judge(self, ans: Answer, abstain: bool = DEFAULT_OPTIONS.abstain,
               index: object | None = None) -> None:
@@ -301,6 +274,12 @@ class Engine:
         on_close, self._on_close = self._on_close, None
         if on_close is not None:
             on_close()
+
+
+def _keyword_options(**given: Any) -> AnswerOptions:
+    """The options of the keyword methods, unchecked (the request checks them): None
+    grounding and temperature keep their meaning (automatic, the snapshot's)."""
+    return dataclasses.replace(DEFAULT_OPTIONS, **given)
 
 
 __all__ = ["Engine", "SnapshotSource"]

@@ -11,15 +11,20 @@ attention call. Self-attention caches are preallocated.
 
 Only ``BartForConditionalGeneration`` (``config.model_type == "bart"``: post-layer-norm,
 learned positions with offset 2, no final decoder layer norm) takes this path; other
-encoder-decoder models go through transformers' own forward.
+encoder-decoder models go through transformers' own forward (:mod:`.hf_seq2seq`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.engine.contracts import DecoderRows, GeneratorModel, PassageContext
+from ragdesk.core.engine.hf_seq2seq import right_padded
+
 if TYPE_CHECKING:
     import torch
+
+    from ragdesk.core.engine.prefix_tree import PrefixTree
 
 
 def supports(model: Any) -> bool:
@@ -283,3 +288,84 @@ class DecoderState:
                 vc[:, :, :self.length] = v[:, :, :self.length].index_select(0, idx)
                 new.self_kv.append((kc, vc))
         return new
+
+
+# ------------------------------------------------------------ RAG context and rows -----
+
+
+class LeanBartContext(PassageContext):
+    """The K passages encoded once (BART's own encoder), decoded with :class:`BartDecoder`."""
+
+    def __init__(self, gen: GeneratorModel, decoder: BartDecoder, ids: list[list[int]]
+                 ) -> None:
+        import torch
+
+        self.gen = gen
+        self.decoder = decoder
+        self.input_ids = ids
+        self.n_docs = len(ids)
+        input_ids, mask = right_padded(ids, gen.settings.pad_token_id)
+        dev = gen.device
+        input_ids, mask = input_ids.to(dev), mask.to(dev)
+        with torch.inference_mode():
+            enc = gen.model.get_encoder()(input_ids=input_ids, attention_mask=mask,
+                                          return_dict=True).last_hidden_state
+            cross = self.decoder.cross_kv(enc)
+            cross_mask = None if bool(mask.all()) else mask.bool()[:, None, None, :]
+            self.base = DecoderState(cross, cross_mask, torch.arange(self.n_docs), capacity=1)
+            start = torch.full((self.n_docs, 1), gen.settings.start_token_id, dtype=torch.long,
+                               device=dev)
+            logits = self.decoder.forward(start, self.base, packed=False)
+        self.first_logits = logits[:, -1].to(device="cpu", dtype=torch.float32)
+
+    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> LeanBartRows:
+        return LeanBartRows(self, self.base.expand(passage_of_row, 1 + max_steps))
+
+    def next_logits(self, passage: int, tokens: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        n, t = tokens.shape
+        state = self.base.expand(torch.full((n,), passage, dtype=torch.long), t + 1)
+        return self.decoder.forward(tokens, state)
+
+    def score_tree(self, passage: int, tree: PrefixTree) -> torch.Tensor:
+        """log p(node token | its prefix, passage) for every node of ``tree`` [nodes], from
+        one decoder pass over the tree's inner nodes."""
+        import torch
+
+        def inner_lp(inner: list[int]) -> torch.Tensor:
+            dev = self.gen.device
+            n = len(inner)
+            state = self.base.expand(torch.tensor([passage]), 1 + n)
+            mask = torch.ones((n, 1 + n), dtype=torch.bool)  # column 0: the start token
+            mask[:, 1:] = tree.ancestry(inner)
+            inner_t = torch.tensor(inner, dtype=torch.long)
+            tokens = torch.tensor(tree.tokens, dtype=torch.long)[inner_t]
+            positions = 1 + torch.tensor(tree.depth, dtype=torch.long)[inner_t]
+            with torch.inference_mode():
+                logits = self.decoder.forward(
+                    tokens[None].to(dev), state, positions=positions.to(dev),
+                    self_mask=mask.to(dev))[0]
+                return torch.log_softmax(logits.to(torch.float32), dim=-1).cpu()
+
+        return tree.node_log_probs(torch.log_softmax(self.first_logits[passage], dim=-1),
+                                   inner_lp)
+
+
+class LeanBartRows(DecoderRows):
+    def __init__(self, ctx: LeanBartContext, state: DecoderState) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.passage_of_row = state.passage_of_row
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        with torch.inference_mode():
+            logits = self.ctx.decoder.forward(tokens.to(self.ctx.gen.device)[:, None],
+                                              self.state)
+        out: torch.Tensor = logits[:, -1].to(device="cpu", dtype=torch.float32)
+        return out
+
+    def reorder(self, order: torch.Tensor) -> None:
+        self.state.reorder(order)

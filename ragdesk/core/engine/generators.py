@@ -1,11 +1,12 @@
 """Generators behind one interface: BART-style seq2seq models and decoder-only causal LMs.
 
-A generator turns (question, K passages) into a :class:`PassageContext`: the K generator
-inputs, encoded once (seq2seq: encoder outputs and cross-attention keys/values; causal LM:
-the prompt's key/value cache), plus the scores of the first answer token under every passage.
-Decoding then runs :class:`DecoderRows` — any number of rows, each tied to one passage, with
-its own self-attention cache — one token per step. Rescoring a hypothesis under a passage
-(RAG-Sequence thorough decoding) reuses the context: nothing is encoded twice.
+A generator prompts and tokenizes: it turns (question, K passages) into the K generator
+inputs and picks the backend that encodes them into a :class:`.contracts.PassageContext`
+(the contracts and the backends: :mod:`.contracts`). Seq2seq models run through the lean
+BART decoder (:mod:`.bart_decoder`) when they are BART, else through transformers'
+(:mod:`.hf_seq2seq`); causal LMs through the lean Gemma 3 or Qwen2 decoder
+(:mod:`.gemma_decoder`, :mod:`.qwen2_decoder`) when they are one, else through
+transformers' (:mod:`.hf_causal`).
 
 Seq2seq input is exactly what the published ``facebook/rag-*`` checkpoints were trained on
 (transformers' ``RagRetriever.postprocess_docs``): ``title / text // question`` with one
@@ -21,11 +22,16 @@ import re
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.engine import bart_decoder, gemma_decoder, qwen2_decoder
+from ragdesk.core.engine.bart_decoder import LeanBartContext
+from ragdesk.core.engine.causal_decoder import LeanCausalContext, LeanCausalDecoder
+from ragdesk.core.engine.contracts import PassageContext, PassageText
 from ragdesk.core.engine.decoding import GenerationSettings
-from ragdesk.core.engine.prefix_tree import PrefixTree
+from ragdesk.core.engine.hf_causal import CausalContext
+from ragdesk.core.engine.hf_seq2seq import Seq2SeqContext, right_padded
 from ragdesk.core.engine.prompts import (
     chat_messages,
     plain_prompt,
@@ -33,7 +39,7 @@ from ragdesk.core.engine.prompts import (
     together_plain_prompt,
 )
 from ragdesk.core.errors import BadInputError, MissingModelError
-from ragdesk.core.options import DEFAULT_STYLE, check_precision, check_question, check_style
+from ragdesk.core.options import DEFAULT_STYLE, Style, check_precision
 
 if TYPE_CHECKING:
     import torch
@@ -115,44 +121,6 @@ _WORD = re.compile(r"\w+")
 
 
 
-@dataclass(frozen=True)
-class PassageText:
-    title: str
-    text: str
-
-
-class DecoderRows(ABC):
-    """Running decoder rows, each conditioned on one passage, with their caches."""
-
-    passage_of_row: torch.Tensor
-
-    @abstractmethod
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Feed one token per row; returns float32 next-token logits [rows, V]."""
-
-    @abstractmethod
-    def reorder(self, order: torch.Tensor) -> None:
-        """Row i continues previous row ``order[i]`` (beam search)."""
-
-
-class PassageContext(ABC):
-    """One question with its K passages, encoded once."""
-
-    n_docs: int
-    first_logits: torch.Tensor  # float32 [K, V]: logits of the first answer token
-    input_ids: list[list[int]]  # the generator inputs (seq2seq) or prompts (causal LM)
-
-    @abstractmethod
-    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> DecoderRows:
-        """Decoder rows after the first step; row r is conditioned on passage_of_row[r].
-        ``max_steps``: how many tokens will be fed at most (caches are sized for it)."""
-
-    @abstractmethod
-    def score(self, passage: int, hyps: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced log-probs [N, T] of ``hyps`` [N, T] (tokens after the start) under
-        one passage, in one decoder pass that reuses the encoded passage."""
-
-
 class Generator(ABC):
     """A model that writes the answer, its tokenizer and its generation settings."""
 
@@ -176,12 +144,12 @@ class Generator(ABC):
 
     @abstractmethod
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
+                style: Style = DEFAULT_STYLE) -> PassageContext:
         """Build and encode the K generator inputs; ``style`` (see :data:`STYLES`) is the
         answer style the prompt asks for, where the generator takes instructions."""
 
     def prepare_together(self, question: str, passages: Sequence[PassageText],
-                         style: str = DEFAULT_STYLE) -> PassageContext:
+                         style: Style = DEFAULT_STYLE) -> PassageContext:
         """One generator input that holds all the passages (a context with one row)."""
         raise BadInputError(
             f"The generator {self.name!r} reads one passage at a time: it cannot read the "
@@ -216,8 +184,6 @@ class Seq2SeqGenerator(Generator):
                  title_sep: str = TITLE_SEP, doc_sep: str = DOC_SEP,
                  lean_decoder: bool | None = None, packed_weights: bool | None = None) -> None:
         super().__init__(model, tokenizer, name)
-        from ragdesk.core.engine import bart_decoder
-
         # BART runs through ragdesk's lean decoder (same arithmetic, less overhead, shared
         # cross-attention); other models, or lean_decoder=False, through transformers' forward.
         # packed_weights (default: float32 on the CPU) computes the few rows of a decoding
@@ -268,235 +234,16 @@ class Seq2SeqGenerator(Generator):
         return [*before, *head[:window - fixed], *tail, *after]
 
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
+                style: Style = DEFAULT_STYLE) -> PassageContext:
         # BART reads the fixed input format its RAG checkpoint was trained on: no style.
-        check_question(question)
         ids = [self.input_ids(question, p) for p in passages]
         if self.lean_decoder is not None:
-            return LeanBartContext(self, ids)
+            return LeanBartContext(self, self.lean_decoder, ids)
         return Seq2SeqContext(self, ids)
 
     def pad_batch(self, ids: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        import torch
-
-        length = max(len(x) for x in ids)
-        pad = self.settings.pad_token_id
-        input_ids = torch.full((len(ids), length), pad, dtype=torch.long)
-        mask = torch.zeros((len(ids), length), dtype=torch.long)
-        for i, x in enumerate(ids):
-            input_ids[i, :len(x)] = torch.tensor(x, dtype=torch.long)
-            mask[i, :len(x)] = 1
-        return input_ids, mask
-
-
-def _cache_from_layers(layers: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
-    from transformers import DynamicCache
-
-    return DynamicCache(layers)
-
-
-def _cache_layers(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [(layer.keys, layer.values) for layer in cache.layers]
-
-
-class Seq2SeqContext(PassageContext):
-    def __init__(self, gen: Seq2SeqGenerator, ids: list[list[int]]) -> None:
-        import torch
-        from transformers import EncoderDecoderCache
-        from transformers.modeling_outputs import BaseModelOutput
-
-        self.gen = gen
-        self.input_ids = ids
-        self.n_docs = len(ids)
-        model = gen.model
-        input_ids, mask = gen.pad_batch(ids)
-        dev = gen.device
-        input_ids, mask = input_ids.to(dev), mask.to(dev)
-        self.attention_mask = mask
-        with torch.inference_mode():
-            enc = model.get_encoder()(input_ids=input_ids, attention_mask=mask, return_dict=True)
-            self.encoder_hidden = enc.last_hidden_state
-            start = torch.full((self.n_docs, 1), gen.settings.start_token_id, dtype=torch.long,
-                               device=dev)
-            out = model(encoder_outputs=BaseModelOutput(last_hidden_state=self.encoder_hidden),
-                        attention_mask=mask, decoder_input_ids=start, use_cache=True,
-                        return_dict=True)
-        cache = out.cache if hasattr(out, "cache") else out.past_key_values
-        if not isinstance(cache, EncoderDecoderCache):
-            raise MissingModelError(f"The generator {gen.name!r} does not return an "
-                                    "encoder-decoder cache; it cannot be used for RAG.")
-        self.self_kv = _cache_layers(cache.self_attention_cache)
-        self.cross_kv = _cache_layers(cache.cross_attention_cache)
-        self.first_logits = out.logits[:, -1].to(device="cpu", dtype=torch.float32)
-
-    def _cache(self, rows: torch.Tensor, self_kv: bool) -> Any:
-        import torch
-        from transformers import DynamicCache, EncoderDecoderCache
-
-        same = rows.numel() == self.n_docs and bool((rows == torch.arange(self.n_docs)).all())
-        rows = rows.to(self.gen.device)
-
-        def pick(t: torch.Tensor) -> torch.Tensor:
-            return t if same else t.index_select(0, rows)
-
-        cross = _cache_from_layers([(pick(k), pick(v)) for k, v in self.cross_kv])
-        own = (_cache_from_layers([(pick(k), pick(v)) for k, v in self.self_kv]) if self_kv
-               else DynamicCache())
-        return EncoderDecoderCache(own, cross)
-
-    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> Seq2SeqRows:
-        return Seq2SeqRows(self, passage_of_row)
-
-    def score(self, passage: int, hyps: torch.Tensor) -> torch.Tensor:
-        import torch
-        from transformers.modeling_outputs import BaseModelOutput
-
-        n, t = hyps.shape
-        rows = torch.full((n,), passage, dtype=torch.long)
-        first = torch.log_softmax(self.first_logits[passage], dim=-1)
-        out_lp = torch.empty((n, t), dtype=torch.float32)
-        out_lp[:, 0] = first[hyps[:, 0]]
-        if t > 1:
-            cache = self._cache(rows, self_kv=True)
-            hyps_dev = hyps.to(self.gen.device)
-            with torch.inference_mode():
-                out = self.gen.model(
-                    encoder_outputs=BaseModelOutput(
-                        last_hidden_state=self.encoder_hidden[passage:passage + 1].expand(
-                            n, -1, -1)),
-                    attention_mask=self.attention_mask[passage:passage + 1].expand(n, -1),
-                    decoder_input_ids=hyps_dev[:, :-1], cache=cache, use_cache=True,
-                    return_dict=True)
-                lp = torch.log_softmax(out.logits.to(torch.float32), dim=-1)
-                out_lp[:, 1:] = lp.gather(-1, hyps_dev[:, 1:, None])[..., 0].cpu()
-        return out_lp
-
-
-class Seq2SeqRows(DecoderRows):
-    def __init__(self, ctx: Seq2SeqContext, passage_of_row: torch.Tensor) -> None:
-        self.ctx = ctx
-        self.passage_of_row = passage_of_row
-        self.cache = ctx._cache(passage_of_row, self_kv=True)
-        self._enc_rows()
-
-    def _enc_rows(self) -> None:
-        rows = self.passage_of_row.to(self.ctx.gen.device)
-        self.encoder_hidden = self.ctx.encoder_hidden.index_select(0, rows)
-        self.mask = self.ctx.attention_mask.index_select(0, rows)
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        import torch
-        from transformers.modeling_outputs import BaseModelOutput
-
-        with torch.inference_mode():
-            out = self.ctx.gen.model(
-                encoder_outputs=BaseModelOutput(last_hidden_state=self.encoder_hidden),
-                attention_mask=self.mask, decoder_input_ids=tokens.to(self.mask.device)[:, None],
-                cache=self.cache, use_cache=True, return_dict=True)
-        logits: torch.Tensor = out.logits[:, -1].to(device="cpu", dtype=torch.float32)
-        return logits
-
-    def reorder(self, order: torch.Tensor) -> None:
-        import torch
-
-        new_passages = self.passage_of_row.index_select(0, order)
-        dev_order = order.to(self.mask.device)
-        self.cache.self_attention_cache.reorder_cache(dev_order)
-        if not torch.equal(new_passages, self.passage_of_row):
-            # rows moved between passages: their cross-attention follows them
-            self.cache.cross_attention_cache.reorder_cache(dev_order)
-            self.passage_of_row = new_passages
-            self._enc_rows()
-
-
-class LeanBartContext(PassageContext):
-    """The K passages encoded once, decoded with :mod:`ragdesk.core.engine.bart_decoder`."""
-
-    def __init__(self, gen: Seq2SeqGenerator, ids: list[list[int]]) -> None:
-        import torch
-
-        from ragdesk.core.engine.bart_decoder import DecoderState
-
-        assert gen.lean_decoder is not None
-        self.gen = gen
-        self.decoder = gen.lean_decoder
-        self.input_ids = ids
-        self.n_docs = len(ids)
-        input_ids, mask = gen.pad_batch(ids)
-        dev = gen.device
-        input_ids, mask = input_ids.to(dev), mask.to(dev)
-        with torch.inference_mode():
-            enc = gen.model.get_encoder()(input_ids=input_ids, attention_mask=mask,
-                                          return_dict=True).last_hidden_state
-            cross = self.decoder.cross_kv(enc)
-            cross_mask = None if bool(mask.all()) else mask.bool()[:, None, None, :]
-            self.base = DecoderState(cross, cross_mask, torch.arange(self.n_docs), capacity=1)
-            start = torch.full((self.n_docs, 1), gen.settings.start_token_id, dtype=torch.long,
-                               device=dev)
-            logits = self.decoder.forward(start, self.base, packed=False)
-        self.first_logits = logits[:, -1].to(device="cpu", dtype=torch.float32)
-
-    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> LeanBartRows:
-        return LeanBartRows(self, self.base.expand(passage_of_row, 1 + max_steps))
-
-    def score(self, passage: int, hyps: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        n, t = hyps.shape
-        first = torch.log_softmax(self.first_logits[passage], dim=-1)
-        out_lp = torch.empty((n, t), dtype=torch.float32)
-        out_lp[:, 0] = first[hyps[:, 0]]
-        if t > 1:
-            state = self.base.expand(torch.full((n,), passage, dtype=torch.long), t)
-            hyps_dev = hyps.to(self.gen.device)
-            with torch.inference_mode():
-                logits = self.decoder.forward(hyps_dev[:, :-1], state)
-                lp = torch.log_softmax(logits.to(torch.float32), dim=-1)
-                out_lp[:, 1:] = lp.gather(-1, hyps_dev[:, 1:, None])[..., 0].cpu()
-        return out_lp
-
-
-    def score_tree(self, passage: int, tree: PrefixTree) -> torch.Tensor:
-        """log p(node token | its prefix, passage) for every node of ``tree`` [nodes], from
-        one decoder pass over the tree's inner nodes."""
-        import torch
-
-        def inner_lp(inner: list[int]) -> torch.Tensor:
-            dev = self.gen.device
-            n = len(inner)
-            state = self.base.expand(torch.tensor([passage]), 1 + n)
-            mask = torch.ones((n, 1 + n), dtype=torch.bool)  # column 0: the start token
-            mask[:, 1:] = tree.ancestry(inner)
-            inner_t = torch.tensor(inner, dtype=torch.long)
-            tokens = torch.tensor(tree.tokens, dtype=torch.long)[inner_t]
-            positions = 1 + torch.tensor(tree.depth, dtype=torch.long)[inner_t]
-            with torch.inference_mode():
-                logits = self.decoder.forward(
-                    tokens[None].to(dev), state, positions=positions.to(dev),
-                    self_mask=mask.to(dev))[0]
-                return torch.log_softmax(logits.to(torch.float32), dim=-1).cpu()
-
-        return tree.node_log_probs(torch.log_softmax(self.first_logits[passage], dim=-1),
-                                   inner_lp)
-
-
-class LeanBartRows(DecoderRows):
-    def __init__(self, ctx: LeanBartContext, state: Any) -> None:
-        self.ctx = ctx
-        self.state = state
-        self.passage_of_row = state.passage_of_row
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        with torch.inference_mode():
-            logits = self.ctx.decoder.forward(tokens.to(self.ctx.gen.device)[:, None],
-                                              self.state)
-        out: torch.Tensor = logits[:, -1].to(device="cpu", dtype=torch.float32)
-        return out
-
-    def reorder(self, order: torch.Tensor) -> None:
-        self.state.reorder(order)
+        """The inputs as one right-padded batch and its attention mask."""
+        return right_padded(ids, self.settings.pad_token_id)
 
 
 # ---------------------------------------------------------------- causal LM ----------
@@ -522,13 +269,11 @@ class CausalLMGenerator(Generator):
                  no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
                  precision: str = "float32", lean_decoder: bool | None = None) -> None:
         super().__init__(model, tokenizer, name)
-        from ragdesk.core.engine import causal_decoder, qwen2_decoder
-
         # Gemma 3 and Qwen2 run through ragdesk's lean decoders (packed prompts, preallocated
         # cache, bfloat16 as the fast path), other models through transformers' forward.
         check_precision(precision)
-        cls: type[causal_decoder.GemmaDecoder] | None = (
-            causal_decoder.GemmaDecoder if causal_decoder.supports(model)
+        cls: type[LeanCausalDecoder] | None = (
+            gemma_decoder.GemmaDecoder if gemma_decoder.supports(model)
             else qwen2_decoder.Qwen2Decoder if qwen2_decoder.supports(model) else None)
         use = cls is not None and lean_decoder is not False
         self.lean_decoder = cls(model, precision) if use and cls is not None else None
@@ -562,19 +307,18 @@ class CausalLMGenerator(Generator):
         return GenerationSettings.from_generation_config(gc, start_token_id=None,
                                                          fallback_pad=pad)
 
-    def prompt_text(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+    def prompt_text(self, question: str, passage: PassageText, style: Style = DEFAULT_STYLE
                     ) -> str:
         """The prompt for one passage (see :mod:`.prompts`): the style's worked examples
         first, so that the K prompts of one question share their opening tokens."""
         question = normalize_question(question)
-        check_style(style)
         if self.use_chat_template:
             msgs = chat_messages(question, passage.title, passage.text, style)
             return str(self.tokenizer.apply_chat_template(
                 msgs, tokenize=False, add_generation_prompt=True))
         return plain_prompt(question, passage.title, passage.text, style)
 
-    def input_ids(self, question: str, passage: PassageText, style: str = DEFAULT_STYLE
+    def input_ids(self, question: str, passage: PassageText, style: Style = DEFAULT_STYLE
                   ) -> list[int]:
         tok = self.tokenizer
         text_ids = tok(passage.text, add_special_tokens=False)["input_ids"]
@@ -590,25 +334,25 @@ class CausalLMGenerator(Generator):
                 f"most {self.max_positions}.", hint="Ask a shorter question.")
         return ids
 
+    def _context(self, ids: list[list[int]]) -> PassageContext:
+        if self.lean_decoder is not None:
+            return LeanCausalContext(self, self.lean_decoder, ids)
+        return CausalContext(self, ids, logits_to_keep=self._logits_to_keep)
+
     def prepare(self, question: str, passages: Sequence[PassageText],
-                style: str = DEFAULT_STYLE) -> PassageContext:
-        check_question(question)
+                style: Style = DEFAULT_STYLE) -> PassageContext:
+        """``question``: checked (:class:`.request.AnswerRequest`)."""
         # recased from all K passages at once, so that every prompt reads the same question
         question = normalize_question(question, passages)
         ids = [self.input_ids(question, p, style) for p in passages]
-        if self.lean_decoder is not None:
-            from ragdesk.core.engine.causal_decoder import LeanCausalContext
-
-            return LeanCausalContext(self, self.lean_decoder, ids)
-        return CausalContext(self, ids)
+        return self._context(ids)
 
 
     def together_ids(self, question: str, passages: Sequence[PassageText],
-                     style: str = DEFAULT_STYLE) -> list[int]:
+                     style: Style = DEFAULT_STYLE) -> list[int]:
         """The one prompt with every passage (each cut to ``max_passage_tokens``)."""
         tok = self.tokenizer
         question = normalize_question(question)
-        check_style(style)
         cut = []
         for p in passages:
             ids = tok(p.text, add_special_tokens=False)["input_ids"]
@@ -629,15 +373,10 @@ class CausalLMGenerator(Generator):
         return out
 
     def prepare_together(self, question: str, passages: Sequence[PassageText],
-                         style: str = DEFAULT_STYLE) -> PassageContext:
-        check_question(question)
+                         style: Style = DEFAULT_STYLE) -> PassageContext:
         question = normalize_question(question, passages)
         ids = [self.together_ids(question, passages, style)]
-        if self.lean_decoder is not None:
-            from ragdesk.core.engine.causal_decoder import LeanCausalContext
-
-            return LeanCausalContext(self, self.lean_decoder, ids)
-        return CausalContext(self, ids)
+        return self._context(ids)
 
 
 # How a newline shows in the vocabulary: itself (SentencePiece), as byte 0x0A in the
@@ -662,100 +401,13 @@ def newline_token_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(i for i, t in zip(cands, texts, strict=True) if "\n" in t)
 
 
-def _select_cache(cache: Any, rows: torch.Tensor) -> Any:
-    """A copy of a dynamic cache holding the given batch rows (the original is untouched)."""
-    new = copy.copy(cache)
-    new.layers = []
-    for layer in cache.layers:
-        lay = copy.copy(layer)
-        if getattr(layer, "is_initialized", True) and getattr(layer, "keys", None) is not None:
-            lay.keys = layer.keys.index_select(0, rows)
-            lay.values = layer.values.index_select(0, rows)
-        new.layers.append(lay)
-    return new
-
-
-class CausalContext(PassageContext):
-    def __init__(self, gen: CausalLMGenerator, ids: list[list[int]]) -> None:
-        import torch
-
-        self.gen = gen
-        self.input_ids = ids
-        self.n_docs = len(ids)
-        length = max(len(x) for x in ids)
-        pad = gen.settings.pad_token_id
-        input_ids = torch.full((len(ids), length), pad, dtype=torch.long)
-        mask = torch.zeros((len(ids), length), dtype=torch.long)
-        for i, x in enumerate(ids):  # left padding: every prompt ends at the same column
-            input_ids[i, length - len(x):] = torch.tensor(x, dtype=torch.long)
-            mask[i, length - len(x):] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        dev = gen.device
-        input_ids, mask, positions = input_ids.to(dev), mask.to(dev), positions.to(dev)
-        self.mask = mask
-        self.next_position = positions[:, -1] + 1
-        kwargs: dict[str, Any] = {"logits_to_keep": 1} if gen._logits_to_keep else {}
-        with torch.inference_mode():
-            out = gen.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                            use_cache=True, return_dict=True, **kwargs)
-        self.cache = out.cache if hasattr(out, "cache") else out.past_key_values
-        self.first_logits = out.logits[:, -1].to(device="cpu", dtype=torch.float32)
-
-    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> CausalRows:
-        return CausalRows(self, passage_of_row)
-
-    def score(self, passage: int, hyps: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        n, t = hyps.shape
-        first = torch.log_softmax(self.first_logits[passage], dim=-1)
-        out_lp = torch.empty((n, t), dtype=torch.float32)
-        out_lp[:, 0] = first[hyps[:, 0]]
-        if t > 1:
-            dev = self.gen.device
-            rows = torch.full((n,), passage, dtype=torch.long, device=dev)
-            hyps_dev = hyps.to(dev)
-            cache = _select_cache(self.cache, rows)
-            mask = torch.cat([self.mask[rows],
-                              torch.ones((n, t - 1), dtype=torch.long, device=dev)], 1)
-            pos = self.next_position[rows][:, None] + torch.arange(t - 1, device=dev)[None, :]
-            with torch.inference_mode():
-                out = self.gen.model(input_ids=hyps_dev[:, :-1], attention_mask=mask,
-                                     position_ids=pos, cache=cache, use_cache=True,
-                                     return_dict=True)
-                lp = torch.log_softmax(out.logits.to(torch.float32), dim=-1)
-                out_lp[:, 1:] = lp.gather(-1, hyps_dev[:, 1:, None])[..., 0].cpu()
-        return out_lp
-
-
-class CausalRows(DecoderRows):
-    def __init__(self, ctx: CausalContext, passage_of_row: torch.Tensor) -> None:
-        self.ctx = ctx
-        self.passage_of_row = passage_of_row
-        rows = passage_of_row.to(ctx.gen.device)
-        self.cache = _select_cache(ctx.cache, rows)
-        self.mask = ctx.mask.index_select(0, rows)
-        self.position = ctx.next_position.index_select(0, rows)
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        n = tokens.shape[0]
-        dev = self.mask.device
-        self.mask = torch.cat([self.mask, torch.ones((n, 1), dtype=torch.long, device=dev)],
-                              dim=1)
-        with torch.inference_mode():
-            out = self.ctx.gen.model(input_ids=tokens.to(dev)[:, None], attention_mask=self.mask,
-                                     position_ids=self.position[:, None], cache=self.cache,
-                                     use_cache=True, return_dict=True)
-        self.position = self.position + 1
-        self.cache = out.cache if hasattr(out, "cache") else out.past_key_values
-        logits: torch.Tensor = out.logits[:, -1].to(device="cpu", dtype=torch.float32)
-        return logits
-
-    def reorder(self, order: torch.Tensor) -> None:
-        dev_order = order.to(self.mask.device)
-        self.cache.reorder_cache(dev_order)
-        self.mask = self.mask.index_select(0, dev_order)
-        self.position = self.position.index_select(0, dev_order)
-        self.passage_of_row = self.passage_of_row.index_select(0, order)
+__all__ = [
+    "CausalLMGenerator",
+    "Generator",
+    "PassageContext",
+    "PassageText",
+    "Seq2SeqGenerator",
+    "newline_token_ids",
+    "normalize_question",
+    "rag_input_text",
+]

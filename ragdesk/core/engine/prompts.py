@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ragdesk.core.options import STYLES
+from ragdesk.core.options import check_style
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _block(title: str, text: str, question: str) -> str:
 def plain_prompt(question: str, title: str, text: str, style: str) -> str:
     """A base LM's prompt: instruction, worked examples, then the passage and the question;
     the answer follows ``Answer:`` and ends at the newline."""
-    assert style in STYLES
+    check_style(style)
     parts = [STYLE_INSTRUCTIONS[style]]
     for ex in EXAMPLES:
         parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
@@ -87,7 +87,7 @@ def plain_prompt(question: str, title: str, text: str, style: str) -> str:
 
 def chat_messages(question: str, title: str, text: str, style: str) -> list[dict[str, str]]:
     """A chat model's conversation: the examples as earlier turns, then the question."""
-    assert style in STYLES
+    check_style(style)
     inst = STYLE_INSTRUCTIONS[style]
     msgs: list[dict[str, str]] = []
     for ex in EXAMPLES:
@@ -106,7 +106,7 @@ def _passages_block(passages: Sequence[tuple[str, str]], question: str) -> str:
 def together_plain_prompt(question: str, passages: Sequence[tuple[str, str]],
                           style: str) -> str:
     """A base LM's prompt with all the passages before the question."""
-    assert style in STYLES
+    check_style(style)
     parts = [TOGETHER_INSTRUCTIONS[style]]
     for ex in EXAMPLES:
         parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
@@ -118,7 +118,7 @@ def together_chat_messages(question: str, passages: Sequence[tuple[str, str]],
                            style: str) -> list[dict[str, str]]:
     """A chat model's conversation: the examples as earlier turns, then every passage and
     the question in the last one."""
-    assert style in STYLES
+    check_style(style)
     inst = TOGETHER_INSTRUCTIONS[style]
     msgs: list[dict[str, str]] = []
     for ex in EXAMPLES:

@@ -1,7 +1,7 @@
 """A lean Qwen2 decoder (the reader pack's Qwen2.5-Coder 1.5B Instruct): the same arithmetic
 as ``Qwen2ForCausalLM`` on the machinery of the lean Gemma decoder.
 
-Everything that makes the Gemma decoder fast is shared (:mod:`.causal_decoder`): the K prompts
+Everything that makes the lean decoders fast is shared (:mod:`.causal_decoder`): the K prompts
 packed with no padding, their common opening (instructions and worked examples) run once and
 kept for the next question, one preallocated KV cache per layer, the output layer run only on
 the rows that need logits, and ``precision="bfloat16"`` (bfloat16 copies of the linear layers,
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.engine.causal_decoder import GemmaDecoder, _Linear
+from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
+from ragdesk.core.engine.lean_parts import Projections
 
 if TYPE_CHECKING:
     import torch
@@ -50,39 +51,18 @@ class _Norm:
         return out
 
 
-class _QwenLayer:
-    __slots__ = ("down", "gate_up", "ln_in", "ln_post_attn", "o", "qkv", "sliding")
+class _QwenLayer(Projections):
+    __slots__ = ("ln_in", "ln_post_attn")
 
     def __init__(self, layer: Any, precision: str, sliding: bool) -> None:
-        att, mlp = layer.self_attn, layer.mlp
-        if precision != "float32":  # new weight copies anyway: one product for q|k|v
-            self.qkv = [_Linear([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight],
-                                [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias],
-                                precision)]
-            self.gate_up = [_Linear([mlp.gate_proj.weight, mlp.up_proj.weight], None,
-                                    precision)]
-        else:
-            self.qkv = [_Linear([p.weight], [p.bias], precision)
-                        for p in (att.q_proj, att.k_proj, att.v_proj)]
-            self.gate_up = [_Linear([p.weight], None, precision)
-                            for p in (mlp.gate_proj, mlp.up_proj)]
-        self.o = _Linear([att.o_proj.weight], [att.o_proj.bias], precision)
-        self.down = _Linear([mlp.down_proj.weight], None, precision)
+        super().__init__(layer, precision, sliding)
         self.ln_in = _Norm(layer.input_layernorm)
         self.ln_post_attn = _Norm(layer.post_attention_layernorm)
-        self.sliding = sliding
 
     def heads_qkv(self, h: torch.Tensor, heads: int, kv_heads: int, d: int
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         r, t = h.shape[0], h.shape[1]
-        a = self.ln_in(h)
-        if len(self.qkv) == 1:
-            qkv = self.qkv[0](a)
-            q_dim, kv_dim = heads * d, kv_heads * d
-            q, k, v = (qkv[..., :q_dim], qkv[..., q_dim:q_dim + kv_dim],
-                       qkv[..., q_dim + kv_dim:])
-        else:
-            q, k, v = self.qkv[0](a), self.qkv[1](a), self.qkv[2](a)
+        q, k, v = self.project(self.ln_in(h), heads * d, kv_heads * d)
         return (q.reshape(r, t, heads, d).transpose(1, 2),
                 k.reshape(r, t, kv_heads, d).transpose(1, 2),
                 v.reshape(r, t, kv_heads, d).transpose(1, 2))
@@ -91,26 +71,20 @@ class _QwenLayer:
         import torch.nn.functional as F
 
         h = h + self.o(att)
-        a = self.ln_post_attn(h)
-        if len(self.gate_up) == 1:
-            gu = self.gate_up[0](a)
-            half = gu.shape[-1] // 2
-            gate, up = gu[..., :half], gu[..., half:]
-        else:
-            gate, up = self.gate_up[0](a), self.gate_up[1](a)
+        gate, up = self.gate_and_up(self.ln_post_attn(h))
         return h + self.down(F.silu(gate) * up)
 
 
-class Qwen2Decoder(GemmaDecoder):
+class Qwen2Decoder(LeanCausalDecoder):
     """The weights of one ``Qwen2ForCausalLM``, read in place (float32) or repacked."""
 
     def _scaling(self, cfg: Any) -> float:
         return float(self.head_dim ** -0.5)
 
-    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> Any:
+    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> _QwenLayer:
         return _QwenLayer(layer, precision, sliding)
 
-    def _make_norm(self, norm: Any) -> Any:
+    def _make_norm(self, norm: Any) -> _Norm:
         return _Norm(norm)
 
     def _rope(self, positions: torch.Tensor, like: torch.Tensor

@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, running_posteriors
+from ragdesk.core.engine.contracts import PassageContext
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
-from ragdesk.core.engine.generators import Generator, PassageContext
+from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.grounding import SpanConstraint, end_at_a_whole_span, span_processors
-from ragdesk.core.engine.options import DecodeOptions, passages_of
 from ragdesk.core.engine.prefix_tree import PrefixTree
-from ragdesk.core.options import DEFAULT_OPTIONS, check_mode
+from ragdesk.core.engine.request import AnswerRequest, keyword_request, passages_of
+from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
@@ -73,7 +74,7 @@ class _StepLogProbs:
         return self.now[rows.reshape(-1), tokens.reshape(-1)].view(*rows.shape, 1)
 
 
-def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+def _search(ctx: PassageContext, generator: Generator, opts: AnswerRequest,
             cancel: CancelToken | None, on_step: object = None,
             constraint: Sequence[SpanConstraint] = ()
             ) -> tuple[list[list[Hypothesis]], bool, GreedySearch | BeamSearch]:
@@ -83,7 +84,7 @@ def _search(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
     return _beam(ctx, generator, opts, cancel, constraint)
 
 
-def _greedy(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+def _greedy(ctx: PassageContext, generator: Generator, opts: AnswerRequest,
             cancel: CancelToken | None, on_step: object,
             constraint: Sequence[SpanConstraint]
             ) -> tuple[list[list[Hypothesis]], bool, GreedySearch]:
@@ -112,7 +113,7 @@ def _greedy(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
     return [[h] for h in greedy.hypotheses()], cancelled, greedy
 
 
-def _beam(ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+def _beam(ctx: PassageContext, generator: Generator, opts: AnswerRequest,
           cancel: CancelToken | None, constraint: Sequence[SpanConstraint]
           ) -> tuple[list[list[Hypothesis]], bool, BeamSearch]:
     import torch
@@ -241,25 +242,37 @@ def rag_sequence_generate(
     temperature: float = 1.0,
 ) -> Answer:
     """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores); options as
-    in :func:`ragdesk.core.engine.rag_token.rag_token_generate`."""
+    in :func:`ragdesk.core.engine.rag_token.rag_token_generate`. The engine calls
+    :func:`rag_sequence` with its checked request."""
+    req = keyword_request(generator, question, "sequence", decoding=decoding,
+                          num_beams=num_beams, max_new_tokens=max_new_tokens,
+                          min_new_tokens=min_new_tokens, style=style, grounded=grounded,
+                          temperature=temperature, snapshot=snapshot)
+    return rag_sequence(generator, req, docs, on_token=on_token, cancel=cancel)
+
+
+def rag_sequence(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
+                 on_token: TokenCallback | None = None,
+                 cancel: CancelToken | None = None) -> Answer:
+    """RAG-Sequence's answer to the checked request from ``docs`` (rank order, exact
+    scores)."""
     import torch
 
-    check_mode("sequence", decoding)
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
     passages = passages_of(docs)
     t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs, temperature)
-    ctx = generator.prepare(question, passages, style)
-    constraint = span_processors(generator, passages, grounded, question)
+    doc_lp = doc_log_probs(docs, req.temperature)
+    ctx = generator.prepare(req.question, passages, req.style)
+    constraint = span_processors(generator, passages, req.grounded, req.question)
     t_enc = time.perf_counter()
     emitter = TokenEmitter(generator, on_token)
     pad = generator.settings.pad_token_id
     bos = generator.settings.bos_token_id
+    decoding = req.decoding
     streamer = (_GreedyStreamer(generator, doc_lp, emitter)
-                if decoding == "fast" and opts.num_beams == 1 else None)
+                if decoding == "fast" and req.num_beams == 1 else None)
 
     with torch.inference_mode():
-        per_passage, cancelled, _ = _search(ctx, generator, opts, cancel, streamer,
+        per_passage, cancelled, _ = _search(ctx, generator, req, cancel, streamer,
                                             constraint)
         t_dec = time.perf_counter()
         cands = _union(per_passage)
@@ -275,11 +288,11 @@ def rag_sequence_generate(
     timings = {"encode_s": t_enc - t0, "decode_s": t_dec - t_enc,
                **({"rescore_s": t_score - t_dec} if token_lp is not None else {})}
     return Answer(
-        question=question, text=emitter.text(), token_ids=list(emitter.ids),
-        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
-        logprob=float(scores[best_i]), mode="sequence", decoding=decoding, snapshot=snapshot,
-        timings=timings, cancelled=cancelled, temperature=temperature, style=style,
-        grounded=grounded)
+        question=req.question, text=emitter.text(), token_ids=list(emitter.ids),
+        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, req.snapshot),
+        logprob=float(scores[best_i]), mode="sequence", decoding=decoding,
+        snapshot=req.snapshot, timings=timings, cancelled=cancelled,
+        temperature=req.temperature, style=req.style, grounded=req.grounded)
 
 
 def _posteriors(best: Candidate, best_i: int, token_lp: torch.Tensor | None,

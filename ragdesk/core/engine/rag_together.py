@@ -16,18 +16,15 @@ modes.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
+from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter
 from ragdesk.core.engine.generators import Generator
-from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
-from ragdesk.core.engine.options import DecodeOptions, passages_of
-from ragdesk.core.engine.rag_token import _logprob, _Marginal, _Search
+from ragdesk.core.engine.rag_token import _Marginal, search_answer
+from ragdesk.core.engine.request import AnswerRequest, keyword_request
 from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
-from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
 
 if TYPE_CHECKING:
@@ -66,28 +63,22 @@ def read_together_generate(
     """Answer ``question`` from ``docs`` (rank order, exact scores) read in one prompt.
 
     ``logprob`` is ``log p(y | x, all passages)``; ``temperature`` only shapes the prior the
-    tokens carry (and so which holder is cited)."""
+    tokens carry (and so which holder is cited). The engine calls :func:`read_together`
+    with its checked request."""
+    req = keyword_request(generator, question, MODE, num_beams=num_beams,
+                          max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                          style=style, grounded=grounded, temperature=temperature,
+                          snapshot=snapshot)
+    return read_together(generator, req, docs, on_token=on_token, cancel=cancel)
+
+
+def read_together(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
+                  on_token: TokenCallback | None = None,
+                  cancel: CancelToken | None = None) -> Answer:
+    """The answer to the checked request from ``docs`` read in one prompt."""
     import torch
 
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
-    passages = passages_of(docs)
-    t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs, temperature)
-    ctx = generator.prepare_together(question, passages, style)
-    constraint = span_processors(generator, passages, grounded, question)
-    t_enc = time.perf_counter()
-    emitter = _PriorEmitter(generator, on_token, torch.exp(doc_lp).float())
-    search = _Search(ctx, generator, opts, _Marginal(torch.zeros(1)), constraint, emitter,
-                     cancel)
-    with torch.inference_mode():
-        best, cancelled = search.greedy() if opts.num_beams == 1 else search.beam()
-    t_dec = time.perf_counter()
-    if not cancelled:
-        emitter.emit(best.tokens, token_posteriors(best.extras))
-        end_at_a_whole_span(emitter, constraint)
-    return Answer(
-        question=question, text=emitter.text(), token_ids=list(emitter.ids),
-        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
-        logprob=_logprob(best, generator.settings.pad_token_id), mode=MODE, decoding=None,
-        snapshot=snapshot, temperature=temperature, style=style, grounded=grounded,
-        timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc}, cancelled=cancelled)
+    return search_answer(
+        generator, req, docs, cancel, mode=MODE, read=generator.prepare_together,
+        marginal=lambda _doc_lp: _Marginal(torch.zeros(1)),
+        emitter=lambda doc_lp: _PriorEmitter(generator, on_token, torch.exp(doc_lp).float()))

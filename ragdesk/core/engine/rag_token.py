@@ -13,15 +13,16 @@ sequences still able to win share, so tokens appear as soon as no beam can chang
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
+from ragdesk.core.engine.contracts import PassageContext, PassageText
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
-from ragdesk.core.engine.generators import Generator, PassageContext
+from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
-from ragdesk.core.engine.options import DecodeOptions, passages_of
-from ragdesk.core.options import DEFAULT_OPTIONS
+from ragdesk.core.engine.request import AnswerRequest, keyword_request, passages_of
+from ragdesk.core.options import DEFAULT_OPTIONS, Style
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.retrieval.scores import doc_log_probs, retrieved_docs
 from ragdesk.core.types import Answer, Hit
@@ -71,34 +72,55 @@ def rag_token_generate(
     """Answer ``question`` from the retrieved ``docs`` (rank order, exact scores).
 
     ``temperature``: τ of p(z|x) (see :mod:`ragdesk.core.posterior`); ``grounded``: the answer
-    is a span of the passages (see :mod:`.grounding`)."""
+    is a span of the passages (see :mod:`.grounding`). The engine calls :func:`rag_token`
+    with its checked request."""
+    req = keyword_request(generator, question, "token", num_beams=num_beams,
+                          max_new_tokens=max_new_tokens, min_new_tokens=min_new_tokens,
+                          style=style, grounded=grounded, temperature=temperature,
+                          snapshot=snapshot)
+    return rag_token(generator, req, docs, on_token=on_token, cancel=cancel)
+
+
+def rag_token(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
+              on_token: TokenCallback | None = None,
+              cancel: CancelToken | None = None) -> Answer:
+    """RAG-Token's answer to the checked request from ``docs`` (rank order, exact scores)."""
+    return search_answer(generator, req, docs, cancel, mode="token", read=generator.prepare,
+                         marginal=_Marginal,
+                         emitter=lambda _doc_lp: TokenEmitter(generator, on_token))
+
+
+def search_answer(generator: Generator, req: AnswerRequest, docs: Sequence[Hit],
+                  cancel: CancelToken | None, *, mode: str,
+                  read: Callable[[str, list[PassageText], Style], PassageContext],
+                  marginal: Callable[[torch.Tensor], _Marginal],
+                  emitter: Callable[[torch.Tensor], TokenEmitter]) -> Answer:
+    """Greedy or beam search over marginal next-token distributions (RAG-Token's, and
+    reading together's over one row): ``read`` encodes the passages, ``marginal`` and
+    ``emitter`` are made from log p(z|x)."""
     import torch
 
-    opts = DecodeOptions(num_beams, max_new_tokens, min_new_tokens).check().fits(generator)
     passages = passages_of(docs)
     t0 = time.perf_counter()
-    doc_lp = doc_log_probs(docs, temperature)
-    ctx = generator.prepare(question, passages, style)
-    constraint = span_processors(generator, passages, grounded, question)
+    doc_lp = doc_log_probs(docs, req.temperature)
+    ctx = read(req.question, passages, req.style)
+    constraint = span_processors(generator, passages, req.grounded, req.question)
     t_enc = time.perf_counter()
-    search = _Search(ctx, generator, opts, _Marginal(doc_lp), constraint,
-                     TokenEmitter(generator, on_token), cancel)
+    search = _Search(ctx, generator, req, marginal(doc_lp), constraint, emitter(doc_lp),
+                     cancel)
     with torch.inference_mode():
-        best, cancelled = search.greedy() if opts.num_beams == 1 else search.beam()
+        best, cancelled = search.greedy() if req.num_beams == 1 else search.beam()
     t_dec = time.perf_counter()
-
-    emitter = search.emitter
-    posteriors = token_posteriors(best.extras)
+    out = search.emitter
     if not cancelled:
-        emitter.emit(best.tokens, posteriors)
-        end_at_a_whole_span(emitter, constraint)
-    logprob = _logprob(best, generator.settings.pad_token_id)
+        out.emit(best.tokens, token_posteriors(best.extras))
+        end_at_a_whole_span(out, constraint)
     return Answer(
-        question=question, text=emitter.text(), token_ids=list(emitter.ids),
-        tokens=list(emitter.tokens), docs=retrieved_docs(docs, doc_lp, snapshot),
-        logprob=logprob, mode="token", decoding=None, snapshot=snapshot,
-        temperature=temperature, style=style, grounded=grounded,
-        timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
+        question=req.question, text=out.text(), token_ids=list(out.ids),
+        tokens=list(out.tokens), docs=retrieved_docs(docs, doc_lp, req.snapshot),
+        logprob=_logprob(best, generator.settings.pad_token_id), mode=mode, decoding=None,
+        snapshot=req.snapshot, temperature=req.temperature, style=req.style,
+        grounded=req.grounded, timings={"encode_s": t_enc - t0, "decode_s": t_dec - t_enc},
         cancelled=cancelled)
 
 
@@ -106,7 +128,7 @@ class _Search:
     """One RAG-Token decoding: greedy or beam search over the marginal next-token
     distribution, K decoder rows (one per passage) per hypothesis."""
 
-    def __init__(self, ctx: PassageContext, generator: Generator, opts: DecodeOptions,
+    def __init__(self, ctx: PassageContext, generator: Generator, opts: AnswerRequest,
                  marg: _Marginal, constraint: Sequence[Any], emitter: TokenEmitter,
                  cancel: CancelToken | None) -> None:
         self.ctx, self.opts, self.marg = ctx, opts, marg

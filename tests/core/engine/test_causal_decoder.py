@@ -254,7 +254,7 @@ def test_unknown_precision_is_refused(gemma_parts: Any) -> None:
 
 
 def test_other_causal_lms_keep_the_transformers_path(causal_gen: Any) -> None:
-    from ragdesk.core.engine.generators import CausalContext
+    from ragdesk.core.engine.hf_causal import CausalContext
 
     assert causal_gen.lean_decoder is None
     ctx = causal_gen.prepare(QUESTION, [PassageText("T", "some text here")])

@@ -127,8 +127,9 @@ def test_per_passage_search_matches_generate_with_padding(
     the attention mask the reference forgets)."""
     import torch
 
-    from ragdesk.core.engine.options import DecodeOptions
     from ragdesk.core.engine.rag_sequence import _search
+    from ragdesk.core.engine.request import AnswerRequest
+    from ragdesk.core.options import AnswerOptions
 
     case = make_cases(4)
     ids, mask = case.context_input_ids, case.context_attention_mask
@@ -137,7 +138,9 @@ def test_per_passage_search_matches_generate_with_padding(
         ref = bart_gen.model.generate(ids, attention_mask=mask, num_beams=num_beams,
                                       num_return_sequences=num_beams, max_new_tokens=NEW)
     ctx = bart_gen.prepare(case.question, [PassageText(h.title, h.text) for h in case.hits])
-    per_passage, cancelled, _ = _search(ctx, bart_gen, DecodeOptions(num_beams, NEW, 0), None)
+    req = AnswerRequest.checked(case.question, AnswerOptions(
+        mode="sequence", num_beams=num_beams, max_new_tokens=NEW), bart_gen)
+    per_passage, cancelled, _ = _search(ctx, bart_gen, req, None)
     assert not cancelled
     pad = bart_gen.settings.pad_token_id
     for z in range(N_DOCS):

@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from ragdesk.core.retrieval.hybrid import ScoredHit, retrieve_batch
+from ragdesk.core.snapshots import import_snapshot, open_snapshot
 from ragdesk.core.sparse.store import bm25_folder, forget_loaded
 from ragdesk.core.types import Hit, Passage
-
-pytest.importorskip("ragdesk.core.snapshots")
 
 
 class InMemory:
@@ -55,7 +54,6 @@ class InMemory:
 @pytest.fixture(scope="module")
 def real_snapshot(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.snapshots import import_snapshot, open_snapshot
 
     root = tmp_path_factory.mktemp("sparse-real")
     src = root / "a.jsonl"

@@ -14,10 +14,9 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 
 from ragdesk.core.projection import ProjectionCache, snapshot_key
+from ragdesk.core.snapshots import import_snapshot, open_snapshot
 from ragdesk.ui.explore import RetrievalMap, StepThrough
 from tests.ui.explore.helpers import exact_top_k, lift_by_hand
-
-pytest.importorskip("ragdesk.core.snapshots")
 
 K = 4
 QUESTION = "what is the capital of france?"
@@ -27,7 +26,6 @@ QUESTION = "what is the capital of france?"
 def snapshot_setup(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory
                    ) -> dict[str, Any]:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.snapshots import import_snapshot
 
     root = tmp_path_factory.mktemp("explore-snapshot")
     src = root / "articles.jsonl"
@@ -43,7 +41,6 @@ def snapshot_setup(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture()
 def index(snapshot_setup: dict[str, Any]) -> Any:
     from ragdesk.core.app import AppContext
-    from ragdesk.core.snapshots import open_snapshot
 
     ctx = AppContext(snapshot_setup["data_dir"])
     idx = open_snapshot(ctx.data, ctx.catalog, "explore")
