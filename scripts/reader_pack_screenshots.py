@@ -5,9 +5,10 @@ the offer (size and speed, before anything is fetched), the download's progress,
     .venv/bin/python scripts/reader_pack_screenshots.py --data-dir DIR --out-dir DIR
         [--size WxH] [--cancel] [--question Q] [--progress-part N]
 
-Saves (``--first-run``: ``reader-pack-first-run-WxH.png``,) ``reader-pack-offer-WxH.png``, ``reader-pack-progress-WxH.png`` and
-``reader-pack-answer-WxH.png`` (``--cancel``: ``reader-pack-cancelled-WxH.png`` instead of
-the answer, after pressing Cancel). With the pack already set up, only the answer is taken.
+Saves (``--first-run``: ``reader-pack-first-run-WxH.png``,) ``reader-pack-offer-WxH.png``,
+``reader-pack-progress-WxH.png`` and ``reader-pack-answer-WxH.png`` (``--cancel``:
+``reader-pack-cancelled-WxH.png`` instead of the answer, after pressing Cancel). With the pack
+already set up, only the answer is taken.
 Prints how long each phase of the setup took. Needs xvfb, openbox, xdotool.
 """
 
@@ -30,12 +31,81 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def _first_run_offer(w: Any, shoot: Any) -> Any:
+    fr = w.open_first_run()
+    yield ("until", (lambda: fr.reader.isEnabled(), 30, "the first run's reader offer"))
+    fr.reader.setChecked(True)
+    yield ("sleep", 800)
+    shoot("first-run")
+    fr.reject()
+    yield ("sleep", 500)
+
+
+def _cancel(w: Any, d: Any, shoot: Any, t0: float) -> Any:
+    from PySide6.QtWidgets import QApplication
+
+    d.job_panel.cancel_button.click()
+    yield ("until", (lambda: d.job is None, 120, "the cancel"))
+    yield ("sleep", 800)
+    shoot("cancelled")
+    staging = list(w.backend.data.staging_dir.iterdir())
+    print(f"cancelled at {time.monotonic() - t0:.0f} s; staging left: {staging}; "
+          f"reader folder: {list((w.backend.data.models_dir / 'reader-1.5b').glob('*'))}",
+          flush=True)
+    w.close()
+    QApplication.exit(0)
+
+
+def _set_up(w: Any, args: argparse.Namespace, shoot: Any) -> Any:
+    """The offer, the setup's progress and its end (or its cancel: True)."""
+    from ragdesk.ui.models_dialog import open_models_dialog
+
+    d = open_models_dialog(w)
+    yield ("until", (lambda: d.selected_name() == "reader-1.5b" and d.offer.rows, 30,
+                     "the reader's offer"))
+    yield ("sleep", 800)
+    shoot("offer")
+    t0 = time.monotonic()
+    print(f"setup started; load {_load()}", flush=True)
+    d.setup_button.click()
+    marks: dict[str, float] = {}
+
+    def phase() -> str:
+        u = d.job_panel.last_update
+        msg = u.message if u is not None else ""
+        for key in ("downloading", "assembling", "loading", "saving"):
+            if msg.startswith(key) and key not in marks:
+                marks[key] = time.monotonic() - t0
+                print(f"{key} at {marks[key]:.0f} s ({msg}); load {_load()}", flush=True)
+        return msg
+
+    def far_enough() -> bool:
+        msg = phase()
+        if msg.startswith("downloading part"):
+            return int(msg.split()[2]) >= args.progress_part
+        return (bool(msg) and not msg.startswith("downloading")) or d.job is None
+
+    yield ("until", (far_enough, 3000, f"part {args.progress_part}"))
+    yield ("sleep", 600)
+    shoot("progress")
+    if args.cancel:
+        yield from _cancel(w, d, shoot, t0)
+        return True
+    yield ("until", (lambda: (phase() or True) and d.job is None, 5400, "the setup"))
+    print(f"setup done in {time.monotonic() - t0:.0f} s: {d.message.text()!r}; "
+          f"load {_load()}", flush=True)
+    if w.state.pack != "reader-1.5b":
+        raise RuntimeError(f"the setup ended without choosing the pack: "
+                           f"{d.message.text()!r}")
+    yield ("sleep", 500)
+    d.close()
+    return False
+
+
 def scenario(w: Any, args: argparse.Namespace) -> Any:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
     from screenshots import xdo
-
-    from ragdesk.ui.models_dialog import open_models_dialog
 
     width, height = (int(v) for v in args.size.split("x"))
     out = Path(args.out_dir)
@@ -56,62 +126,11 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     yield ("sleep", 1000)
     reader = w.state.pack_info("reader-1.5b")
     if args.first_run and reader is not None and not reader.installed:
-        fr = w.open_first_run()
-        yield ("until", (lambda: fr.reader.isEnabled(), 30, "the first run's reader offer"))
-        fr.reader.setChecked(True)
-        yield ("sleep", 800)
-        shoot("first-run")
-        fr.reject()
-        yield ("sleep", 500)
+        yield from _first_run_offer(w, shoot)
     if reader is not None and not reader.installed:
-        d = open_models_dialog(w)
-        yield ("until", (lambda: d.selected_name() == "reader-1.5b" and d.offer.rows, 30,
-                         "the reader's offer"))
-        yield ("sleep", 800)
-        shoot("offer")
-        t0 = time.monotonic()
-        print(f"setup started; load {_load()}", flush=True)
-        d.setup_button.click()
-        marks: dict[str, float] = {}
-
-        def phase() -> str:
-            u = d.job_panel.last_update
-            msg = u.message if u is not None else ""
-            for key in ("downloading", "assembling", "loading", "saving"):
-                if msg.startswith(key) and key not in marks:
-                    marks[key] = time.monotonic() - t0
-                    print(f"{key} at {marks[key]:.0f} s ({msg}); load {_load()}", flush=True)
-            return msg
-
-        def far_enough() -> bool:
-            msg = phase()
-            if msg.startswith("downloading part"):
-                return int(msg.split()[2]) >= args.progress_part
-            return (bool(msg) and not msg.startswith("downloading")) or d.job is None
-
-        yield ("until", (far_enough, 3000, f"part {args.progress_part}"))
-        yield ("sleep", 600)
-        shoot("progress")
-        if args.cancel:
-            d.job_panel.cancel_button.click()
-            yield ("until", (lambda: d.job is None, 120, "the cancel"))
-            yield ("sleep", 800)
-            shoot("cancelled")
-            staging = list(w.backend.data.staging_dir.iterdir())
-            print(f"cancelled at {time.monotonic() - t0:.0f} s; staging left: {staging}; "
-                  f"reader folder: {list((w.backend.data.models_dir / 'reader-1.5b').glob('*'))}",
-                  flush=True)
-            w.close()
-            QApplication.exit(0)
+        cancelled = yield from _set_up(w, args, shoot)
+        if cancelled:
             return
-        yield ("until", (lambda: (phase() or True) and d.job is None, 5400, "the setup"))
-        print(f"setup done in {time.monotonic() - t0:.0f} s: {d.message.text()!r}; "
-              f"load {_load()}", flush=True)
-        if w.state.pack != "reader-1.5b":
-            raise RuntimeError(f"the setup ended without choosing the pack: "
-                               f"{d.message.text()!r}")
-        yield ("sleep", 500)
-        d.close()
     w.new_conversation()
     yield from run("windowfocus", "--sync", str(int(w.winId())))
     yield ("until", (lambda: w.isActiveWindow(), 10, "the window to become active"))

@@ -221,7 +221,7 @@ def test_removing_the_reader_pack_deletes_its_files_and_gives_the_starter_back(
         qtbot: Any, window: Any, stand_in: tuple[PartedGGUF, bytes, WheelServer]) -> None:
     from ragdesk.core.models.gguf_files import cache_dir_for
 
-    art, payload, server = stand_in
+    art, _payload, server = stand_in
     server.gate.set()
     w = window
     w.backend.reader_artifact = art
