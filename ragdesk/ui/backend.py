@@ -454,12 +454,10 @@ class Backend:
         """Generate from passages chosen elsewhere (the retrieval map's "Ask from here")."""
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
-        return engine.answer_from_docs(  # type: ignore[no-any-return]
-            question, list(docs), mode=params.mode, decoding=params.decoding,
-            num_beams=params.num_beams, max_new_tokens=params.max_new_tokens,
-            min_new_tokens=params.min_new_tokens, on_token=on_token, cancel=cancel,
-            snapshot_name=snapshot, style=params.style, grounded=params.grounded,
-            abstain=params.abstain)
+        # the whole options, checked once by the engine: temperature included
+        return engine.ask_from_docs(  # type: ignore[no-any-return]
+            question, list(docs), params, snapshot_name=snapshot, on_token=on_token,
+            cancel=cancel)
 
     # ---- writes (the serialized writer / job threads) ------------------------------------
 
