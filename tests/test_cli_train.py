@@ -229,6 +229,7 @@ def test_retriever_only_training_registers_a_tuned_pack(
     assert tuned["generator"] == str(tiny_models.gemma3)
     assert tuned["question_encoder"] == str(out / "final" / "question_encoder")
     assert "retriever tuned" in tuned["description"]
+    assert "held-out top-4" in tuned["description"]  # --eval questions are not trained on
 
     question = "what is the secret word of alice?"
     code, stdout, stderr = _cli(data, "ask", "--pack", "tiny-tuned", "--snapshot", "synth",
@@ -251,3 +252,21 @@ def test_retriever_only_training_registers_a_tuned_pack(
     scores = np.array([d["score"] for d in docs])
     np.testing.assert_allclose(scores, emb[ids] @ tuned_q, rtol=1e-4, atol=1e-5)
     assert not np.allclose(emb[ids] @ base_q, emb[ids] @ tuned_q, atol=1e-5)
+
+    # a second epoch resumes from the checkpoint, which holds no generator: the base pack's
+    # is read again, and the questions chosen before training are kept
+    from ragdesk.core.training import checkpoint as ck
+
+    before = ck.read_state(ck.latest_checkpoint(out))["state"]["selected"]
+    code, stdout, stderr = _cli(
+        data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-gemma",
+        "--out", str(out), "--docs", "4", "--batch-size", "4", "--lr", "1e-2",
+        "--generator-layers", "0", "--precision", "float32", "--eval", str(tiny_setup["dev"]),
+        "--em-limit", "0", "--name", "tiny-tuned", "--epochs", "2", "--json", capsys=capsys)
+    assert code == 0, stderr
+    res = json.loads(stdout)
+    assert res["resumed_from"] and res["epochs"] == 2 and "training on" not in stderr
+    final_state = json.loads((out / "final" / "training.json").read_text())["state"]
+    assert final_state["selected"] == before
+    assert res["steps"] == 2 * ((len(before) + 3) // 4)
+    assert not (out / "final" / "generator").exists()

@@ -119,7 +119,8 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "retrieved passages (default: --docs)")
     p.add_argument("--differentiable-reader", action="store_true",
                    help="with --generator-layers 0, score answers with the generator's "
-                   "differentiable forward instead of the engine's (same loss, slower)")
+                   "differentiable forward instead of the engine's (in float32 the same "
+                   "loss; slower)")
     p.add_argument("--precision", choices=PRECISIONS,
                    help="generator precision, as for `ragdesk ask` (default: bfloat16 where "
                    "the CPU has it natively, else float32)")

@@ -125,7 +125,8 @@ def train_pack(
         registered = None
         if register:
             registered = _register_run(catalog, pack_name, out_dir, final, spec, trainer,
-                                       Path(train_path).name, index.name, report)
+                                       (Path(train_path).name, index.name, dev is not None),
+                                       report)
         return TrainResult(out_dir, final, registered, trainer.state, start.checkpoint)
     finally:
         index.close()
@@ -190,13 +191,16 @@ def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, Any]
 
 
 def _register_run(catalog: Catalog, name: str, out_dir: Path, final: Path, spec: PackSpec,
-                  trainer: RagTrainer, train_name: str, snapshot: str,
+                  trainer: RagTrainer, about: tuple[str, str, bool],
                   report: Reporter | None) -> str:
+    """``about``: the training file's name, the snapshot's, whether the evaluation was
+    held out."""
     config = trainer.config
+    train_name, snapshot, held_out = about
     chosen = _models_to_register(out_dir, final, trainer.state, report)
     registered = _register_result(
         catalog, name, chosen, spec, trainer, config,
-        _description(spec, train_name, trainer, snapshot, chosen),
+        _description(spec, train_name, trainer, snapshot, chosen, held_out),
         {"base_pack": spec.name, "snapshot": snapshot, "trained_in": str(out_dir),
          "mode": config.mode, "models": chosen.name,
          "retriever_only": config.generator_frozen})
@@ -226,7 +230,7 @@ def _models_to_register(out_dir: Path, final: Path, state: TrainState,
 
 
 def _description(spec: PackSpec, train_name: str, trainer: RagTrainer, snapshot: str,
-                 models: Path) -> str:
+                 models: Path, held_out: bool) -> str:
     st, cfg = trainer.state, trainer.config
     n = len(st.selected) if st.selected is not None else 0
     what = ("retriever tuned" if cfg.generator_frozen else "fine-tuned")
@@ -239,7 +243,8 @@ def _description(spec: PackSpec, train_name: str, trainer: RagTrainer, snapshot:
         k = str(cfg.n_docs)
         used = st.best if models.name == BEST_DIR and st.best else None
         after = float(used["top_k"]) if used else evals[-1]["top_k"][k]
-        text += (f"; evaluation top-{k} {evals[0]['top_k'][k] * 100:.1f}% -> "
+        on = "held-out" if held_out else "training-question"
+        text += (f"; {on} top-{k} {evals[0]['top_k'][k] * 100:.1f}% -> "
                  f"{after * 100:.1f}%")
     return text + "."
 
