@@ -43,6 +43,8 @@ FEATURES: tuple[str, ...] = (
     "token_source_max",   # mean over tokens of the largest p(z|x,y_i,y_<i)
 )
 
+_READING = FEATURES[FEATURES.index("best_passage_lp"):]
+
 # Words that say nothing about whether a passage is about the question.
 _STOP = frozenset((
     "what", "who", "whom", "whose", "which", "when", "where", "why", "how", "is", "are", "was",
@@ -77,16 +79,18 @@ def _reading(answer: Answer, held: Sequence[bool]) -> dict[str, float]:
     RAG-Token stores p(z|x,y_i,y_<i) ∝ p(z|x) p(y_i|x,z,y_<i) per token, so the answer's
     likelihood under one passage is recovered exactly: log p(y|x,z) = log p(y|x) +
     Σ_i [log p(z|x,y_i,y_<i) - log p(z|x)]. RAG-Sequence stores the running posterior, whose
-    last row is p(z|x,y) itself. Other modes carry no per-passage rows: no features (the model
-    then reads its training mean, a neutral value)."""
+    last row is p(z|x,y) itself. An answer with no tokens, or from a mode without per-passage
+    rows (read together), read nothing passage by passage: its reading is the prior, the
+    same under every passage, so that fitting and answering see the same numbers for it."""
     docs, tokens = answer.docs, answer.tokens
     k = len(docs)
-    if not k or not tokens or answer.mode not in ("token", "sequence") or \
-            any(len(t.posterior) != k for t in tokens):
-        return {}
+    if not k:
+        return dict.fromkeys(_READING, 0.0)
     log_prior = [math.log(max(float(d.prob), _FLOOR)) for d in docs]
-    lp = float(answer.logprob) if math.isfinite(answer.logprob) else -40.0
-    rows = tokens if answer.mode == "token" else tokens[-1:]
+    lp = max(-40.0, float(answer.logprob)) if math.isfinite(answer.logprob) else -40.0
+    per_row = answer.mode in ("token", "sequence") and \
+        all(len(t.posterior) == k for t in tokens)
+    rows = (tokens if answer.mode == "token" else tokens[-1:]) if per_row else []
     per_passage = [max(-40.0, min(0.0, lp + sum(math.log(max(t.posterior[z], _FLOOR))
                                                    - log_prior[z] for t in rows)))
                    for z in range(k)]
@@ -98,11 +102,12 @@ def _reading(answer: Answer, held: Sequence[bool]) -> dict[str, float]:
     best = max(range(k), key=read.__getitem__)
     return {
         "best_passage_lp": max(per_passage),
-        "best_passage_lp_per_token": max(per_passage) / len(tokens),
+        "best_passage_lp_per_token": max(per_passage) / max(1, len(tokens)),
         "read_posterior_max": read[best],
         "read_on_holders": sum(r for r, h in zip(read, held, strict=True) if h),
         "read_shift": read[best] - math.exp(log_prior[best]),
-        "token_source_max": sum(max(t.posterior) for t in tokens) / len(tokens),
+        "token_source_max": (sum(max(t.posterior) for t in tokens) / len(tokens)
+                             if per_row and tokens else read[best]),
     }
 
 

@@ -51,7 +51,16 @@ def test_passage_likelihoods_equal_a_naive_loop(mode: str, seed: int) -> None:
     assert f["read_shift"] == pytest.approx(read[best] - prior[best], abs=1e-9)
 
 
-def test_a_mode_without_passage_rows_has_no_reading_features() -> None:
-    ans, _, _ = _answer(0, "token")
-    ans.mode = "together"
-    assert "best_passage_lp" not in answer_features(ans)
+@pytest.mark.parametrize("mode", ["token", "together"])
+def test_nothing_read_passage_by_passage_reads_as_the_prior(mode: str) -> None:
+    """An answer cut to nothing (or read together) gets every reading feature, the same at
+    fitting and at answering time: the reading is the prior, the same under every passage."""
+    ans, prior, _ = _answer(1, "token")
+    ans.mode = mode
+    if mode == "token":
+        ans.tokens, ans.text = [], ""
+    f = answer_features(ans)
+    assert f["best_passage_lp"] == pytest.approx(max(-40.0, ans.logprob))
+    assert f["read_posterior_max"] == pytest.approx(prior.max())
+    assert f["read_shift"] == pytest.approx(0.0, abs=1e-9)
+    assert f["token_source_max"] == pytest.approx(prior.max())
