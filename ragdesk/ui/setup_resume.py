@@ -20,7 +20,7 @@ from ragdesk.ui.state import AppState
 
 # Short: the status bar holds it beside the job's phase and progress, and a longer one lost
 # its second half at 1440 px; the snapshot's label there says "BM25 for now" with the why.
-RESUMING = "Starter setup resumed; answers use BM25 until it is done."
+RESUMING = "Setup resumed; BM25 answers until it is done."
 
 
 def should_resume(snapshots: Sequence[SnapshotInfo]) -> bool:

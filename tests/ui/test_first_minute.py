@@ -171,7 +171,7 @@ def test_a_setup_interrupted_by_quitting_resumes_at_the_next_start(
         # Before the job has done anything, the status bar says how answers are made.
         assert "BM25 for now" in status.snapshot.text()
         assert "keyword search (BM25) until it is done" in status.snapshot.toolTip()
-        qtbot.waitUntil(lambda: "Starter setup resumed" in status.text.fullText(),
+        qtbot.waitUntil(lambda: "Setup resumed" in status.text.fullText(),
                         timeout=10_000)
         cat2 = again.backend.catalog
         qtbot.waitUntil(lambda: cat2.get_snapshot("vital-articles").state == "ready",

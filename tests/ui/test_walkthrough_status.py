@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtWidgets import QMainWindow
+from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.ui.backend import SnapshotInfo
@@ -16,6 +16,7 @@ from ragdesk.ui.ops import OpRunner
 from ragdesk.ui.setup_resume import RESUMING
 from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
+from ragdesk.ui.theme import install_theme
 
 
 @dataclass
@@ -26,6 +27,12 @@ class _Job:
 
 
 def test_the_resume_notice_is_whole_beside_the_jobs_progress(qtbot: Any) -> None:
+    # The app's stylesheet, as the real window has it (and as any earlier test that opened a
+    # themed main window leaves it): without it the text measured narrower than it is.
+    app = QApplication.instance()
+    assert isinstance(app, QApplication)
+    sheet, palette = app.styleSheet(), app.palette()
+    install_theme("light")
     window = QMainWindow()
     qtbot.addWidget(window)
     window.resize(1436, 872)  # the window that fills a 1440x900 screen under openbox
@@ -54,3 +61,5 @@ def test_the_resume_notice_is_whole_beside_the_jobs_progress(qtbot: Any) -> None
     finally:
         assert ops.shutdown(5_000)
         ops.deleteLater()
+        app.setStyleSheet(sheet)
+        app.setPalette(palette)
