@@ -42,6 +42,7 @@ from ragdesk.core.units import plural
 from ragdesk.ui.backend import CitationPlace, SnapshotInfo
 from ragdesk.ui.card_state import CardState
 from ragdesk.ui.citations import open_place
+from ragdesk.ui.dialogs import set_flagged_text
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
 from ragdesk.ui.resources import icon
@@ -640,11 +641,7 @@ class AnswerCard(QFrame):
             self.verdict.guess_button.setChecked(shown)
 
     def _set_status(self, text: str, error: bool = False, not_found: bool = False) -> None:
-        self.status_label.setText(text)
-        self.status_label.setProperty("error", error)
-        self.status_label.setProperty("notfound", not_found)
-        self.status_label.style().unpolish(self.status_label)
-        self.status_label.style().polish(self.status_label)
+        set_flagged_text(self.status_label, text, error=error, notfound=not_found)
         self.status_label.setVisible(True)
 
     def _update_legend(self) -> None:

@@ -61,6 +61,23 @@ def show_error(parent: QWidget | None, report: ErrorReport,
     return box
 
 
+def set_flagged_text(label: QLabel, text: str, **flags: bool) -> None:
+    """Show ``text`` with the stylesheet's flags (``error``, ``notfound``) set as given:
+    red only for an error, since good news in red reads as a failure. The style is
+    re-polished because Qt does not restyle on a dynamic property change."""
+    label.setText(text)
+    for name, on in flags.items():
+        label.setProperty(name, on)
+    label.style().unpolish(label)
+    label.style().polish(label)
+
+
+def report_html(report: ErrorReport) -> str:
+    """A failure as a dialog's message line shows it: the message in bold, the hint below."""
+    hint = f"<br/>{report.hint}" if report.hint else ""
+    return f"<b>{report.message}</b>{hint}"
+
+
 def confirm(parent: QWidget, title: str, text: str, informative: str,
             on_yes: Callable[[], None], yes_text: str = "Remove") -> QMessageBox:
     box = QMessageBox(parent)

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import Backend, PackInfo
-from ragdesk.ui.dialogs import JobPanel, fit_height
+from ragdesk.ui.dialogs import JobPanel, fit_height, report_html, set_flagged_text
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.models_dialog import CANCELLED_TEXT, PackOffer
 from ragdesk.ui.ops import Op
@@ -285,12 +285,7 @@ class FirstRunDialog(QDialog):
         elif not self.isVisible():
             self.library.report(report, title)
         else:
-            hint = f"<br/>{report.hint}" if report.hint else ""
-            self._say(f"<b>{report.message}</b>{hint}", error=True)
+            self._say(report_html(report), error=True)
 
     def _say(self, text: str, error: bool = False) -> None:
-        """The message line; red only for an error (good news in red reads as a failure)."""
-        self.message.setText(text)
-        self.message.setProperty("error", error)
-        self.message.style().unpolish(self.message)
-        self.message.style().polish(self.message)
+        set_flagged_text(self.message, text, error=error)

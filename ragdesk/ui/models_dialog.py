@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import PackInfo
-from ragdesk.ui.dialogs import JobPanel, confirm, fit_height
+from ragdesk.ui.dialogs import JobPanel, confirm, fit_height, report_html, set_flagged_text
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -339,14 +339,10 @@ class ModelsDialog(QDialog):
         elif not self.isVisible():
             self.library.report(report, READER_TITLE)
         else:
-            hint = f"<br/>{report.hint}" if report.hint else ""
-            self._say(f"<b>{report.message}</b>{hint}", error=True)
+            self._say(report_html(report), error=True)
 
     def _say(self, text: str, error: bool = False) -> None:
-        self.message.setText(text)
-        self.message.setProperty("error", error)
-        self.message.style().unpolish(self.message)
-        self.message.style().polish(self.message)
+        set_flagged_text(self.message, text, error=error)
 
     # ---- size ----------------------------------------------------------------------------
 
