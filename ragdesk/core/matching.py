@@ -2,7 +2,9 @@
 
 Lower case, drop ASCII punctuation, drop the articles a/an/the, collapse white space. The
 has-answer check additionally applies Unicode NFD (as DPR's tokenizer does) so that a
-precomposed "é" in a passage matches a decomposed one in a gold answer.
+precomposed "é" in a passage matches a decomposed one in a gold answer, and splits words at
+dashes, as DPR's tokenizer does: "1933" is a whole answer in "a 1933–1938 series", and SQuAD
+normalization alone would keep "1933–1938" as one word (and make "1933-1938" into "19331938").
 
 Evaluation scores with these, and the confidence model asks the same question of an answer
 ("does a retrieved passage hold it?"), so both use this one definition.
@@ -17,6 +19,8 @@ from collections.abc import Iterable, Sequence
 
 _PUNCT = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+# hyphen-minus, the Unicode hyphens and dashes, and the minus sign
+_DASHES = re.compile("[-\u2010-\u2015\u2212]")
 
 
 def normalize_answer(s: str) -> str:
@@ -33,8 +37,9 @@ def answer_tokens(s: str) -> list[str]:
 
 
 def match_tokens(s: str) -> list[str]:
-    """Tokens used by the has-answer check: NFD first, then the standard normalization."""
-    return normalize_answer(unicodedata.normalize("NFD", s)).split()
+    """Tokens used by the has-answer check: NFD, words split at dashes, then the standard
+    normalization."""
+    return normalize_answer(_DASHES.sub(" ", unicodedata.normalize("NFD", s))).split()
 
 
 def padded(tokens: Sequence[str]) -> str:

@@ -206,7 +206,7 @@ class SpanConstraint:
     def whole(self, text: str) -> bool:
         """Whether a passage holds ``text`` as whole words, by the has-answer test that
         evaluation and the shown sources use: "July 19" is a substring of "28 July 1914" but
-        no answer a passage gives, and neither is "7" of "7–8 million"."""
+        no answer a passage gives, while "1933" of "a 1933–1938 series" is one."""
         key = normalize_span(text)
         hit = self._whole_cache.get(key)
         if hit is None:
