@@ -1,7 +1,8 @@
 """What the confidence model reads: a handful of numbers the engine has for free.
 
-Every feature comes from the answer, its tokens' sources and the retrieved passages' scores;
-nothing is decoded or encoded again. They follow selective question answering (Kamath, Jia &
+Every feature but two comes from the answer, its tokens' sources and the retrieved passages'
+scores; the two others are the answer read once more without passages (a short pass, see
+:mod:`ragdesk.core.engine.closed_book`). They follow selective question answering (Kamath, Jia &
 Liang 2020): the reader's own likelihood, the retriever's certainty, and whether the passages
 hold the answer at all.
 """
@@ -41,6 +42,8 @@ FEATURES: tuple[str, ...] = (
     "read_on_holders",    # p(z|x,y) summed over the passages that hold the answer
     "read_shift",         # p(z|x,y) - p(z|x) of that passage: reading moved the belief
     "token_source_max",   # mean over tokens of the largest p(z|x,y_i,y_<i)
+    "closed_book_lp",     # log p(y|x) with an empty passage: the answer from the question alone
+    "closed_book_lp_per_token",  # the same per token of the answer's text
 )
 
 _READING = FEATURES[FEATURES.index("best_passage_lp"):]
@@ -115,8 +118,10 @@ def _share_of(words: Sequence[str], within: set[str]) -> float:
     return sum(1 for w in words if w in within) / len(words) if words else 0.0
 
 
-def answer_features(answer: Answer) -> dict[str, float]:
-    """The features of one answer, by name (see :data:`FEATURES`)."""
+def answer_features(answer: Answer, closed_book_lp: float,
+                    closed_book_tokens: int) -> dict[str, float]:
+    """The features of one answer, by name (see :data:`FEATURES`); ``closed_book_lp`` over
+    ``closed_book_tokens``: the answer read without passages (0 over 0 for no text)."""
     docs = answer.docs
     n_tok = len(answer.tokens)
     lp = max(-40.0, float(answer.logprob)) if math.isfinite(answer.logprob) else -40.0
@@ -151,4 +156,6 @@ def answer_features(answer: Answer) -> dict[str, float]:
         "has_digit": float(any(c.isdigit() for c in answer.text)),
         "empty": float(not a_words),
         **_reading(answer, held),
+        "closed_book_lp": float(closed_book_lp),
+        "closed_book_lp_per_token": float(closed_book_lp) / max(1, closed_book_tokens),
     }

@@ -24,6 +24,7 @@ from ragdesk.core.confidence import (
     confidence_model,
 )
 from ragdesk.core.engine.attribution import TokenCallback
+from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.rag_sequence import rag_sequence
 from ragdesk.core.engine.rag_together import read_together
@@ -236,7 +237,9 @@ class Engine:
         if ans.cancelled:
             return
         assign_sources(ans)
-        ans.features = answer_features(ans)
+        with self._lock:
+            prior = closed_book(self.generator, ans.question, ans.text, ans.style)
+        ans.features = answer_features(ans, prior.logprob, prior.tokens)
         model = self._confidence_model(index)
         if model is not None:
             ans.confidence = model.predict(ans.features)

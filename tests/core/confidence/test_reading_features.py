@@ -39,7 +39,7 @@ def _answer(seed: int, mode: str) -> tuple[Answer, np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_passage_likelihoods_equal_a_naive_loop(mode: str, seed: int) -> None:
     ans, prior, q = _answer(seed, mode)
-    f = answer_features(ans)
+    f = answer_features(ans, 0.0, 0)
     per_passage = [sum(math.log(q[i, z]) for i in range(q.shape[0])) for z in range(len(prior))]
     assert f["best_passage_lp"] == pytest.approx(max(per_passage), abs=1e-6)
     assert f["best_passage_lp_per_token"] == pytest.approx(max(per_passage) / q.shape[0])
@@ -59,7 +59,7 @@ def test_nothing_read_passage_by_passage_reads_as_the_prior(mode: str) -> None:
     ans.mode = mode
     if mode == "token":
         ans.tokens, ans.text = [], ""
-    f = answer_features(ans)
+    f = answer_features(ans, 0.0, 0)
     assert f["best_passage_lp"] == pytest.approx(max(-40.0, ans.logprob))
     assert f["read_posterior_max"] == pytest.approx(prior.max())
     assert f["read_shift"] == pytest.approx(0.0, abs=1e-9)

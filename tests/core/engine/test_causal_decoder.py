@@ -347,3 +347,31 @@ def test_weights_changed_in_place_are_taken_again(gemma_parts: Any, tiny_models:
         assert float((after[z] - want).abs().max()) < tol
         # the change is large enough that the old weights could not pass the check above
         assert float((torch.log_softmax(before[z], -1) - want).abs().max()) > 10 * tol
+
+
+@pytest.mark.parametrize("path", ["lean", "transformers"])
+def test_the_closed_book_reading_equals_an_uncached_forward(lean: Any, via_transformers: Any,
+                                                            tiny_models: Any,
+                                                            path: str) -> None:
+    """The answer read after an empty passage, right after a question whose K prompts left
+    their opening in the lean decoder's cache: the same log-probability as one uncached
+    forward over the empty-passage prompt and the answer."""
+    import torch
+
+    from ragdesk.core.engine.closed_book import NOTHING, closed_book
+
+    gen = lean if path == "lean" else via_transformers
+    hits = _hits(tiny_models, 3)
+    rag_token_generate(gen, QUESTION, hits, max_new_tokens=NEW)  # primes the opening
+    text = " ".join(hits[0].text.split()[3:6])
+    got = closed_book(gen, QUESTION, text)
+    ref = _generator(gen.model, gen.tokenizer, lean_decoder=False)
+    prompt = ref.prepare(QUESTION, [PassageText("", "")]).input_ids[0]
+    ids = gen.tokenizer(text, add_special_tokens=False)["input_ids"]
+    with torch.no_grad():
+        logits = gen.model(input_ids=torch.tensor([prompt + ids]), use_cache=False).logits[0]
+    lp = torch.log_softmax(logits.float(), dim=-1)
+    expected = sum(float(lp[len(prompt) - 1 + i, t]) for i, t in enumerate(ids))
+    assert got.tokens == len(ids) > 1
+    assert got.logprob == pytest.approx(expected, abs=TOL * len(ids))
+    assert closed_book(gen, QUESTION, "  ") == NOTHING
