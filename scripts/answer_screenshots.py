@@ -150,7 +150,7 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
             "done", "failed", "cancelled"), 1200, f"the answer to {q!r}"))
         card = w.chat.cards[-1]
         if card.state != "done":
-            raise RuntimeError(f"{q!r} ended as {card.state}: {w.last_error}")
+            raise RuntimeError(f"{q!r} ended as {card.state}: {card.status_label.text()}")
         print(f"{q!r} -> {card.answer.text!r}", flush=True)
         yield ("sleep", 500)
         if args.show_guess and card.answer.abstained:

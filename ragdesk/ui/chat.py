@@ -41,10 +41,10 @@ from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.backend import CitationPlace, SnapshotInfo
 from ragdesk.ui.card_state import CardState
-from ragdesk.ui.citations import open_place
 from ragdesk.ui.dialogs import set_flagged_text
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
+from ragdesk.ui.places import open_place
 from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 from ragdesk.ui.verdict import VerdictRow, not_found_text

@@ -29,7 +29,7 @@ from ragdesk.core.units import plural
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import CitationPlace
 from ragdesk.ui.chat import elide, summarize
-from ragdesk.ui.citations import open_place
+from ragdesk.ui.places import open_place
 from ragdesk.ui.resources import icon
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 

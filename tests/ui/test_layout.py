@@ -75,12 +75,12 @@ def test_reading_progress_is_shown_in_bytes() -> None:
 
 
 def test_window_title_names_the_app_once(window: Any) -> None:
-    window.active_snapshot = "wiki-a"
+    window.state.set_active_snapshot("wiki-a")
     window.update_status()
     # The app's display name is "ragdesk" (ui/app.py), which Qt appends to every title on
     # Linux and Windows: "wiki-a — ragdesk".
     assert window.windowTitle() == "wiki-a"
-    window.active_snapshot = None
+    window.state.set_active_snapshot(None)
     window.update_status()
     assert window.windowTitle() == "ragdesk"
 
@@ -97,7 +97,7 @@ def test_one_token_is_singular_on_the_card_and_in_the_status_bar(qtbot: Any,
     streaming = AnswerCard(8, one.question, AnswerOptions(), "demo")
     qtbot.addWidget(streaming)
     window.conversation.on_token(streaming, one.tokens[0])
-    assert window.status_text.fullText().endswith(" 1 token")
+    assert window.status.text.fullText().endswith(" 1 token")
 
 
 # ---- wrapping and eliding -------------------------------------------------------------------
@@ -227,15 +227,15 @@ def test_status_bar_shows_the_jobs_phase_whole(qtbot: Any, window: Any) -> None:
     window.resize(1280, 720)
     qtbot.wait(50)
     job = SimpleNamespace(id=1, title="Building the starter snapshot", cancellable=True)
-    window.status_job.start(job)
-    window.status_job.update_progress(
+    window.status.job.start(job)
+    window.status.job.update_progress(
         job, ProgressUpdate(4_032, 12_324, "encoding passages", 51.0, 165.0))
     qtbot.wait(50)
-    title = window.status_job.title
+    title = window.status.job.title
     assert title.text() == "encoding passages"
     assert QFontMetrics(title.font()).horizontalAdvance(title.text()) <= title.width()
     assert "Building the starter snapshot — encoding passages" in title.toolTip()
-    assert window.status_job.detail.text() == "33%  ·  about 2 min 45 s left"
+    assert window.status.job.detail.text() == "33%  ·  about 2 min 45 s left"
 
 
 # ---- the heat map -----------------------------------------------------------------------------
