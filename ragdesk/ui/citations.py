@@ -20,7 +20,7 @@ from ragdesk.ui.ops import Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 
 if TYPE_CHECKING:
-    from ragdesk.ui.chat import AnswerCard
+    from ragdesk.ui.chat.card import AnswerCard
     from ragdesk.ui.inspector import PassageInspector
 
 log = logging.getLogger(__name__)

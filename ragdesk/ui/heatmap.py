@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.types import AnswerToken, RetrievedDoc
-from ragdesk.ui.chat import elide
+from ragdesk.ui.texts import elide
 from ragdesk.ui.theme import (
     heat_color,
     heat_ramp,

@@ -25,7 +25,8 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import Background, op_background
-from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.conversations_sidebar import ConversationsSidebar
 from ragdesk.ui.selection import AnswerSelection

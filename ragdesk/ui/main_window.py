@@ -26,7 +26,8 @@ from ragdesk.ui.actions import build_actions, build_menus, in_menu
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import op_background
-from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.citations import install_citations
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.composer import Composer, CopyPassThrough

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ragdesk.ui.catalog_watch import CatalogWatch
-from ragdesk.ui.chat import EmptyState
+from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.library import Library
 from ragdesk.ui.setup_resume import SetupResume
 from ragdesk.ui.view_context import ViewContext

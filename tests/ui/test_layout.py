@@ -17,11 +17,13 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import RetrievedDoc
 from ragdesk.core.units import fmt_seconds, human_bytes, plural
-from ragdesk.ui.chat import AnswerCard, EmptyState, unbroken
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.dialogs import describe_progress
 from ragdesk.ui.elided import ElidedLabel
 from ragdesk.ui.heatmap import LABEL_FLOOR_PX, HeatMapPanel, PosteriorHeatMap, label_width
 from ragdesk.ui.resources import stylesheet
+from ragdesk.ui.texts import unbroken
 from tests.ui.fakes import make_answer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -347,7 +349,7 @@ def test_an_empty_answer_says_why_and_what_to_try(qtbot: Any) -> None:
 
 
 def test_legend_wraps_instead_of_dropping_passages(qtbot: Any) -> None:
-    from ragdesk.ui.chat import Legend
+    from ragdesk.ui.chat.legend import Legend
 
     legend = Legend()
     qtbot.addWidget(legend)
@@ -417,7 +419,7 @@ def test_map_fills_its_canvas_and_labels_do_not_collide(qtbot: Any,
 
 
 def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
-    from ragdesk.ui.chat import ChatView
+    from ragdesk.ui.chat.view import ChatView
 
     QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
     view = ChatView()
@@ -431,7 +433,7 @@ def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
 
 
 def test_a_card_taller_than_the_pane_keeps_its_question_in_view(qtbot: Any) -> None:
-    from ragdesk.ui.chat import ChatView
+    from ragdesk.ui.chat.view import ChatView
 
     QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
     view = ChatView()

@@ -175,7 +175,8 @@ def test_a_queued_question_shows_its_whole_text(qtbot: Any) -> None:
     from PySide6.QtGui import QFontMetrics
 
     from ragdesk.core.options import AnswerOptions
-    from ragdesk.ui.chat import AnswerCard, ChatView
+    from ragdesk.ui.chat.card import AnswerCard
+    from ragdesk.ui.chat.view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)
