@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.types import Answer, RetrievedDoc
-from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.ops import Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 

@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.units import human_bytes, plural
-from ragdesk.ui.backend import IMPORT_FORMATS, VARIANTS, FolderImportSummary, SnapshotInfo
 from ragdesk.ui.dialogs import JobPanel, confirm
+from ragdesk.ui.infos import IMPORT_FORMATS, VARIANTS, FolderImportSummary, SnapshotInfo
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import FailureHandler, Lane, OpRunner
 from ragdesk.ui.reports import ErrorReport

@@ -27,7 +27,7 @@ from ragdesk.core.articles import Article
 from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.article_view import ArticleView
-from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.places import open_place
 from ragdesk.ui.resources import icon
 from ragdesk.ui.texts import elide, summarize

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.units import human_bytes
-from ragdesk.ui.backend import PackInfo
 from ragdesk.ui.dialogs import JobPanel, confirm, fit_height, report_html, set_flagged_text
+from ragdesk.ui.infos import PackInfo
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport

@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QDesktopServices
 
-from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.infos import CitationPlace
 
 
 def open_place(place: CitationPlace) -> bool:

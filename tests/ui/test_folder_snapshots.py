@@ -15,8 +15,8 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
-from ragdesk.ui.backend import DOCUMENTS_FILE
 from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.infos import DOCUMENTS_FILE
 from ragdesk.ui.ops import Lane
 from tests.documents.conftest import QUESTION, make_folder
 from tests.ui.probes import action, no_error

@@ -23,13 +23,13 @@ from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import CitationPlace
 from ragdesk.ui.card_state import CardState
 from ragdesk.ui.chat.chip import CitationChip
 from ragdesk.ui.chat.legend import Legend
 from ragdesk.ui.chat.token_text import TokenText
 from ragdesk.ui.dialogs import set_flagged_text
 from ragdesk.ui.flow_layout import FlowLayout
+from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.resources import icon
 from ragdesk.ui.texts import summarize, unbroken
 from ragdesk.ui.verdict import VerdictRow, not_found_text

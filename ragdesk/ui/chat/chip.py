@@ -10,8 +10,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QWidget
 
 from ragdesk.core.types import RetrievedDoc
-from ragdesk.ui.backend import CitationPlace
 from ragdesk.ui.elided import ElidedButton
+from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.places import open_place
 from ragdesk.ui.texts import elide
 from ragdesk.ui.theme import passage_color

@@ -8,9 +8,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ragdesk.ui.backend import SnapshotInfo
 from ragdesk.ui.elided import ElidedButton
 from ragdesk.ui.flow_layout import FlowLayout
+from ragdesk.ui.infos import SnapshotInfo
 
 
 class EmptyState(QWidget):
