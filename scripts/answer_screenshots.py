@@ -102,7 +102,7 @@ def import_folder(w: Any, args: argparse.Namespace) -> Any:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
 
     m = w.open_index_manager()
     yield ("until", (lambda: m.isVisible() and m.snapshots, 60, "the index manager"))

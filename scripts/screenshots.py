@@ -213,7 +213,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
     from ragdesk.ui.ops import Lane
 
     screen = QGuiApplication.primaryScreen()

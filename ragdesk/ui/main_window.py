@@ -36,7 +36,7 @@ from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.error_reporter import ErrorReporter
 from ragdesk.ui.explore import install as install_explore_views
 from ragdesk.ui.explore_docks import ExploreDocks, ViewFactory
-from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.history import LAST_KEY, install_history
 from ragdesk.ui.index_menu import IndexMenu
 from ragdesk.ui.inspector import PassageInspector

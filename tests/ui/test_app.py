@@ -261,7 +261,7 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
 
 def test_a_failure_started_in_the_index_manager_is_reported_there_once(  # type: ignore[no-untyped-def]
         qtbot, window, tiny_models, tmp_path) -> None:
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n", encoding="utf-8")

@@ -21,7 +21,8 @@ from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.dialogs import describe_progress
 from ragdesk.ui.elided import ElidedLabel
-from ragdesk.ui.heatmap import LABEL_FLOOR_PX, HeatMapPanel, PosteriorHeatMap, label_width
+from ragdesk.ui.heatmap import LABEL_FLOOR_PX, PosteriorHeatMap, label_width
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.resources import stylesheet
 from ragdesk.ui.texts import unbroken
 from tests.ui.fakes import make_answer
