@@ -1,5 +1,5 @@
 """Actions declared as data: one :class:`ActionSpec` row per action, built into ``QAction``s
-and menus by the functions below (the main window's table is ``main_window.ACTIONS``)."""
+and menus by the functions below (the main window's table is ``window_actions.ACTIONS``)."""
 
 from __future__ import annotations
 
