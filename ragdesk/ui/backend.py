@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.options import AnswerOptions
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_pack
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.ui.infos import (
@@ -111,11 +112,9 @@ class Backend:
         return self.ctx.data
 
     def pack_name(self) -> str:
-        """The pack chosen in the settings, else the starter pack: ``packs.chosen_pack``'s
-        rule, spelled out because it runs on the GUI thread as the window opens, and
-        importing ragdesk.core.models there (numpy with it) would cost the start half a
-        second."""
-        return str(self.ctx.settings.get("model_pack") or "starter")
+        """The pack chosen in the settings, else the starter pack (any thread: the window
+        reads it as it opens)."""
+        return chosen_pack(self.ctx.settings)
 
     def packs(self) -> list[PackInfo]:
         from ragdesk.core import models
@@ -172,7 +171,7 @@ class Backend:
 
         # "importing" with no process importing it: the app was killed rather than quit.
         return bool(record.name == SNAPSHOT_NAME and record.state in ("failed", "importing")
-                    and record.stage == "sparse" and record.default_pack == "starter"
+                    and record.stage == "sparse" and record.default_pack == STARTER
                     and not import_running(self.data, record.slug))
 
     def catalog_stamp(self) -> tuple[object, ...]:
@@ -297,8 +296,6 @@ class Backend:
         self.library().switch(name)
 
     def set_pack(self, name: str) -> None:
-        from ragdesk.core.models.packs import SETTINGS_KEY
-
         self.ctx.settings.set(SETTINGS_KEY, name)
 
     def import_snapshot(self, source: str | None, *, name: str, encoder: str, fmt: str | None,
@@ -389,7 +386,7 @@ class Backend:
 
         def answerable() -> None:
             # The pack is chosen before waiting questions run, so that they load its models.
-            self.set_pack("starter")
+            self.set_pack(STARTER)
             self.setup.open()
 
         self.setup.begin()
@@ -398,7 +395,7 @@ class Backend:
             models.ensure_starter_snapshot(self.data, self.catalog, progress=progress,
                                            cancel=cancel, limit=self.starter_limit,
                                            on_answerable=answerable, keep_generator=True)
-            self.set_pack("starter")
+            self.set_pack(STARTER)
         finally:
             self.setup.open()
 
@@ -429,7 +426,7 @@ class Backend:
         from ragdesk.core.models import reader
 
         if self.pack_name() == reader.READER:
-            self.set_pack("starter")
+            self.set_pack(STARTER)
         models.remove_pack(self.catalog, reader.READER, self.data)
 
     def download_pack(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> None:
