@@ -102,7 +102,7 @@ def import_folder(w: Any, args: argparse.Namespace) -> Any:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
 
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
 
     m = w.open_index_manager()
     yield ("until", (lambda: m.isVisible() and m.snapshots, 60, "the index manager"))
@@ -150,7 +150,7 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
             "done", "failed", "cancelled"), 1200, f"the answer to {q!r}"))
         card = w.chat.cards[-1]
         if card.state != "done":
-            raise RuntimeError(f"{q!r} ended as {card.state}: {w.last_error}")
+            raise RuntimeError(f"{q!r} ended as {card.state}: {card.status_label.text()}")
         print(f"{q!r} -> {card.answer.text!r}", flush=True)
         yield ("sleep", 500)
         if args.show_guess and card.answer.abstained:

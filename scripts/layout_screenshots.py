@@ -125,7 +125,7 @@ def inside(args: argparse.Namespace) -> int:
         src = Path(args.import_file)
         m = w.open_index_manager()
         yield ("sleep", 500)
-        from ragdesk.ui.index_manager import ImportSpec
+        from ragdesk.ui.import_dialog import ImportSpec
 
         enc = next((pk.passage_encoder for pk in w.state.packs if pk.name == w.state.pack), None)
         name = f"layout-check-{int(time.time())}"

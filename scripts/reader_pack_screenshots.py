@@ -58,9 +58,7 @@ def _cancel(w: Any, d: Any, shoot: Any, t0: float) -> Any:
 
 def _set_up(w: Any, args: argparse.Namespace, shoot: Any) -> Any:
     """The offer, the setup's progress and its end (or its cancel: True)."""
-    from ragdesk.ui.models_dialog import open_models_dialog
-
-    d = open_models_dialog(w)
+    d = w.open_models()
     yield ("until", (lambda: d.selected_name() == "reader-1.5b" and d.offer.rows, 30,
                      "the reader's offer"))
     yield ("sleep", 800)
@@ -142,7 +140,7 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
         "done", "failed", "cancelled"), 1800, "the answer"))
     card = w.chat.cards[-1]
     if card.state != "done":
-        raise RuntimeError(f"the answer ended as {card.state}: {w.last_error}")
+        raise RuntimeError(f"the answer ended as {card.state}: {card.status_label.text()}")
     print(f"{args.question!r} -> {card.answer.text!r} ({card.answer.mode}) in "
           f"{time.monotonic() - t1:.1f} s; load {_load()}", flush=True)
     yield ("sleep", 1000)

@@ -213,7 +213,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication, QWidget
 
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
     from ragdesk.ui.ops import Lane
 
     screen = QGuiApplication.primaryScreen()
@@ -251,7 +251,7 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
                          900, f"the answer to {q!r}"))
         if w.chat.cards[-1].state != "done":
             raise RuntimeError(f"answering {q!r} ended as {w.chat.cards[-1].state}: "
-                               f"{w.last_error}")
+                               f"{w.chat.cards[-1].status_label.text()}")
         yield ("sleep", 400)
 
     # Pick the passage that the answer owes most, as a user would with Ctrl+<n>.

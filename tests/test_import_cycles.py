@@ -26,22 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "ragdesk"
 
 # (importer, imported): imports allowed to close a cycle, with the reason each still does.
-_WINDOW = ("the GUI shell is not re-cut yet: this installer takes the whole MainWindow (a "
-           "TYPE_CHECKING import) instead of the parts it uses")
 ALLOWED: dict[tuple[str, str], str] = {
-    ("ragdesk.ui.citations", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.explore.install", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.history", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.models_dialog", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.settings_action", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.window_actions", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.window_upkeep", "ragdesk.ui.main_window"): _WINDOW,
-    ("ragdesk.ui.citations", "ragdesk.ui.chat"):
-        "CitationPlaces.watch types its card as chat.AnswerCard (TYPE_CHECKING), and chat "
-        "imports open_place from citations; chat.py is not split into a package yet",
-    ("ragdesk.ui.explore.install", "ragdesk.ui.explore_docks"):
-        "the explore views are installed through their own package instead of like every "
-        "other view (ViewContext is typed from explore_docks, which imports the package)",
     ("ragdesk.core.models.loading", "ragdesk.core.models.starter"):
         "the generic loader still special-cases the starter pack's GGUF (assembled from its "
         "PyPI chunks on first use); models/ is re-cut separately",

@@ -27,8 +27,9 @@ from ragdesk.core.encoders import EncoderInfo, TextEncoder, check_query_space
 from ragdesk.core.engine import Engine
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
-from ragdesk.core.models.packs import SETTINGS_KEY, STARTER, question_encoder_space
+from ragdesk.core.models.packs import question_encoder_space
 from ragdesk.core.options import PRECISION_KEY, AnswerOptions, RetrieverName
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.retrieval import SearchableSnapshot

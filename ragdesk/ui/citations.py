@@ -1,6 +1,6 @@
 """Where a cited passage of a folder snapshot sits in its file ("report.pdf · p. 2"), shown
-on the answer's citation chips and in the inspector, and the action that opens the file
-there (``file:…/report.pdf#page=2``, which PDF viewers and browsers honour).
+on the answer's citation chips and in the inspector (which open the file there with
+:func:`ragdesk.ui.places.open_place`).
 
 The places are read once per finished answer on the reads lane (a few rows of the
 snapshot's passage table), never on the GUI thread; answers from other snapshots get none.
@@ -12,29 +12,20 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.types import Answer, RetrievedDoc
-from ragdesk.ui.backend import CitationPlace
+from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.ops import Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 
 if TYPE_CHECKING:
-    from ragdesk.ui.chat import AnswerCard
-    from ragdesk.ui.main_window import MainWindow
+    from ragdesk.ui.chat.card import AnswerCard
+    from ragdesk.ui.inspector import PassageInspector
 
 log = logging.getLogger(__name__)
 
 PlaceLookup = Callable[[Sequence[RetrievedDoc]], dict[int, CitationPlace]]
-
-
-def open_place(place: CitationPlace) -> bool:
-    """Open the cited file at its page or heading with the desktop's viewer."""
-    if not place.uri:
-        return False
-    # Looked up on the class at call time, so tests can stand in for the desktop.
-    return bool(QDesktopServices.openUrl(QUrl(place.uri)))
 
 
 class CitationPlaces(QObject):
@@ -85,10 +76,12 @@ class CitationPlaces(QObject):
             found).failure(failed).run(self.ops)
 
 
-def install_citations(window: MainWindow) -> CitationPlaces:
-    """The window's citation places: the inspector shows the selected passage's, and every
-    card (asked, compared or reopened) is watched through ``window.wire_card``."""
-    places = CitationPlaces(window.ops, window.backend.citation_places, window)
-    window.inspector.set_place_source(places.places)
-    places.placesFound.connect(window.inspector.places_changed)
+def install_citations(ops: OpRunner, lookup: PlaceLookup, inspector: PassageInspector,
+                      parent: QObject) -> CitationPlaces:
+    """The window's citation places: ``inspector`` shows the selected passage's, and every
+    card (asked, compared or reopened) is to be watched through :meth:`CitationPlaces.watch`
+    (the window's ``wire_card``)."""
+    places = CitationPlaces(ops, lookup, parent)
+    inspector.set_place_source(places.places)
+    places.placesFound.connect(inspector.places_changed)
     return places

@@ -26,9 +26,9 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import SnapshotInfo
-from ragdesk.ui.chat import AnswerCard
+from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.conversation import Conversation
+from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.resources import icon
 from ragdesk.ui.state import AppState
 

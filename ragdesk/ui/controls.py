@@ -34,7 +34,7 @@ from ragdesk.core.options import (
     RetrieverName,
     Style,
 )
-from ragdesk.ui.backend import PackInfo
+from ragdesk.ui.infos import PackInfo
 
 DECODING_NAMES: dict[str, str] = {"thorough": "Thorough", "fast": "Fast"}
 RETRIEVER_NAMES: dict[str, str] = {"dense": "Dense", "sparse": "BM25", "hybrid": "Hybrid"}

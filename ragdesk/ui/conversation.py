@@ -22,7 +22,7 @@ from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.core.units import plural
 from ragdesk.ui.backend import Backend
-from ragdesk.ui.chat import AnswerCard
+from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
 

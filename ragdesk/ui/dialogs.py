@@ -23,8 +23,8 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import fmt_seconds, human_bytes, human_rate
-from ragdesk.ui.backend import ErrorReport
 from ragdesk.ui.elided import ElidedLabel
+from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import icon
 
 log = logging.getLogger(__name__)

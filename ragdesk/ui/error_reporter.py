@@ -17,17 +17,14 @@ class ErrorReporter:
     def __init__(self, parent: QWidget, fixes: FixActions) -> None:
         self.parent = parent
         self.fixes = fixes
-        self.last_error: ErrorReport | None = None
-        self.box: QMessageBox | None = None
         self.silent = False  # set while closing: nobody is there to read a dialog
 
     def report(self, report: ErrorReport, title: str = "ragdesk") -> None:
-        self.last_error = report
         if self.silent:
             return
-        self.box = show_error(self.parent, report, title)
+        box = show_error(self.parent, report, title)
         fix = self.fixes.get(report.action) if report.action else None
         if fix is not None:
             text, slot = fix
-            button = self.box.addButton(text, QMessageBox.ButtonRole.ActionRole)
+            button = box.addButton(text, QMessageBox.ButtonRole.ActionRole)
             button.clicked.connect(lambda _c=False, f=slot: f())

@@ -8,31 +8,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QWidget
 
-from ragdesk.core.types import Hit
-from ragdesk.ui.backend import Backend
-from ragdesk.ui.ops import OpRunner
-from ragdesk.ui.state import AppState
+from ragdesk.ui.view_context import ViewContext
 
 log = logging.getLogger(__name__)
-
-AskFromDocs = Callable[[str, Sequence[Hit], str | None], object]
-
-
-@dataclass(frozen=True)
-class ViewContext:
-    state: AppState  # follow ``state.answerSelected``; read the pack and snapshots here
-    ops: OpRunner  # run numerical work on its lanes, never on the GUI thread
-    backend: Backend  # the core, from worker threads only
-    ask_from_docs: AskFromDocs  # question, passages, snapshot: answer in the conversation
-
 
 ViewFactory = Callable[[ViewContext], QWidget]
 
@@ -123,13 +107,3 @@ class ExploreDocks:
                 except Exception:
                     log.warning("an explore view failed to shut down", exc_info=True)
 
-
-def explore_views_installer() -> Callable[[Any], None] | None:
-    """``ragdesk.ui.explore.install(window)`` when that package provides one."""
-    try:
-        from ragdesk.ui import explore
-    except Exception:
-        log.warning("explore views could not be loaded", exc_info=True)
-        return None
-    install = getattr(explore, "install", None)
-    return install if callable(install) else None

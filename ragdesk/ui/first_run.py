@@ -23,8 +23,9 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import human_bytes
-from ragdesk.ui.backend import Backend, PackInfo
+from ragdesk.ui.backend import Backend
 from ragdesk.ui.dialogs import JobPanel, fit_height, report_html, set_flagged_text
+from ragdesk.ui.infos import PackInfo
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.models_dialog import CANCELLED_TEXT, PackOffer
 from ragdesk.ui.ops import Op

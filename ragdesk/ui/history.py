@@ -15,23 +15,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
-from PySide6.QtWidgets import QDockWidget, QFileDialog, QWidget
+from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
 
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import Background, op_background
-from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.conversations_sidebar import ConversationsSidebar
 from ragdesk.ui.selection import AnswerSelection
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.view_context import ViewContext
 
 log = logging.getLogger(__name__)
 
@@ -274,20 +273,24 @@ class History(QObject):
                         lambda p: self.show(f"Exported “{title}” to {p}."), write=True)
 
 
-def install_history(window: MainWindow) -> tuple[History, QDockWidget]:
-    """The conversations sidebar as a dock left of the controls, and the :class:`History`
-    that keeps the window's chat and the catalog in step."""
-    background = op_background(window.ops, window, title="Conversations")
-    sidebar = ConversationsSidebar(window.backend.conversations, background)
+def install_history(window: QMainWindow, beside: QDockWidget, ctx: ViewContext,
+                    chat: ChatView, selection: AnswerSelection, conversation: Conversation, *,
+                    wire_card: Callable[[AnswerCard], None],
+                    remember: Callable[[dict[str, Any]], None],
+                    show: Callable[[str], None]) -> tuple[History, QDockWidget]:
+    """The conversations sidebar as a dock left of ``beside`` (the controls), and the
+    :class:`History` that keeps the window's chat and the catalog in step."""
+    background = op_background(ctx.ops, window, title="Conversations")
+    sidebar = ConversationsSidebar(ctx.backend.conversations, background)
     dock = QDockWidget("Conversations", window)
     dock.setObjectName("ConversationsDock")
     dock.setWidget(sidebar)
-    dock.setFeatures(window.controls_dock.features())
+    dock.setFeatures(beside.features())
     window.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
-    window.splitDockWidget(dock, window.controls_dock, Qt.Orientation.Horizontal)
+    window.splitDockWidget(dock, beside, Qt.Orientation.Horizontal)
     window.resizeDocks([dock], [230], Qt.Orientation.Horizontal)
-    history = History(window.backend, background, sidebar, window.chat, window.selection,
-                      window.conversation, wire_card=window.wire_card,
-                      pack=lambda: window.state.pack, remember=window.settings_writer.write,
-                      show=window.status.show, parent=window)
+    state = ctx.state
+    history = History(ctx.backend, background, sidebar, chat, selection, conversation,
+                      wire_card=wire_card, pack=lambda: state.pack, remember=remember,
+                      show=show, parent=window)
     return history, dock

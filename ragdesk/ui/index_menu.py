@@ -10,9 +10,9 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu
 
 from ragdesk.core.units import plural
-from ragdesk.ui.backend import SnapshotInfo
-from ragdesk.ui.chat import elide
+from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.state import AppState
+from ragdesk.ui.texts import elide
 
 
 class IndexMenu(QObject):

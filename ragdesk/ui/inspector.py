@@ -27,10 +27,10 @@ from ragdesk.core.articles import Article
 from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.core.units import plural
 from ragdesk.ui.article_view import ArticleView
-from ragdesk.ui.backend import CitationPlace
-from ragdesk.ui.chat import elide, summarize
-from ragdesk.ui.citations import open_place
+from ragdesk.ui.infos import CitationPlace
+from ragdesk.ui.places import open_place
 from ragdesk.ui.resources import icon
+from ragdesk.ui.texts import elide, summarize
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
 # Reads a cited passage's article (run in the background); None: nothing beyond the passage.

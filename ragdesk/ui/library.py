@@ -17,13 +17,8 @@ from typing import Any, TypeVar
 from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.progress import ProgressUpdate
-from ragdesk.ui.backend import (
-    Backend,
-    FolderImportSummary,
-    PackInfo,
-    SnapshotInfo,
-    VerifyReport,
-)
+from ragdesk.ui.backend import Backend
+from ragdesk.ui.infos import FolderImportSummary, PackInfo, SnapshotInfo, VerifyReport
 from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.state import AppState

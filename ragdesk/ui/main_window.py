@@ -20,33 +20,38 @@ from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QVBoxLayout, QWidget
 
 from ragdesk.core.options import AnswerOptions
-from ragdesk.core.types import Answer, Hit
+from ragdesk.core.types import Hit
 from ragdesk.ui import help_dialogs
 from ragdesk.ui.actions import build_actions, build_menus, in_menu
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import op_background
-from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.citations import install_citations
 from ragdesk.ui.compare import CompareDialog
 from ragdesk.ui.composer import Composer, CopyPassThrough
 from ragdesk.ui.controls import ControlsPanel
 from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.error_reporter import ErrorReporter
-from ragdesk.ui.explore_docks import ExploreDocks, ViewContext, ViewFactory
-from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.explore import install as install_explore_views
+from ragdesk.ui.explore_docks import ExploreDocks, ViewFactory
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.history import LAST_KEY, install_history
 from ragdesk.ui.index_menu import IndexMenu
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.library import Library
+from ragdesk.ui.models_dialog import ModelsDialog, open_models_dialog
 from ragdesk.ui.ops import Lane, OpRunner
-from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import app_icon, icon
 from ragdesk.ui.selection import AnswerSelection
+from ragdesk.ui.settings_action import SettingsTarget, open_settings
+from ragdesk.ui.settings_dialog import SettingsDialog
 from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
 from ragdesk.ui.theme import install_theme, theme_menu
 from ragdesk.ui.transcript import Transcript
+from ragdesk.ui.view_context import ViewContext
 from ragdesk.ui.window_actions import ACTIONS, DOCK_KEYS, MENUS
 from ragdesk.ui.window_settings import SettingsWriter, layout_values, restore_layout
 from ragdesk.ui.window_upkeep import install_upkeep
@@ -77,6 +82,8 @@ class MainWindow(QMainWindow):
         self.conversation = Conversation(backend, self.ops, lambda: self.state.pack,
                                          self.errors.report, self)
         self.settings_writer = SettingsWriter(self.settings, self.ops, self)
+        self.context = ViewContext(self.state, self.ops, backend, lambda q, hits, snap:
+                                   self.ask_from_docs(q, hits, snapshot=snap))
         self.index_manager: IndexManagerDialog | None = None
         self.compare_dialog: CompareDialog | None = None
         self.first_run: FirstRunDialog | None = None
@@ -129,13 +136,19 @@ class MainWindow(QMainWindow):
         self.selection: AnswerSelection = AnswerSelection(
             self.state, self.chat, self.inspector, self.inspector_dock, self.heatmap,
             self.heatmap_dock, self)
-        self.citations = install_citations(self)  # "report.pdf · p. 2" and opening it
+        # "report.pdf · p. 2" on the chips and in the inspector, and opening it
+        self.citations = install_citations(self.ops, self.backend.citation_places,
+                                           self.inspector, self)
         self.status = StatusLine(self.statusBar(), self.state, self.ops)
-        self.status_text, self.status_job = self.status.text, self.status.job
         self.transcript: Transcript = Transcript(self.chat, self.selection, self.status.show,
                                                  self.ops)
-        self.history, self.sidebar_dock = install_history(self)
-        self.upkeep = install_upkeep(self)  # setup resumed, catalog followed, snapshot named
+        self.history, self.sidebar_dock = install_history(
+            self, self.controls_dock, self.context, self.chat, self.selection,
+            self.conversation, wire_card=self.wire_card, remember=self.settings_writer.write,
+            show=self.status.show)
+        # setup resumed, catalog followed, snapshot named
+        self.upkeep = install_upkeep(self.context, self.library, self.chat.empty,
+                                     self.status.show)
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:
@@ -149,9 +162,7 @@ class MainWindow(QMainWindow):
         return dock
 
     def _build_menus(self) -> None:
-        self.actions_by_name = build_actions(self, ACTIONS)
-        for name, act in self.actions_by_name.items():
-            setattr(self, f"act_{name}", act)
+        self.actions_by_name = build_actions(self, self, ACTIONS)
         menus = build_menus(self.menuBar(), MENUS, ACTIONS, self.actions_by_name)
         self.index_menu = IndexMenu(menus["&Index"], self.state,
                                     in_menu(ACTIONS, "&Index", self.actions_by_name))
@@ -161,9 +172,8 @@ class MainWindow(QMainWindow):
             view.addAction(dock.toggleViewAction())
         view.addSeparator()
         self.explore_menu = view.addMenu("&Explore")
-        self.explore = ExploreDocks(self, self.explore_menu, self.inspector_dock, ViewContext(
-            self.state, self.ops, self.backend,
-            lambda q, hits, snap: self.ask_from_docs(q, hits, snapshot=snap)))
+        self.explore = ExploreDocks(self, self.explore_menu, self.inspector_dock, self.context)
+        install_explore_views(self.explore)
         view.addSeparator()
         self.theme_actions = theme_menu(view.addMenu("&Theme"), self.apply_theme)
 
@@ -196,26 +206,6 @@ class MainWindow(QMainWindow):
         return self.controls_dock, self.inspector_dock, self.heatmap_dock, self.sidebar_dock
 
     # ---- state ---------------------------------------------------------------------------
-
-    @property
-    def active_snapshot(self) -> str | None:
-        return self.state.active_snapshot
-
-    @active_snapshot.setter
-    def active_snapshot(self, name: str | None) -> None:
-        self.state.set_active_snapshot(name)
-
-    @property
-    def selected_answer(self) -> Answer | None:
-        return self.selection.answer
-
-    @property
-    def last_error(self) -> ErrorReport | None:
-        return self.errors.last_error
-
-    @property
-    def error_box(self) -> Any:
-        return self.errors.box
 
     def params(self) -> AnswerOptions:
         return self.controls.params()
@@ -327,6 +317,13 @@ class MainWindow(QMainWindow):
                                         lambda: self.open_index_manager().open_import())
         self.first_run.open()
         return self.first_run
+
+    def open_settings(self) -> SettingsDialog:
+        return open_settings(self, SettingsTarget(self.context, self.controls, self.apply_theme,
+                                                  self.status.show))
+
+    def open_models(self) -> ModelsDialog:
+        return open_models_dialog(self, self.state, self.ops, self.library)
 
     def show_shortcuts(self) -> QDialog:
         toggles = [d.toggleViewAction() for d in self.docks()]

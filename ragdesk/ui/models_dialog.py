@@ -10,7 +10,6 @@ reuses what its cache kept, where it keeps downloads: a mirror may forbid it).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QShowEvent
@@ -31,16 +30,13 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.units import human_bytes
-from ragdesk.ui.backend import PackInfo
 from ragdesk.ui.dialogs import JobPanel, confirm, fit_height, report_html, set_flagged_text
+from ragdesk.ui.infos import PackInfo
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.resources import icon
 from ragdesk.ui.state import AppState
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
 
 READER_KIND = "reader"  # ragdesk.core.models.packs.KIND_READER: set up on demand from PyPI
 
@@ -357,11 +353,12 @@ class ModelsDialog(QDialog):
         fit_height(self, exact=True)
 
 
-def open_models_dialog(window: MainWindow) -> ModelsDialog:
-    """The window's one models dialog, made on first use and brought to the front."""
-    dialog = window.findChild(ModelsDialog)
+def open_models_dialog(parent: QWidget, state: AppState, ops: OpRunner,
+                       library: Library) -> ModelsDialog:
+    """``parent``'s one models dialog, made on first use and brought to the front."""
+    dialog = parent.findChild(ModelsDialog)
     if dialog is None:
-        dialog = ModelsDialog(window, window.state, window.ops, window.library)
+        dialog = ModelsDialog(parent, state, ops, library)
     dialog.show()
     dialog.raise_()
     dialog.activateWindow()

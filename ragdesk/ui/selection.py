@@ -10,8 +10,9 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget
 
 from ragdesk.core.types import Answer, AnswerToken
-from ragdesk.ui.chat import AnswerCard, ChatView
-from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.state import AppState
 

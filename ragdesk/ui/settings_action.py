@@ -5,30 +5,42 @@ calling thread). The rest waits for the next start, and the dialog says so."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from PySide6.QtWidgets import QWidget
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.preferences import Preferences, apply_threads, load_preferences
 from ragdesk.ui.background import op_background
+from ragdesk.ui.controls import ControlsPanel
 from ragdesk.ui.ops import Lane, Op
 from ragdesk.ui.settings_dialog import SettingsDialog
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.view_context import ViewContext
 
 
-def open_settings(window: MainWindow) -> SettingsDialog:
-    """Show the settings dialog (one per window, made on first use)."""
-    dialog = window.findChild(SettingsDialog)
+@dataclass(frozen=True)
+class SettingsTarget:
+    """What saved settings change at once, besides the files."""
+
+    ctx: ViewContext
+    controls: ControlsPanel  # the answer controls: their defaults follow the settings
+    apply_theme: Callable[[str], object]
+    show: Callable[[str], None]  # the status line
+
+
+def open_settings(parent: QWidget, target: SettingsTarget) -> SettingsDialog:
+    """Show the settings dialog (one per ``parent``, made on first use)."""
+    settings, root = target.ctx.backend.ctx.settings, target.ctx.backend.data.root
+    dialog = parent.findChild(SettingsDialog)
     if dialog is None:
-        dialog = SettingsDialog(window.settings, window.backend.data.root,
-                                op_background(window.ops, window, title="Settings"),
-                                parent=window)
-        dialog.applied.connect(lambda new, restart: apply_preferences(window, new, restart))
+        dialog = SettingsDialog(settings, root,
+                                op_background(target.ctx.ops, parent, title="Settings"),
+                                parent=parent)
+        dialog.applied.connect(lambda new, restart: apply_preferences(target, new, restart))
     # The answer controls change the same settings meanwhile (written a moment later).
-    prefs = load_preferences(window.settings, window.backend.data.root)
-    chosen = window.controls.params().to_settings()
+    prefs = load_preferences(settings, root)
+    chosen = target.controls.params().to_settings()
     dialog.current = replace(prefs, answer={k: chosen.get(k, v) for k, v in prefs.answer.items()})
     dialog.show_preferences(dialog.current)
     dialog.show()
@@ -37,16 +49,17 @@ def open_settings(window: MainWindow) -> SettingsDialog:
     return dialog
 
 
-def apply_preferences(window: MainWindow, new: Preferences, restart: list[str]) -> None:
+def apply_preferences(target: SettingsTarget, new: Preferences, restart: list[str]) -> None:
     """What can change while the app runs, changes now."""
-    window.apply_theme(new.theme)
-    params = window.controls.params().to_settings()
-    window.controls.set_params(AnswerOptions.from_settings({**params, **new.answer}))
+    target.apply_theme(new.theme)
+    controls = target.controls
+    params = controls.params().to_settings()
+    controls.set_params(AnswerOptions.from_settings({**params, **new.answer}))
     threads = new.threads
     Op(lambda _ctx: apply_threads(threads), lane=Lane.ENGINE, title="Set the threads",
-       cancellable=False).run(window.ops)
+       cancellable=False).run(target.ctx.ops)
     if restart:
-        window.status.show("Settings saved; restart ragdesk to use the new "
-                           + ", ".join(restart) + ".")
+        target.show("Settings saved; restart ragdesk to use the new "
+                    + ", ".join(restart) + ".")
     else:
-        window.status.show("Settings saved and applied.")
+        target.show("Settings saved and applied.")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QObject
 
-from ragdesk.ui.backend import SnapshotInfo
+from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.library import STARTER_TITLE, Library
 from ragdesk.ui.ops import Lane, OpRunner
 from ragdesk.ui.state import AppState

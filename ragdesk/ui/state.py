@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from PySide6.QtCore import QObject, Signal
 
 from ragdesk.core.types import Answer
-from ragdesk.ui.backend import PackInfo, SnapshotInfo
+from ragdesk.ui.infos import PackInfo, SnapshotInfo
 from ragdesk.ui.ops import Lane, OpRunner
 
 

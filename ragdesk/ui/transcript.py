@@ -12,7 +12,8 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QLineEdit, QPlainTextEd
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.export import answer_markdown, conversation_markdown
 from ragdesk.core.types import Answer
-from ragdesk.ui.chat import AnswerCard, ChatView
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.ops import Lane, Op, OpContext, OpRunner
 from ragdesk.ui.selection import AnswerSelection
 

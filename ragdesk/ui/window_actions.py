@@ -1,24 +1,47 @@
 """The main window's actions, declared in one table: each row's text, slot, shortcut,
-icon, tip and menu. ``ui.actions`` builds the ``QAction``s and menus from it."""
+icon, tip and menu. ``ui.actions`` builds the ``QAction``s and menus from it.
+
+A row's slot gets the :class:`Commands` it is built with (the main window offers them), so
+the table names what it calls without importing the window."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Protocol, TypeAlias
 
 from PySide6.QtGui import QKeySequence
 
 from ragdesk.ui.actions import ActionSpec
-from ragdesk.ui.models_dialog import open_models_dialog
-from ragdesk.ui.settings_action import open_settings
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
-
-A: TypeAlias = ActionSpec["MainWindow"]
+from ragdesk.ui.library import Library
+from ragdesk.ui.selection import AnswerSelection
+from ragdesk.ui.transcript import Transcript
 
 
-def _show_passage(k: int) -> Callable[[MainWindow], None]:
+class Commands(Protocol):
+    """What the rows' slots call."""
+
+    selection: AnswerSelection
+    transcript: Transcript
+    library: Library
+
+    def new_conversation(self) -> None: ...
+    def close(self) -> bool: ...
+    def send(self) -> object: ...
+    def stop(self) -> None: ...
+    def focus_question(self) -> None: ...
+    def open_settings(self) -> object: ...
+    def open_compare(self) -> object: ...
+    def open_index_manager(self) -> object: ...
+    def open_models(self) -> object: ...
+    def open_first_run(self) -> object: ...
+    def show_shortcuts(self) -> object: ...
+    def show_about(self) -> None: ...
+
+
+A: TypeAlias = ActionSpec[Commands]
+
+
+def _show_passage(k: int) -> Callable[[Commands], None]:
     return lambda w: w.selection.show_passage(k)
 
 
@@ -36,7 +59,7 @@ ACTIONS: tuple[A, ...] = (
       menu="&Edit"),
     A("copy_all", "Copy &conversation as Markdown", lambda w: w.transcript.copy_conversation(),
       "Ctrl+Alt+C", menu="&Edit"),
-    A("settings", "&Settings…", open_settings, "Ctrl+,", None,
+    A("settings", "&Settings…", lambda w: w.open_settings(), "Ctrl+,", None,
       "Data folder, device, threads, theme and the default answer options", "&Edit",
       separator_before=True),
     A("focus", "&Focus the question box", lambda w: w.focus_question(), "Ctrl+L",
@@ -55,7 +78,7 @@ ACTIONS: tuple[A, ...] = (
       "compare", "Ask one question against two snapshots", "&Index"),
     A("manage", "&Manage indexes…", lambda w: w.open_index_manager(), "Ctrl+I", "database",
       "Import, quantize, verify and remove snapshots", "&Index"),
-    A("packs", "Model &packs…", open_models_dialog, None, "package",
+    A("packs", "Model &packs…", lambda w: w.open_models(), None, "package",
       "The model packs on this machine; add the stronger reader pack", "&Index"),
     A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
       menu="&Index"),

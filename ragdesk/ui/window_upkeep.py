@@ -4,14 +4,14 @@ changes it, and the empty conversation naming the snapshot its questions go to."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from ragdesk.ui.catalog_watch import CatalogWatch
+from ragdesk.ui.chat.empty_state import EmptyState
+from ragdesk.ui.library import Library
 from ragdesk.ui.setup_resume import SetupResume
-
-if TYPE_CHECKING:
-    from ragdesk.ui.main_window import MainWindow
+from ragdesk.ui.view_context import ViewContext
 
 
 @dataclass(frozen=True)
@@ -20,13 +20,15 @@ class Upkeep:
     catalog_watch: CatalogWatch
 
 
-def install_upkeep(window: MainWindow) -> Upkeep:
-    state = window.state
-    upkeep = Upkeep(SetupResume(state, window.library, window.ops, window.status.show),
-                    CatalogWatch(window.backend, window.library, window.ops))
+def install_upkeep(ctx: ViewContext, library: Library, empty: EmptyState,
+                   show: Callable[[str], None]) -> Upkeep:
+    """``empty``: the empty conversation, told the snapshot; ``show``: the status line."""
+    state = ctx.state
+    upkeep = Upkeep(SetupResume(state, library, ctx.ops, show),
+                    CatalogWatch(ctx.backend, library, ctx.ops))
 
     def name_the_snapshot(_value: object = None) -> None:
-        window.chat.empty.set_snapshot(state.snapshot(state.active_snapshot))
+        empty.set_snapshot(state.snapshot(state.active_snapshot))
 
     state.snapshotsChanged.connect(name_the_snapshot)
     state.activeSnapshotChanged.connect(name_the_snapshot)

@@ -93,3 +93,14 @@ def as_words(tokens: Sequence[AnswerToken], mode: str, pieces: bool) -> list[Wor
 def piece_label(text: str) -> str:
     """One piece with its white space made visible ("␣1", "9")."""
     return text.replace(" ", "␣").replace("\n", "↵") or "∅"
+
+
+def quoted_source(tokens: Sequence[AnswerToken], pieces: Sequence[int]) -> int | None:
+    """The passage a word's pieces are quoted from, as most of them say; None when none is
+    (ties go to the better-ranked passage)."""
+    quoted = [q for i in pieces if i < len(tokens) and (q := tokens[i].quoted_from) is not None]
+    votes = Counter(quoted)
+    if not votes:
+        return None
+    best = max(votes.values())
+    return min(k for k, n in votes.items() if n == best)

@@ -52,7 +52,7 @@ def test_a_plain_hint_serves_both_and_an_explicit_gui_hint_wins() -> None:
 
 
 def test_the_gui_error_report_uses_the_gui_words() -> None:
-    from ragdesk.ui.backend import ErrorReport
+    from ragdesk.ui.reports import ErrorReport
 
     report = ErrorReport.from_exception(NoSnapshotError("No snapshot is active."))
     assert report.message == "No snapshot is active."

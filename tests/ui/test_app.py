@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QDialogButtonBox, QMessageBox
 
 from ragdesk.core.types import Answer
 from ragdesk.ui.ops import Lane
@@ -25,6 +25,7 @@ from tests.ui.conftest import (
     expected_passages,
     write_jsonl,
 )
+from tests.ui.probes import action, error_box, no_error
 
 ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000
@@ -80,7 +81,7 @@ def test_enter_sends_and_the_answer_streams_in_token_by_token(qtbot, fresh_windo
     assert card.text.toPlainText().strip() == answer.text
     assert answer.snapshot == "wiki-a"
     assert len(card.chip_widgets()) == len(answer.docs) == 3
-    assert w.selected_answer is answer
+    assert w.selection.answer is answer
 
 
 def test_token_colours_and_heat_map_match_the_posteriors(qtbot, window) -> None:  # type: ignore[no-untyped-def]
@@ -151,7 +152,7 @@ def test_switching_snapshot_while_an_answer_streams(qtbot, window, tiny_models) 
     assert first.state == "running"
 
     menu_action.trigger()  # Index ▸ wiki-b, while the worker is mid-answer
-    assert w.active_snapshot == "wiki-b" and menu_action.isChecked()
+    assert w.state.active_snapshot == "wiki-b" and menu_action.isChecked()
     qtbot.waitUntil(lambda: w.backend.catalog.active_snapshot() == "wiki-b", timeout=30_000)
     assert first.state == "running"
 
@@ -176,15 +177,16 @@ def test_a_snapshot_of_another_vector_space_is_disabled_with_the_reason(qtbot, w
     assert "sentence-transformers 24-d" in act.text() and "dpr 32-d" in act.text()
     assert window.index_menu.actions["wiki-a"].isEnabled()
     window.library.switch_snapshot("other-space")  # e.g. a stale menu: refused with a dialog
-    assert window.active_snapshot == "wiki-a"
-    assert window.last_error is not None and "other-space" in window.last_error.message
-    window.error_box.close()
+    assert window.state.active_snapshot == "wiki-a"
+    box = error_box(window)
+    assert box is not None and "other-space" in box.text()
+    box.close()
 
 
 def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # type: ignore[no-untyped-def]
         qtbot, window, tiny_models, tmp_path) -> None:
     w = window
-    window.act_manage.trigger()
+    action(window, "manage").trigger()
     m = w.index_manager
     assert m.isVisible()
     rows = article_rows(tiny_models, slice(100, 112))
@@ -233,7 +235,7 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     with qtbot.waitSignal(w.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
         qtbot.mouseClick(m.job_panel.cancel_button, Qt.MouseButton.LeftButton)
     assert sig.args[1].cancelled
-    assert w.last_error is None  # a cancel is not an error dialog
+    assert no_error(w)  # a cancel is not an error dialog
     rec = w.backend.catalog.find_snapshot("big")
     assert rec is None or rec.state != "ready"
     assert not (w.backend.data.snapshots_dir / "big").exists()
@@ -250,7 +252,7 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
                                     encoder=str(tiny_models.ctx_encoder), fmt="jsonl")
     report = sig.args[1]
     assert not report.cancelled and not report.is_bug
-    box = window.error_box
+    box = error_box(window)
     assert box is not None and box.isVisible()
     assert "line 2" in box.text() and "Traceback" not in box.text()
     assert box.detailedText() == ""
@@ -259,7 +261,7 @@ def test_a_bad_file_gives_a_readable_error(qtbot, window, tiny_models, tmp_path)
 
 def test_a_failure_started_in_the_index_manager_is_reported_there_once(  # type: ignore[no-untyped-def]
         qtbot, window, tiny_models, tmp_path) -> None:
-    from ragdesk.ui.index_manager import ImportSpec
+    from ragdesk.ui.import_dialog import ImportSpec
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n", encoding="utf-8")
@@ -268,7 +270,7 @@ def test_a_failure_started_in_the_index_manager_is_reported_there_once(  # type:
         m.start_import(ImportSpec(str(bad), "bad", str(tiny_models.ctx_encoder), "jsonl", None))
     qtbot.wait(50)
     assert "Importing bad failed" in m.message.text() and "line 1" in m.message.text()
-    assert window.last_error is None and window.error_box is None  # not a modal as well
+    assert no_error(window)  # not a modal as well
 
     # With the dialog closed, the same failure is a dialog of the window's, once.
     m.close()
@@ -276,9 +278,10 @@ def test_a_failure_started_in_the_index_manager_is_reported_there_once(  # type:
     with qtbot.waitSignal(window.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS):
         m.start_import(ImportSpec(str(bad), "bad2", str(tiny_models.ctx_encoder), "jsonl",
                                   None))
-    qtbot.waitUntil(lambda: window.error_box is not None, timeout=5_000)
-    assert "line 1" in window.error_box.text()
-    window.error_box.close()
+    qtbot.waitUntil(lambda: error_box(window) is not None, timeout=5_000)
+    box = error_box(window)
+    assert box is not None and "line 1" in box.text()
+    box.close()
 
 
 def test_the_window_writes_settings_on_the_writes_lane(  # type: ignore[no-untyped-def]
@@ -318,23 +321,25 @@ def test_export_writes_on_the_writes_lane_and_reports_a_bad_folder_once(  # type
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         staticmethod(lambda *a, **k: (str(target), "")))
     with qtbot.waitSignal(window.ops.events(Lane.WRITES).finished, timeout=10_000):
-        window.act_export.trigger()
+        action(window, "export").trigger()
     assert target.read_text(encoding="utf-8").startswith("# ")
-    assert str(target) in window.status_text.fullText()
+    assert str(target) in window.status.text.fullText()
 
     missing = tmp_path / "no-such-folder" / "chat.md"
     monkeypatch.setattr(QFileDialog, "getSaveFileName",
                         staticmethod(lambda *a, **k: (str(missing), "")))
     with qtbot.waitSignal(window.ops.events(Lane.WRITES).failed, timeout=10_000):
-        window.act_export.trigger()
-    qtbot.waitUntil(lambda: window.error_box is not None, timeout=5_000)
-    assert "Could not write" in window.error_box.text() and not window.last_error.is_bug
-    assert "Choose another folder" in window.error_box.informativeText()
-    window.error_box.close()
+        action(window, "export").trigger()
+    qtbot.waitUntil(lambda: error_box(window) is not None, timeout=5_000)
+    box = error_box(window)
+    assert box is not None and "Could not write" in box.text()
+    assert box.icon() != QMessageBox.Icon.Critical  # not a bug
+    assert "Choose another folder" in box.informativeText()
+    box.close()
 
 
 def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) -> None:  # type: ignore[no-untyped-def]
-    window.act_compare.trigger()
+    action(window, "compare").trigger()
     d = window.compare_dialog
     assert d.isVisible()
     names = [d.pickers[0].itemData(i) for i in range(d.pickers[0].count())]
@@ -352,20 +357,20 @@ def test_compare_view_answers_from_both_snapshots(qtbot, window, tiny_models) ->
     assert [c.doc for c in d.cards[0].chip_widgets()] == left.docs
     assert [c.doc for c in d.cards[1].chip_widgets()] == right.docs
     assert window.chat.cards == []  # compare answers stay out of the conversation
-    assert window.active_snapshot == "wiki-a"
+    assert window.state.active_snapshot == "wiki-a"
 
     # A compare answer clicked becomes the selection; comparing again deletes its card, and
     # the selection lets go of it rather than touching a deleted widget.
     old = d.cards[0]
     old.activated.emit(old)
-    assert window.selection.card is old and window.selected_answer is left
+    assert window.selection.card is old and window.selection.answer is left
     finished.clear()
     qtbot.mouseClick(d.go, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: len(finished) == 2, timeout=ANSWER_TIMEOUT_MS)
     qtbot.waitUntil(lambda: window.selection.card is None, timeout=5_000)
     assert window.state.selected_answer is None
     answer = ask(qtbot, window, "and the louvre?")
-    assert window.selected_answer is answer
+    assert window.selection.answer is answer
 
 
 class StallMeter:
@@ -510,7 +515,7 @@ def test_index_manager_switch_quantize_verify_and_remove(qtbot, window) -> None:
     assert m.switch_button.isEnabled()
     qtbot.mouseClick(m.switch_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.backend.catalog.active_snapshot() == "wiki-b", timeout=30_000)
-    assert w.active_snapshot == "wiki-b"
+    assert w.state.active_snapshot == "wiki-b"
     qtbot.waitUntil(lambda: m.table.item(m.table.currentRow(), 0).text() == "●",
                     timeout=30_000)
 
@@ -647,7 +652,6 @@ def test_opening_the_window_imports_no_ml_library() -> None:
     import sys
 
     code = ("import sys; import ragdesk.ui.app, ragdesk.ui.main_window, ragdesk.ui.backend; "
-            "ragdesk.ui.explore_docks.explore_views_installer(); "
             "print(sorted(m for m in ('torch', 'transformers', 'faiss', 'numpy') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragdesk.ui.ops import Lane
+from tests.ui.probes import error_box
 
 SWITCH_TIMEOUT_MS = 60_000
 
@@ -29,14 +30,16 @@ def test_switching_to_a_snapshot_with_flipped_bytes_shows_a_clear_error(  # type
     with qtbot.waitSignal(w.ops.events(Lane.WRITES).failed, timeout=SWITCH_TIMEOUT_MS) as sig:
         w.library.switch_snapshot("wiki-b")
     assert not sig.args[1].is_bug
-    qtbot.waitUntil(lambda: w.error_box is not None, timeout=5_000)
-    text, hint = w.error_box.text(), w.error_box.informativeText()
+    qtbot.waitUntil(lambda: error_box(w) is not None, timeout=5_000)
+    box = error_box(w)
+    assert box is not None
+    text, hint = box.text(), box.informativeText()
     assert "wiki-b" in text and "embeddings.npy: checksum mismatch" in text
     assert "Manage indexes" in hint and "Verify" in hint  # what to do, in the app's words
     assert "`" not in text + hint and "ragdesk index" not in text + hint
-    assert "Traceback" not in text and w.error_box.detailedText() == ""
-    w.error_box.close()
-    assert w.active_snapshot == "wiki-a"
+    assert "Traceback" not in text and box.detailedText() == ""
+    box.close()
+    assert w.state.active_snapshot == "wiki-a"
     assert w.backend.catalog.active_snapshot() == "wiki-a"
 
     _xor(path, offset)  # whole again

@@ -15,6 +15,7 @@ from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.ops import Lane
 from tests.ui.conftest import open_window
+from tests.ui.probes import no_error
 
 ANSWER_TIMEOUT_MS = 180_000
 
@@ -112,7 +113,7 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
                     timeout=60_000)
     qtbot.wait(300)  # the question keeps waiting: the generator is not ready yet
     assert card.state in ("waiting", "running") and not card.tokens
-    assert window.last_error is None
+    assert no_error(window)
 
     with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
         release["generator"].set()
@@ -124,7 +125,7 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert card.state == "done"
     assert "BM25 (dense index not ready yet)" in plain_text(card.meta_label.text())
     assert cat.get_snapshot("vital-articles").state == "importing"  # vectors still pending
-    assert window.last_error is None
+    assert no_error(window)
     # The welcome dialog (were it still open) says questions can be asked now.
     qtbot.waitUntil(lambda: "Ready for questions" in dialog.message.text(), timeout=30_000)
     assert red_pixels(dialog.message) == 0  # good news is not written like an error
@@ -141,7 +142,7 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     again = sig.args[1]
     assert again.retriever == "dense" and again.snapshot == "vital-articles"
     assert "BM25" not in plain_text(window.chat.cards[-1].meta_label.text())
-    assert window.last_error is None
+    assert no_error(window)
 
 
 def test_a_setup_interrupted_by_quitting_resumes_at_the_next_start(
@@ -177,7 +178,7 @@ def test_a_setup_interrupted_by_quitting_resumes_at_the_next_start(
         qtbot.waitUntil(lambda: cat2.get_snapshot("vital-articles").state == "ready",
                         timeout=120_000)
         qtbot.waitUntil(lambda: "BM25" not in status.snapshot.text(), timeout=30_000)
-        assert again.last_error is None
+        assert no_error(again)
     finally:
         again.shutdown()
         again.backend.ctx.close()

@@ -15,10 +15,11 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
-from ragdesk.ui.backend import DOCUMENTS_FILE
-from ragdesk.ui.chat import AnswerCard
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.infos import DOCUMENTS_FILE
 from ragdesk.ui.ops import Lane
 from tests.documents.conftest import QUESTION, make_folder
+from tests.ui.probes import action, no_error
 
 ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000
@@ -34,7 +35,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 def import_through_manager(qtbot: Any, w: Any, folder: Path, name: str = "docs") -> Any:
-    w.act_manage.trigger()
+    action(w, "manage").trigger()
     m = w.index_manager
     dlg = m.open_import()
     dlg.format.setCurrentIndex(dlg.format.findData("docs"))
@@ -73,7 +74,7 @@ def test_a_folder_imports_and_its_pdf_citation_opens_at_the_page(  # type: ignor
     text = m.message.text()
     assert "Imported “docs”" in text and "4 added" in text
     assert "broken.pdf" in text  # the damaged file, by name; the rest imported
-    assert w.last_error is None
+    assert no_error(w)
 
     # The folder snapshot answers, with BM25: the tiny dense encoder is random.
     m.select("docs")
@@ -154,7 +155,7 @@ def test_a_folder_import_is_cancelled_from_the_job_panel(  # type: ignore[no-unt
                                       encoder=str(tiny_models.ctx_encoder),
                                       on_failure=m._failed("Importing many"))
     assert sig.args[1].cancelled
-    assert w.last_error is None  # a cancel is not an error dialog
+    assert no_error(w)  # a cancel is not an error dialog
     assert m.message.text() == "Importing many: cancelled."
     rec = w.backend.catalog.find_snapshot("many")
     assert rec is None or rec.state != "ready"

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.types import Answer
 from tests.ui.conftest import SharedModelsBackend, open_window
+from tests.ui.probes import action
 from tests.ui.test_app import ANSWER_TIMEOUT_MS, ask
 
 WAIT_MS = 30_000
@@ -194,15 +195,15 @@ def test_the_inspector_shows_the_neighbouring_passages_of_the_cited_article(  # 
 def test_new_conversation_keeps_the_old_one_and_exports_it(  # type: ignore[no-untyped-def]
         qtbot, window, monkeypatch, tmp_path) -> None:
     from ragdesk.ui import history
-    from ragdesk.ui.explore.install import STEPS_TITLE, step_through_view
+    from ragdesk.ui.explore.install import STEPS_TITLE
 
     w = window
-    steps = w.add_explore_view(STEPS_TITLE, step_through_view)
+    steps = next(a for a in w.explore_menu.actions() if a.text() == STEPS_TITLE)
     answer, cid, _ = ask_saved(qtbot, w, "who wrote hamlet?")
     steps.trigger()
     view = w.explore_dock(STEPS_TITLE).widget()
     assert view.answers() == [answer]
-    w.act_new.trigger()
+    action(w, "new").trigger()
     assert not w.chat.cards and w.selection.card is None
     assert view.answers() == []  # the step-through lets go of the cleared answer
     qtbot.waitUntil(lambda: w.history.current_id not in (None, cid), timeout=WAIT_MS)
@@ -222,7 +223,7 @@ def test_new_conversation_keeps_the_old_one_and_exports_it(  # type: ignore[no-u
 
 def test_settings_dialog_applies_theme_and_answer_defaults(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     w = window
-    w.act_settings.trigger()
+    action(w, "settings").trigger()
     from ragdesk.ui.settings_dialog import SettingsDialog
 
     dialog = w.findChild(SettingsDialog)
@@ -237,13 +238,13 @@ def test_settings_dialog_applies_theme_and_answer_defaults(qtbot, window) -> Non
     assert w.theme_actions["dark"].isChecked()
     assert w.controls.params().n_docs == 4
     qtbot.waitUntil(lambda: w.settings.get("n_docs") == 4, timeout=WAIT_MS)
-    assert "Settings saved and applied" in w.status_text.text()
+    assert "Settings saved and applied" in w.status.text.text()
     # A new Hugging Face cache waits for the next start, and the window says so.
     dialog.hf_cache.setText(str(Path(w.backend.data.root) / "hf-cache"))
     with qtbot.waitSignal(dialog.applied, timeout=WAIT_MS) as sig:
         dialog.buttons.button(QDialogButtonBox.StandardButton.Apply).click()
     assert sig.args[1] == ["Hugging Face cache"]
-    assert "restart ragdesk to use the new Hugging Face cache" in w.status_text.text()
+    assert "restart ragdesk to use the new Hugging Face cache" in w.status.text.text()
 
 
 def test_new_conversation_during_an_answer_keeps_what_it_wrote(qtbot, window) -> None:  # type: ignore[no-untyped-def]

@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from ragdesk.core.confidence import confidence_label, not_found_message, summarize_sources
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
-from ragdesk.ui.chat import AnswerCard
+from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.heatmap import PosteriorHeatMap
 from ragdesk.ui.inspector import PassageInspector
 from tests.ui.fakes import make_answer

@@ -17,11 +17,14 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import RetrievedDoc
 from ragdesk.core.units import fmt_seconds, human_bytes, plural
-from ragdesk.ui.chat import AnswerCard, EmptyState, unbroken
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.dialogs import describe_progress
 from ragdesk.ui.elided import ElidedLabel
-from ragdesk.ui.heatmap import LABEL_FLOOR_PX, HeatMapPanel, PosteriorHeatMap, label_width
+from ragdesk.ui.heatmap import LABEL_FLOOR_PX, PosteriorHeatMap, label_width
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.resources import stylesheet
+from ragdesk.ui.texts import unbroken
 from tests.ui.fakes import make_answer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,12 +78,12 @@ def test_reading_progress_is_shown_in_bytes() -> None:
 
 
 def test_window_title_names_the_app_once(window: Any) -> None:
-    window.active_snapshot = "wiki-a"
+    window.state.set_active_snapshot("wiki-a")
     window.update_status()
     # The app's display name is "ragdesk" (ui/app.py), which Qt appends to every title on
     # Linux and Windows: "wiki-a — ragdesk".
     assert window.windowTitle() == "wiki-a"
-    window.active_snapshot = None
+    window.state.set_active_snapshot(None)
     window.update_status()
     assert window.windowTitle() == "ragdesk"
 
@@ -97,7 +100,7 @@ def test_one_token_is_singular_on_the_card_and_in_the_status_bar(qtbot: Any,
     streaming = AnswerCard(8, one.question, AnswerOptions(), "demo")
     qtbot.addWidget(streaming)
     window.conversation.on_token(streaming, one.tokens[0])
-    assert window.status_text.fullText().endswith(" 1 token")
+    assert window.status.text.fullText().endswith(" 1 token")
 
 
 # ---- wrapping and eliding -------------------------------------------------------------------
@@ -227,15 +230,15 @@ def test_status_bar_shows_the_jobs_phase_whole(qtbot: Any, window: Any) -> None:
     window.resize(1280, 720)
     qtbot.wait(50)
     job = SimpleNamespace(id=1, title="Building the starter snapshot", cancellable=True)
-    window.status_job.start(job)
-    window.status_job.update_progress(
+    window.status.job.start(job)
+    window.status.job.update_progress(
         job, ProgressUpdate(4_032, 12_324, "encoding passages", 51.0, 165.0))
     qtbot.wait(50)
-    title = window.status_job.title
+    title = window.status.job.title
     assert title.text() == "encoding passages"
     assert QFontMetrics(title.font()).horizontalAdvance(title.text()) <= title.width()
     assert "Building the starter snapshot — encoding passages" in title.toolTip()
-    assert window.status_job.detail.text() == "33%  ·  about 2 min 45 s left"
+    assert window.status.job.detail.text() == "33%  ·  about 2 min 45 s left"
 
 
 # ---- the heat map -----------------------------------------------------------------------------
@@ -347,7 +350,7 @@ def test_an_empty_answer_says_why_and_what_to_try(qtbot: Any) -> None:
 
 
 def test_legend_wraps_instead_of_dropping_passages(qtbot: Any) -> None:
-    from ragdesk.ui.chat import Legend
+    from ragdesk.ui.chat.legend import Legend
 
     legend = Legend()
     qtbot.addWidget(legend)
@@ -417,7 +420,7 @@ def test_map_fills_its_canvas_and_labels_do_not_collide(qtbot: Any,
 
 
 def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
-    from ragdesk.ui.chat import ChatView
+    from ragdesk.ui.chat.view import ChatView
 
     QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
     view = ChatView()
@@ -431,7 +434,7 @@ def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
 
 
 def test_a_card_taller_than_the_pane_keeps_its_question_in_view(qtbot: Any) -> None:
-    from ragdesk.ui.chat import ChatView
+    from ragdesk.ui.chat.view import ChatView
 
     QApplication.instance().setStyleSheet(stylesheet())  # type: ignore[union-attr]
     view = ChatView()

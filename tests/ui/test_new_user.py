@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
 from tests.ui.conftest import write_jsonl
+from tests.ui.probes import no_error
 
 
 def test_the_index_managers_import_button_opens_the_import_dialog(qtbot: Any,
@@ -20,7 +21,7 @@ def test_the_index_managers_import_button_opens_the_import_dialog(qtbot: Any,
     dialog = manager.import_dialog
     assert dialog is not None and dialog.isVisible()
     assert dialog.reimport is None and dialog.format.isEnabled()
-    assert window.last_error is None
+    assert no_error(window)
     dialog.reject()
 
 
@@ -52,17 +53,15 @@ def test_a_snapshot_smaller_than_k_answers_with_all_its_passages(qtbot: Any, win
     assert card is not None and card.state == "done"
     assert "K = 4: all the snapshot holds (5 asked)" in _plain(card.meta_label.text())
     assert len(card.chip_widgets()) == 4
-    assert window.last_error is None
+    assert no_error(window)
 
 
 def test_opening_the_explore_views_leaves_the_conversations_sidebar_its_width(
         qtbot: Any, window: Any, ui_data: Path, tiny_parts: Any) -> None:
     from PySide6.QtGui import QFont, QFontMetrics
 
-    from ragdesk.ui.explore import install
     from tests.ui.conftest import SharedModelsBackend, open_window
 
-    install(window)
     window.resize(1180, 720)
     qtbot.wait(100)
     sidebar = window.sidebar_dock
@@ -176,7 +175,8 @@ def test_a_queued_question_shows_its_whole_text(qtbot: Any) -> None:
     from PySide6.QtGui import QFontMetrics
 
     from ragdesk.core.options import AnswerOptions
-    from ragdesk.ui.chat import AnswerCard, ChatView
+    from ragdesk.ui.chat.card import AnswerCard
+    from ragdesk.ui.chat.view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)

@@ -52,7 +52,8 @@ def _text_height(label: QLabel) -> int:
 def test_a_queued_cards_notice_is_whole_as_it_changes(qtbot: Any, theme: str,
                                                        pane_width: int) -> None:
     from ragdesk.core.options import AnswerOptions
-    from ragdesk.ui.chat import AnswerCard, ChatView
+    from ragdesk.ui.chat.card import AnswerCard
+    from ragdesk.ui.chat.view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)
@@ -78,7 +79,8 @@ def test_a_queued_cards_notice_is_whole_as_it_changes(qtbot: Any, theme: str,
 
 def test_a_short_card_does_not_fill_a_tall_pane(qtbot: Any) -> None:
     from ragdesk.core.options import AnswerOptions
-    from ragdesk.ui.chat import AnswerCard, ChatView
+    from ragdesk.ui.chat.card import AnswerCard
+    from ragdesk.ui.chat.view import ChatView
 
     view = ChatView()
     qtbot.addWidget(view)

@@ -27,7 +27,7 @@ from ragdesk.core.models import reader
 from ragdesk.core.models.gguf_files import cache_is_valid
 from ragdesk.core.models.reader import PartedGGUF
 from ragdesk.ui.library import READER_TITLE, STARTER_TITLE
-from ragdesk.ui.models_dialog import CANCELLED_TEXT, open_models_dialog
+from ragdesk.ui.models_dialog import CANCELLED_TEXT
 from ragdesk.ui.ops import Lane
 from tests.core.models.helpers import write_tiny_gguf
 
@@ -125,7 +125,7 @@ def test_the_models_dialog_offers_the_reader_then_sets_it_up_with_progress_and_c
     w.backend.reader_artifact = art
     data = w.backend.data
     gguf = reader.gguf_path(data, art)
-    d = open_models_dialog(w)
+    d = w.open_models()
     qtbot.waitUntil(lambda: d.selected_name() == "reader-1.5b" and bool(d.offer.rows),
                     timeout=30_000)
     # Before anything is fetched: the size, the speed beside the starter's, the reading mode.
@@ -226,7 +226,7 @@ def test_removing_the_reader_pack_deletes_its_files_and_gives_the_starter_back(
     w = window
     w.backend.reader_artifact = art
     gguf = reader.gguf_path(w.backend.data, art)
-    d = open_models_dialog(w)
+    d = w.open_models()
     qtbot.waitUntil(lambda: d.setup_button.isEnabled(), timeout=30_000)
     qtbot.mouseClick(d.setup_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: d.job is None and w.state.pack == "reader-1.5b", timeout=TIMEOUT_MS)

@@ -14,9 +14,11 @@ from PySide6.QtGui import QPalette
 
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken
-from ragdesk.ui.chat import AnswerCard, distribution_html
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.token_text import distribution_html
 from ragdesk.ui.explore.step_through import AnswerSteps
-from ragdesk.ui.heatmap import CELL_H, HeatMapPanel
+from ragdesk.ui.heatmap import CELL_H
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.theme import passage_tint
 from tests.ui.fakes import make_answer
 

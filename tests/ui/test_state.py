@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragdesk.ui.backend import SnapshotInfo
+from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.ops import Lane
 from ragdesk.ui.state import AppState
 from tests.ui.fakes import make_answer

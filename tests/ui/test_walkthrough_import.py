@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ragdesk.ui.backend import IMPORT_FORMATS
-from ragdesk.ui.index_manager import ImportDialog
+from ragdesk.ui.import_dialog import ImportDialog
+from ragdesk.ui.infos import IMPORT_FORMATS
 
 
 def _dialog(qtbot: Any) -> ImportDialog:

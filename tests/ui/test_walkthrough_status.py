@@ -11,7 +11,7 @@ from typing import Any
 from PySide6.QtWidgets import QApplication, QMainWindow
 
 from ragdesk.core.progress import ProgressUpdate
-from ragdesk.ui.backend import SnapshotInfo
+from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.ops import OpRunner
 from ragdesk.ui.setup_resume import RESUMING
 from ragdesk.ui.state import AppState

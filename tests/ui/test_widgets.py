@@ -12,7 +12,8 @@ from PySide6.QtGui import QColor
 
 from ragdesk.core.export import answer_markdown, cited_ranks, conversation_markdown
 from ragdesk.core.options import AnswerOptions
-from ragdesk.ui.chat import AnswerCard, TokenText
+from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.token_text import TokenText
 from ragdesk.ui.heatmap import PosteriorHeatMap
 from ragdesk.ui.inspector import PassageInspector, answer_words, highlight_html, passage_share
 from ragdesk.ui.theme import heat_color, passage_tint

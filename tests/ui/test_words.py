@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.ui.explore import StepThrough
-from ragdesk.ui.heatmap import HeatMapPanel
+from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.words import merge_pieces, word_spans
 
 PIECES = [" The", " war", " began", " on", " ", "2", "8", " July", " ", "1", "9", "1", "4", "."]

@@ -20,7 +20,6 @@ from ragdesk.core.models.packs import (
     PartStatus,
     check_pack_matches_snapshot,
     choose_pack,
-    chosen_pack,
     get_pack,
     list_packs,
     pack_status,
@@ -30,6 +29,7 @@ from ragdesk.core.models.packs import (
 )
 from ragdesk.core.models.refs import ModelInfo, ResolvedRef, inspect_model, resolve_ref
 from ragdesk.core.models.starter import ensure_starter_snapshot
+from ragdesk.core.pack_choice import chosen_pack
 
 __all__ = [
     "BUILTIN_PACKS",

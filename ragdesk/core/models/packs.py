@@ -34,6 +34,7 @@ from ragdesk.core.errors import (
 from ragdesk.core.models import pack_copies, reader, starter
 from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.paths import DataDir
 
 if TYPE_CHECKING:
@@ -53,8 +54,6 @@ ROLE_QUESTION = "question_encoder"
 ROLE_PASSAGE = "passage_encoder"
 ROLE_GENERATOR = "generator"
 
-SETTINGS_KEY = "model_pack"
-STARTER = "starter"
 READER = reader.READER
 
 MB = 1_000_000
@@ -451,10 +450,6 @@ def packs_matching(catalog: Catalog, snapshot_encoder: EncoderInfo,
 
 
 # ---------------------------------------------------------------- settings -----------
-
-
-def chosen_pack(settings: Settings) -> str:
-    return str(settings.get(SETTINGS_KEY) or STARTER)
 
 
 def choose_pack(settings: Settings, catalog: Catalog, name: str) -> PackSpec:

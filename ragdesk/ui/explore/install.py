@@ -1,9 +1,10 @@
 """Puts the explore views in the main window's View ▸ Explore menu.
 
-``ragdesk.ui.app`` calls :func:`install` through ``main_window.explore_views_installer``. The
-views get a :class:`~ragdesk.ui.explore_docks.ViewContext` and follow its
-``state.answerSelected``; the map encodes questions with the loaded engine's question encoder
-and opens snapshots from the backend's library, both on the op runner's reads lane.
+The window calls :func:`install` with its :class:`~ragdesk.ui.explore_docks.ExploreDocks`,
+as it installs every other view. The views get a
+:class:`~ragdesk.ui.view_context.ViewContext` and follow its ``state.answerSelected``; the
+map encodes questions with the loaded engine's question encoder and opens snapshots from
+the backend's library, both on the op runner's reads lane.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ if TYPE_CHECKING:
     from ragdesk.core.types import Hit
     from ragdesk.ui.explore.retrieval_map import RetrievalMap
     from ragdesk.ui.explore.step_through import StepThrough
-    from ragdesk.ui.explore_docks import ViewContext
-    from ragdesk.ui.main_window import MainWindow
+    from ragdesk.ui.explore_docks import ExploreDocks
+    from ragdesk.ui.view_context import ViewContext
 
 MAP_TITLE = "Retrieval map"
 STEPS_TITLE = "Generation step-through"
 
 
-def install(window: MainWindow) -> None:
-    window.add_explore_view(MAP_TITLE, retrieval_map_view, shortcut="Ctrl+Shift+M")
-    window.add_explore_view(STEPS_TITLE, step_through_view, shortcut="Ctrl+Shift+G")
+def install(docks: ExploreDocks) -> None:
+    docks.add(MAP_TITLE, retrieval_map_view, "Ctrl+Shift+M")
+    docks.add(STEPS_TITLE, step_through_view, "Ctrl+Shift+G")
 
 
 def retrieval_map_view(ctx: ViewContext) -> RetrievalMap:

@@ -41,8 +41,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.types import Answer
 from ragdesk.ui.explore.palette import ink, muted, rank_colour
-from ragdesk.ui.heatmap import quoted_source
-from ragdesk.ui.words import Word, as_words, piece_label
+from ragdesk.ui.words import Word, as_words, piece_label, quoted_source
 
 POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
 TOGETHER = "together"

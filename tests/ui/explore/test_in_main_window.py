@@ -10,7 +10,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 
 from ragdesk.core.types import Answer
-from ragdesk.ui.explore import RetrievalMap, StepThrough, install
+from ragdesk.ui.explore import RetrievalMap, StepThrough
 from ragdesk.ui.explore.install import MAP_TITLE, STEPS_TITLE
 from tests.ui.explore.helpers import exact_top_k
 
@@ -36,7 +36,6 @@ def _open(window: Any, title: str) -> Any:
 
 
 def test_views_follow_the_selected_answer(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    install(window)
     assert {a.text() for a in window.explore_menu.actions()} >= {MAP_TITLE, STEPS_TITLE}
     answer = _ask(qtbot, window, "who wrote the origin of species?")
     assert answer.tokens

@@ -1,0 +1,26 @@
+"""Finding the main window's parts the way a user sees them, through Qt: its actions by
+name (``ActionSpec.name`` is the QAction's objectName) and the error dialog open over it
+(``dialogs.show_error`` names it), instead of accessors kept in the window for tests."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+
+def action(window: QWidget, name: str) -> QAction:
+    """The window's action of that row of ``window_actions.ACTIONS``."""
+    found = window.findChild(QAction, name)
+    assert found is not None, f"no action {name!r}"
+    return found
+
+
+def error_box(window: QWidget) -> QMessageBox | None:
+    """The error dialog shown over ``window`` now (a closed one is gone: it is deleted)."""
+    shown = [b for b in window.findChildren(QMessageBox, "ErrorDialog") if b.isVisible()]
+    return shown[-1] if shown else None
+
+
+def no_error(window: QWidget) -> bool:
+    """No error dialog is open over ``window``."""
+    return error_box(window) is None
