@@ -143,6 +143,14 @@ class DiskFullError(RagdeskError):
     hint_default = "Free some disk space (or choose another --data-dir) and try again."
 
 
+class SnapshotBusyError(RagdeskError):
+    """A finished snapshot folder could not be renamed into place (Windows refuses to move a
+    folder whose files are open); the work is kept, so running the import again resumes."""
+
+    hint_default = ("Close what reads the snapshot and run the same import again; the "
+                    "finished work is kept, so it only moves it into place.")
+
+
 class OfflineError(RagdeskError):
     hint_default = (
         "ragdesk cannot reach the Hugging Face hub. Copy the model folders here and run "

@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +36,6 @@ from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
     Cancelled,
-    CatalogError,
     DiskFullError,
     NotFoundError,
     RagdeskError,
@@ -50,7 +48,14 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots.checked import update_verified
 from ragdesk.core.snapshots.chunking import PassageRow, passages
-from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready, recover
+from ragdesk.core.snapshots.import_job import (
+    ImportJob,
+    install,
+    make_active_if_none,
+    prepare,
+    row_fields,
+)
+from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready
 from ragdesk.core.snapshots.manifest import (
     EMBEDDINGS_FILE,
     FLAT,
@@ -76,9 +81,9 @@ PHASE_EMBEDDINGS = "embeddings"
 PASSAGE_BATCH = 2000
 ENCODE_WINDOW = 16  # batches re-sorted together by token count
 COPY_ROWS = 65536
-JOB_UPDATE_INTERVAL_S = 1.0
 EMBEDDING_DTYPES = (np.float16, np.float32)
 PRECOMPUTED = "precomputed"  # the passages' precision when the vectors came with the import
+AGAIN = "run the same import again"  # how a user resumes one (see import_job.classify_failure)
 
 
 def _disk_full(exc: OSError, path: Path) -> RagdeskError | OSError:
@@ -172,18 +177,17 @@ class _Plan:
 class _Build:
     """The resumable work inside the staging folder."""
 
-    def __init__(self, plan: _Plan, staging: Path, catalog: Catalog, job_id: int,
-                 progress: ProgressCallback | None, cancel: CancelToken | None,
+    def __init__(self, plan: _Plan, job: ImportJob, progress: ProgressCallback | None,
+                 cancel: CancelToken | None,
                  on_stage: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.on_stage = on_stage
-        self.staging = staging
-        self.catalog = catalog
-        self.job_id = job_id
+        self.staging = job.work
+        self.catalog = job.catalog
+        self.job = job
         self.progress = progress
         self.cancel = cancel
         self.state: dict[str, Any] = {}
-        self._job_t = 0.0
 
     # ---- state -----------------------------------------------------------------------
 
@@ -215,12 +219,6 @@ class _Build:
             raise _disk_full(exc, self.staging) from exc
         self.state = {"fingerprint": self.plan.fingerprint(), "phase": PHASE_PASSAGES}
         self._save_state()
-
-    def _job(self, done: int, total: int | None, message: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._job_t >= JOB_UPDATE_INTERVAL_S:
-            self._job_t = now
-            self.catalog.update_job(self.job_id, done=done, total=total, message=message)
 
     def _check_cancel(self) -> None:
         if self.cancel is not None:
@@ -314,7 +312,7 @@ class _Build:
                     batch = []
                     msg = f"reading {src.path.name}: {plural(n, 'passage')}"
                     prog.set(src.bytes_read, msg)
-                    self._job(n, None, msg)
+                    self.job.progress(n, None, msg)
             if batch:
                 writer.add(batch)
         finally:
@@ -354,7 +352,7 @@ class _Build:
         release_pages(mm)  # written back: out of the RSS, or it grows with the corpus
         self.state["encoded"] = done
         self._save_state()
-        self._job(done, total, msg, force=done >= total)
+        self.job.progress(done, total, msg, force=done >= total)
 
     def _resume_point(self) -> tuple[int, int]:
         """Rows already encoded, and the batch size to go on with: the one the build started
@@ -450,7 +448,7 @@ class _Build:
         if start == 0:
             # the ids are checked before any vector is copied: a gap or a duplicate found
             # after an hour of copying would waste it
-            self._job(0, n, "checking the embedding shards' ids", force=True)
+            self.job.progress(0, n, "checking the embedding shards' ids", force=True)
             check_ids(shards, n, limited, self.cancel)
         mm = self._open_embeddings(n, shards.dim)
         prog = Progress(n, "copying embedding shards", self.progress,
@@ -491,10 +489,6 @@ class _Build:
         update_verified(self.staging, manifest, stats, [])
         fsync_dir(self.staging)
         return manifest
-
-
-class SnapshotBusyError(RagdeskError):
-    """The complete staging folder could not be renamed into place; a rerun resumes."""
 
 
 class MissingEncoderArgument(BadInputError):
@@ -558,29 +552,6 @@ def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name:
                  chosen_precision(enc.info, precision), shards=shards)
 
 
-def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
-    final = data.snapshot_dir(slug)
-    if final.exists():
-        raise CatalogError(f"The folder {final} already exists but the catalog does not list a "
-                           "ready snapshot there.",
-                           "Move it aside (or remove the snapshot) and import again.")
-    data.snapshots_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(staging, final)
-    except PermissionError as exc:
-        # Windows refuses to rename a folder with open files: a staged snapshot that is
-        # answering a question holds its passages and BM25 index open. Everything is
-        # complete, so this must not cost the work: a rerun only renames.
-        raise SnapshotBusyError(
-            f"The finished snapshot could not be moved into place ({exc}).",
-            "Run the same import again when nothing is reading it; it only renames it.",
-            gui_hint="Close what uses the snapshot and start the import again; it will only "
-                     "move the finished files into place.") from exc
-    fsync_dir(data.snapshots_dir)
-    fsync_dir(data.staging_dir)
-    return final
-
-
 def import_snapshot(
     data: DataDir,
     catalog: Catalog,
@@ -620,8 +591,7 @@ def import_snapshot(
         return import_folder(data, catalog, source, name=name, encoder=encoder,
                              default_pack=default_pack, progress=progress, cancel=cancel,
                              batch_size=batch_size, precision=precision).record
-    data.ensure()
-    report = recover(data, catalog)
+    report = prepare(data, catalog)
     finished = _finished_by_recovery(data, catalog, report, name, source, fmt, limit)
     if finished is not None:
         return finished
@@ -629,12 +599,12 @@ def import_snapshot(
                  batch_size, precision)
     plan.staged = staged
     name = plan.name
-    # Held until the import ends: two imports of one name started together would otherwise
-    # share one staging folder and catalog row (issue 17). Checked again under the lock, as
-    # the other import may have finished between _plan and here.
-    with locks.hold_import(data, name, plan.slug):
+    job = ImportJob(data, catalog, name, plan.slug, work=data.staging_dir / plan.slug,
+                    again=AGAIN)
+    with job.locked():
+        # Checked again under the lock: another import may have finished since _plan.
         _recheck(catalog, name, plan.slug)
-        return _import_locked(data, catalog, plan, progress, cancel, on_stage)
+        return _import_locked(job, plan, progress, cancel, on_stage)
 
 
 def _finished_by_recovery(data: DataDir, catalog: Catalog, report: RecoveryReport, name: str,
@@ -651,8 +621,7 @@ def _finished_by_recovery(data: DataDir, catalog: Catalog, report: RecoveryRepor
     if made.get("label") != open_source(source, fmt).label or made.get("limit") != limit:
         return None  # another import of that name: refused as usual
     log.info("the interrupted import of %s had finished its snapshot; recovered it", name)
-    if catalog.active_snapshot() is None:
-        catalog.set_active(name)
+    make_active_if_none(catalog, name)
     return rec
 
 
@@ -667,64 +636,18 @@ def _recheck(catalog: Catalog, name: str, slug: str) -> None:
                                  "another snapshot already uses.")
 
 
-def _import_locked(data: DataDir, catalog: Catalog, plan: _Plan,
-                   progress: ProgressCallback | None, cancel: CancelToken | None,
+def _import_locked(job: ImportJob, plan: _Plan, progress: ProgressCallback | None,
+                   cancel: CancelToken | None,
                    on_stage: Callable[[str], None] | None) -> SnapshotRecord:
-    name, default_pack = plan.name, plan.default_pack
-    info = plan.encoder.info
-    fields: dict[str, Any] = {
-        "encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
-        "source": plan.source.label, "default_pack": default_pack,
-    }
-    if catalog.find_snapshot(name) is None:
-        catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
-                             state=SnapshotState.IMPORTING, **fields)
-    else:
-        # The stage is set again once this run has checked (or rebuilt) its BM25 index.
-        catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
-                                passages=0, stage=None, **fields)
-    job_id = catalog.create_job("import", name, pid=os.getpid())
-    staging = data.staging_dir / plan.slug
-    try:
-        manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
-                          on_stage).run()
+    fields = row_fields(plan.encoder.info, plan.source.label, plan.default_pack)
+    with job.running(fields):
+        manifest = _Build(plan, job, progress, cancel, on_stage).run()
         # a run killed while writing build.json left its temporary file; it must not
         # become part of the snapshot (this import holds the lock: no one else writes here)
-        remove_temp_files(staging)
-        final = _rename_into_place(data, staging, plan.slug)
+        remove_temp_files(job.work)
+        final = install(job.data, job.work, plan.slug)
         # Not in the manifest's file list; left behind harmlessly by a crash right here.
         (final / STATE_FILE).unlink(missing_ok=True)
-        mark_ready(catalog, name, manifest)
-        catalog.update_job(job_id, state="done", done=manifest.passages,
-                           total=manifest.passages, message="done")
-    except BaseException as exc:
-        _fail(catalog, name, job_id, staging, exc)
-        raise
-    if catalog.active_snapshot() is None:
-        catalog.set_active(name)
-    return catalog.get_snapshot(name)
-
-
-def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseException) -> None:
-    """Record the failure; keep the staging folder only when running again can resume."""
-    if isinstance(exc, OSError) and is_disk_full(exc):
-        exc = DiskFullError(str(exc))
-    resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, DiskFullError,
-                                 SnapshotBusyError))
-    if isinstance(exc, (Cancelled, KeyboardInterrupt)):
-        message, job_state = "Cancelled; run the same import again to resume.", "cancelled"
-    elif isinstance(exc, RagdeskError):
-        message, job_state = exc.message, "failed"
-    else:
-        message, job_state = f"{type(exc).__name__}: {exc}", "failed"
-    if isinstance(exc, DiskFullError):
-        message += " Free some space and run the same import again to resume."
-    fields: dict[str, Any] = {}
-    if not resumable:
-        shutil.rmtree(staging, ignore_errors=True)
-        fields["stage"] = None  # nothing staged is left to answer from
-    try:
-        catalog.update_snapshot(name, state=SnapshotState.FAILED, error=message, **fields)
-        catalog.update_job(job_id, state=job_state, message=message)
-    except RagdeskError:
-        log.warning("could not record the failed import of %s", name, exc_info=True)
+        mark_ready(job.catalog, plan.name, manifest)
+        job.done(manifest.passages)
+    return job.finish()
