@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
-from ragdesk.core.catalog.catalog import unique_slug
+from ragdesk.core.catalog.records import unique_slug
 from ragdesk.core.documents import swap
 from ragdesk.core.documents.assemble import (
     FileUnit,

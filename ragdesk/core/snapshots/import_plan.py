@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.catalog import Catalog, SnapshotState
-from ragdesk.core.catalog.catalog import unique_slug
+from ragdesk.core.catalog.records import unique_slug
 from ragdesk.core.encoders import (
     EncoderInfo,
     EncoderPrecision,

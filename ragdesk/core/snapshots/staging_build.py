@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
-from ragdesk.core.catalog.catalog import utcnow
+from ragdesk.core.catalog.records import utcnow
 from ragdesk.core.encoders import EncoderPrecision, passage_input, token_length_order
 from ragdesk.core.errors import (
     BadInputError,
