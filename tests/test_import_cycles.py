@@ -42,9 +42,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("ragdesk.ui.explore.install", "ragdesk.ui.explore_docks"):
         "the explore views are installed through their own package instead of like every "
         "other view (ViewContext is typed from explore_docks, which imports the package)",
-    ("ragdesk.core.models.loading", "ragdesk.core.models.starter"):
-        "the generic loader still special-cases the starter pack's GGUF (assembled from its "
-        "PyPI chunks on first use); models/ is re-cut separately",
 }
 
 
