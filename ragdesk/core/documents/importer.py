@@ -285,7 +285,7 @@ class _FolderImport:
         try:
             doc = parse_file(path)
         except DocumentError as exc:
-            self._warn(rel, str(exc))
+            self._warn(rel, exc.message)
             return None
         passages = split_document(doc, rel)
         inputs = [passage_input(self.encoder, p.title, p.text) for p in passages]
