@@ -113,8 +113,8 @@ class CatalogFile:
         what a catalog found empty is restored from. Never fails the caller.
 
         One process at a time (a file lock; another busy with it makes a copy as recent), so
-        the temporary copies (and journals) of writers killed mid-copy can be removed here:
-        they stayed for good (issue 17).
+        the temporary copies (and journals) of writers killed mid-copy can be removed here;
+        nothing else ever would.
         """
         from filelock import FileLock, Timeout
 

@@ -262,8 +262,8 @@ class StagingBuild:
     def _resume_point(self) -> tuple[int, int]:
         """Rows already encoded, and the batch size to go on with: the one the build started
         with, whatever this run was given. Batches are re-sorted by tokens within windows of
-        batch_size × ENCODE_WINDOW, so under another size the rows written before are not
-        the ones skipped now: they stayed zero (issue 17)."""
+        batch_size × ENCODE_WINDOW, so under another size the rows written before would not
+        be the ones skipped now, and the skipped ones would stay zero."""
         done = int(self.state.get("encoded", 0))
         started = int(self.state.get("batch_size") or 0)
         if done and started < 1:
