@@ -151,6 +151,8 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
 
     from ragdesk.core.snapshots import faiss_variants as fv
     from ragdesk.core.snapshots import open_snapshot, quantize_snapshot
+    from ragdesk.core.snapshots import variant_search as vs
+    from ragdesk.core.snapshots import variant_tuning as vt
 
     data, catalog, how = starter_snapshot(args.data_dir, args.embeddings)
     questions = [json.loads(line) for line in NQ_DEV.read_text(encoding="utf-8").splitlines()
@@ -173,7 +175,7 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
         acc_all, acc_answerable = judge.accuracy(ids)
         row = {"name": name, "kind": kind, "bytes_per_passage": round(nbytes / n, 1),
                "fraction_of_flat": round(nbytes / flat_bytes, 4),
-               "recall_at_20": round(fv.recall_at_k(ids, exact, K), 4),
+               "recall_at_20": round(vt.recall_at_k(ids, exact, K), 4),
                "top20_accuracy": round(acc_answerable, 4),
                "top20_accuracy_all_questions": round(acc_all, 4),
                "p50_ms": None if latency_ms is None else round(latency_ms, 3),
@@ -206,7 +208,7 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
         p50_ms(lambda q: ivf48.search(q, K), lat_q), {"nprobe": 1})
 
     def ivf48_rerank(q: np.ndarray) -> Any:
-        return fv.rerank(emb, q, ivf48.search(q, 100)[1], K)
+        return vs.rerank(emb, q, ivf48.search(q, 100)[1], K)
 
     _, ids = ivf48_rerank(qv)
     add("FAISS IVF128,PQ48 (nprobe 1) + 100 re-ranked", "reference", ivf48_bytes, ids,
@@ -239,7 +241,7 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
     _, ids_second = qidx.search_ids(qv[half:], K)
     held_out = {"params": res_q.params, "recall_at_20_tuning_half": round(res_q.recall_at_20, 4),
                 "recall_at_20_held_out_half": round(
-                    fv.recall_at_k(ids_second, exact[half:], K), 4)}
+                    vt.recall_at_k(ids_second, exact[half:], K), 4)}
     log(f"ivf-pq tuned on questions {held_out}")
     qidx.close()
 
@@ -252,11 +254,11 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
     for nprobe in NPROBES:
         fv.set_search_params(searcher.index, "ivf-pq", {"nprobe": nprobe})
         cands = searcher.candidates_for(qv, max(RERANKS))
-        scores = fv.candidate_scores(emb, qv, cands)
+        scores = vs.candidate_scores(emb, qv, cands)
         for rr in RERANKS:
-            _, ids = fv.top_k_of(scores[:, :rr], cands[:, :rr], K)
+            _, ids = vs.top_k_of(scores[:, :rr], cands[:, :rr], K)
             sweep.append({"nprobe": nprobe, "rerank": rr,
-                          "recall_at_20": round(fv.recall_at_k(ids, exact, K), 4),
+                          "recall_at_20": round(vt.recall_at_k(ids, exact, K), 4),
                           "top20_accuracy": round(judge.accuracy(ids)[1], 4)})
     ok = [s for s in sweep if s["recall_at_20"] >= TARGET["recall_at_20"]
           and s["top20_accuracy"] >= acc_flat - TARGET["accuracy_drop"]]
@@ -316,6 +318,8 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     import faiss
 
     from ragdesk.core.snapshots import faiss_variants as fv
+    from ragdesk.core.snapshots import variant_search as vs
+    from ragdesk.core.snapshots import variant_tuning as vt
 
     n, dim = args.scale_n, 768
     emb = synthetic(n, dim)
@@ -335,7 +339,7 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     del index
     nbytes = path.stat().st_size
     search = {"nprobe": 16, "rerank": 100}
-    searcher = fv.RerankSearcher(emb, fv.read_index(path), "ivf-pq", {**params, **search},
+    searcher = vs.RerankSearcher(emb, fv.read_index(path), "ivf-pq", {**params, **search},
                                  nbytes)
     log(f"built in {build_s:.0f}s, {nbytes / n:.1f} B/passage")
 
@@ -349,7 +353,7 @@ def scale(args: argparse.Namespace) -> dict[str, Any]:
     ivf_ms = p50_ms(lambda q: searcher.search(q, K), queries)
     _, exact = ref.search(queries[:100], K)
     _, got = searcher.search(queries[:100], K)
-    recall = fv.recall_at_k(got, exact, K)
+    recall = vt.recall_at_k(got, exact, K)
     ref.reset()  # frees the 3 GiB copy
     out = {"machine": measured_on, "n": n, "dim": dim, "threads": threads, "variant": "ivf-pq",
            "params": {**params, **search}, "build_s": round(build_s, 1),

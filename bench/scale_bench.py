@@ -195,7 +195,7 @@ def measure(index: Any, queries: np.ndarray, ref: np.ndarray) -> dict[str, Any]:
     """recall@20 of all queries at once, and the p50 of single queries on one thread."""
     import faiss
 
-    from ragdesk.core.snapshots.faiss_variants import recall_at_k
+    from ragdesk.core.snapshots.variant_tuning import recall_at_k
 
     _, got = index.search_ids(queries, K)
     threads = faiss.omp_get_max_threads()
@@ -215,7 +215,8 @@ def evaluate(data_dir: Path, name: str, queries: np.ndarray) -> dict[str, Any]:
     from ragdesk.core.catalog import Catalog
     from ragdesk.core.paths import DataDir
     from ragdesk.core.snapshots import open_snapshot
-    from ragdesk.core.snapshots.faiss_variants import RerankSearcher, set_search_params
+    from ragdesk.core.snapshots.faiss_variants import set_search_params
+    from ragdesk.core.snapshots.variant_search import RerankSearcher
 
     data = DataDir(data_dir)
     index = open_snapshot(data, Catalog(data.catalog_path), name, "ivf-pq")

@@ -226,7 +226,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_CANCELLED
     except RagdeskError as exc:
         log.info("user-facing error: %s", exc.message, exc_info=True)
-        return _report(exc.message, exc.hint, exc.exit_code, as_json)
+        return _report(exc.message, exc.hint_for("cli"), exc.exit_code, as_json)
     except Exception as exc:
         return _internal_error(exc, ctx, as_json)
     finally:

@@ -190,7 +190,7 @@ def _answer_defaults(ctx: AppContext) -> Any:
     base = AnswerDefaults()
     keys = {"mode": "mode", "decoding": "decoding", "n_docs": "n_docs",
             "num_beams": "num_beams", "max_new_tokens": "max_new_tokens",
-            "retriever": "retriever"}
+            "min_new_tokens": "min_new_tokens", "retriever": "retriever"}
     values: dict[str, Any] = {}
     for field, key in keys.items():
         got = ctx.settings.get(key)

@@ -24,7 +24,7 @@ from sqlalchemy import Connection, text
 
 from ragdesk.core.atomic import write_bytes_atomic
 from ragdesk.core.catalog import Catalog
-from ragdesk.core.catalog.catalog import utcnow
+from ragdesk.core.catalog.records import utcnow
 
 # The values live in ragdesk.core.conversation_types; their old home re-exports them.
 from ragdesk.core.conversation_types import (

@@ -1,24 +1,33 @@
 """A small taxonomy of errors with text written for users.
 
 Every error a user can cause or fix derives from :class:`RagdeskError` and carries a
-``message`` (what went wrong) and what to do about it, once per front end: ``hint`` is for
-the command line (what to type), ``gui_hint`` for the desktop app (what to click), and
-``action`` optionally names the one GUI action that fixes it (one of :data:`ACTIONS`), which
-the app can offer as a button. The CLI prints ``message`` and ``hint`` and exits non-zero;
-the GUI shows ``message`` and :meth:`RagdeskError.gui_text`. Anything that is not a
-``RagdeskError`` is a bug.
+``message`` (what went wrong) and what to do about it. ``hint`` says it with commands (what
+to type); ``gui_hint`` without any, in words that name the fix by its action (one of
+:data:`ACTIONS`, by its name in :data:`ACTION_NAMES`), which a front end with buttons offers
+as one (``action``). Which of the two each front end shows is decided here, once
+(:meth:`RagdeskError.hint_for`): the command line and the local server's clients get the
+commands, the desktop app the words without them. Anything that is not a ``RagdeskError``
+is a bug.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-# GUI actions an error can point at (ragdesk/ui maps them to menu actions).
-ACTION_FIRST_RUN = "first-run"  # the welcome dialog: starter pack, paper packs, import
-ACTION_MANAGE_INDEXES = "manage-indexes"  # Index ▸ Manage indexes…
-ACTION_CHOOSE_PACK = "choose-pack"  # the model pack selector in the controls panel
+# The actions an error can point at: a front end offers each as it can (the desktop app as
+# a button that opens the dialog or control it names).
+ACTION_FIRST_RUN = "first-run"  # getting started: starter pack, paper packs, import
+ACTION_MANAGE_INDEXES = "manage-indexes"  # the snapshots: list, verify, remove, import
+ACTION_CHOOSE_PACK = "choose-pack"  # the model pack that answers
 ACTION_RETRY = "retry"  # ask again (the cause was transient)
 ACTIONS = (ACTION_FIRST_RUN, ACTION_MANAGE_INDEXES, ACTION_CHOOSE_PACK, ACTION_RETRY)
+# What a hint without commands calls each action; the words a button offering it shows.
+ACTION_NAMES = {ACTION_FIRST_RUN: "Get started", ACTION_MANAGE_INDEXES: "Manage indexes",
+                ACTION_CHOOSE_PACK: "Choose a model pack", ACTION_RETRY: "Try again"}
+_START, _INDEXES = ACTION_NAMES[ACTION_FIRST_RUN], ACTION_NAMES[ACTION_MANAGE_INDEXES]
+
+FrontEnd = Literal["cli", "gui", "server"]
 
 
 class RagdeskError(Exception):
@@ -26,7 +35,7 @@ class RagdeskError(Exception):
 
     exit_code = 1
     hint_default = ""
-    # What the GUI says when the raiser gave no gui_hint: it must never name a command.
+    # The hint without commands when the raiser gave none: it must never name a command.
     gui_hint_default = ""
     action_default: str | None = None
 
@@ -42,18 +51,30 @@ class RagdeskError(Exception):
 
     @property
     def gui_hint(self) -> str:
-        """What to do, in the desktop app's words (menus and buttons, never commands)."""
+        """What to do without typing a command (the fix named by its action, never a
+        command)."""
         if self._gui_hint is not None:
             return self._gui_hint
         if self.hint and "`" not in self.hint and "--" not in self.hint:
-            return self.hint  # a hint without a command reads the same in both front ends
+            return self.hint  # a hint without a command reads the same in every front end
         return self.gui_hint_default
 
+    def hint_for(self, front_end: FrontEnd) -> str:
+        """What to do, as ``front_end`` shows it: commands on the command line and to the
+        local server's clients (its machine has ragdesk's commands), none in the desktop
+        app."""
+        return self.gui_hint if front_end == "gui" else self.hint
+
+    def text_for(self, front_end: FrontEnd, sep: str = "\n") -> str:
+        """The message and, after ``sep``, what to do, as ``front_end`` shows them."""
+        hint = self.hint_for(front_end)
+        return f"{self.message}{sep}{hint}" if hint else self.message
+
     def user_text(self) -> str:
-        return f"{self.message}\n{self.hint}" if self.hint else self.message
+        return self.text_for("cli")
 
     def gui_text(self) -> str:
-        return f"{self.message}\n{self.gui_hint}" if self.gui_hint else self.message
+        return self.text_for("gui")
 
 
 class DataDirError(RagdeskError):
@@ -76,7 +97,7 @@ class CatalogBusyError(CatalogError):
 
 class NotFoundError(RagdeskError):
     hint_default = "Run `ragdesk index list` or `ragdesk models list` to see what exists."
-    gui_hint_default = "Open Index ▸ Manage indexes… to see the snapshots that exist."
+    gui_hint_default = f"{_INDEXES} shows the snapshots that exist."
     action_default = ACTION_MANAGE_INDEXES
 
 
@@ -113,8 +134,8 @@ class MissingModelError(RagdeskError):
         "Check the model id or folder; `ragdesk models list` shows installed packs and "
         "`ragdesk models import PATH --name NAME` registers a local folder."
     )
-    gui_hint_default = ("Choose an installed model pack in the controls panel, or set up the "
-                        "offline starter pack from the welcome dialog (Help ▸ Get started…).")
+    gui_hint_default = (f"{ACTION_NAMES[ACTION_CHOOSE_PACK]} that is installed, or set up "
+                        f"the offline starter pack ({_START}).")
     action_default = ACTION_CHOOSE_PACK
 
 
@@ -124,8 +145,8 @@ class EncoderMismatchError(RagdeskError):
 
 class CorruptSnapshotError(RagdeskError):
     hint_default = "Run `ragdesk index verify NAME`; remove the snapshot and import it again."
-    gui_hint_default = ("Open Index ▸ Manage indexes…, select the snapshot and click Verify; "
-                        "if it fails, remove it and import it again.")
+    gui_hint_default = (f"Verify the snapshot ({_INDEXES}); if it fails, remove it and "
+                        "import it again.")
     action_default = ACTION_MANAGE_INDEXES
 
 
@@ -135,7 +156,7 @@ class UnfinishedImportError(RagdeskError):
     hint_default = ("Run the same `ragdesk index import` command again to resume it from its "
                     "last committed batch, or remove it with `ragdesk index remove NAME`.")
     gui_hint_default = ("Import the same source under the same name again to resume it, or "
-                        "remove it in Index ▸ Manage indexes….")
+                        f"remove it ({_INDEXES}).")
     action_default = ACTION_MANAGE_INDEXES
 
 
@@ -143,13 +164,21 @@ class DiskFullError(RagdeskError):
     hint_default = "Free some disk space (or choose another --data-dir) and try again."
 
 
+class SnapshotBusyError(RagdeskError):
+    """A finished snapshot folder could not be renamed into place (Windows refuses to move a
+    folder whose files are open); the work is kept, so running the import again resumes."""
+
+    hint_default = ("Close what reads the snapshot and run the same import again; the "
+                    "finished work is kept, so it only moves it into place.")
+
+
 class OfflineError(RagdeskError):
     hint_default = (
         "ragdesk cannot reach the Hugging Face hub. Copy the model folders here and run "
         "`ragdesk models import PATH --name NAME`, or use the offline starter pack."
     )
-    gui_hint_default = ("ragdesk cannot reach the Hugging Face hub. Choose the offline starter "
-                        "pack in the welcome dialog (Help ▸ Get started…) instead.")
+    gui_hint_default = ("ragdesk cannot reach the Hugging Face hub. Set up the offline "
+                        f"starter pack instead ({_START}).")
     action_default = ACTION_FIRST_RUN
 
 
@@ -159,8 +188,8 @@ class NoSnapshotError(NotFoundError):
     hint_default = ("Set up the offline starter pack with `ragdesk models setup-starter`, "
                     "import a snapshot with `ragdesk index import`, or pick one with "
                     "`ragdesk index switch NAME`.")
-    gui_hint_default = ("Click Start in the welcome dialog (Help ▸ Get started…) to set up "
-                        "the offline starter pack, or pick a snapshot in the Index menu.")
+    gui_hint_default = (f"Set up the offline starter pack ({_START}), or pick a snapshot to "
+                        f"answer from ({_INDEXES}).")
     action_default = ACTION_FIRST_RUN
 
 

@@ -44,6 +44,7 @@ def answer_options(req: AskRequest) -> AnswerOptions:
     given: dict[str, Any] = {
         "mode": req.mode, "decoding": req.decoding, "n_docs": req.n_docs,
         "num_beams": req.num_beams, "max_new_tokens": req.max_new_tokens,
+        "min_new_tokens": req.min_new_tokens,
         "retriever": req.retriever, "style": req.style, "grounded": req.grounded,
         "temperature": req.temperature, "abstain": req.abstain}
     return dataclasses.replace(DEFAULT_OPTIONS, **given)

@@ -236,8 +236,7 @@ def _handled(fn: Handler) -> Handler:
         except ClientDisconnect:  # left mid-body (or cut off as too slow): nobody to answer
             return _error(499, "The client closed the request.", "invalid_request_error")
         except RagdeskError as exc:  # bad question, missing snapshot, encoder mismatch...
-            msg = exc.message + (f" {exc.hint}" if exc.hint else "")
-            return _error(400, msg, "invalid_request_error")
+            return _error(400, exc.text_for("server", sep=" "), "invalid_request_error")
         except Exception:
             log.exception("internal error answering %s", request.url.path)
             return _error(500, "Internal error; see the server log.", "server_error")

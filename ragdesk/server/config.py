@@ -29,6 +29,7 @@ class AnswerDefaults:
     n_docs: int = DEFAULT_OPTIONS.n_docs
     num_beams: int = DEFAULT_OPTIONS.num_beams
     max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
     retriever: str = DEFAULT_OPTIONS.retriever
 
 

@@ -17,7 +17,16 @@ from typing import Any
 
 from ragdesk.core.confidence.wording import confidence_label, shown_text
 from ragdesk.core.documents import Location, citation_uri
-from ragdesk.core.options import DECODINGS, DEFAULT_STYLE, MODES, RETRIEVERS, STYLES
+from ragdesk.core.errors import BadInputError
+from ragdesk.core.options import (
+    DECODINGS,
+    DEFAULT_OPTIONS,
+    DEFAULT_STYLE,
+    MODES,
+    RETRIEVERS,
+    STYLES,
+    check_lengths,
+)
 from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
 
 
@@ -51,6 +60,7 @@ class AskRequest:
     grounded: bool | None = None  # None: automatic (on for causal generators)
     temperature: float | None = None  # None: the snapshot's τ
     abstain: bool = True  # below the confidence threshold the content says "not found"
+    min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
 
 
 def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
@@ -123,6 +133,9 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
         stream = False
     if not isinstance(stream, bool):  # "false" is truthy: it would stream
         raise RequestError("'stream' must be true or false.", "stream")
+    num_beams = int_option(extra, "num_beams", d.num_beams, 1, config.max_beams)
+    max_new_tokens = int_option({"max_tokens": max_tokens}, "max_tokens", d.max_new_tokens, 1,
+                                config.max_new_tokens_limit)
     req = AskRequest(
         question=_question(body.get("messages"), config.max_question_chars),
         model=model,
@@ -130,9 +143,9 @@ def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
         mode=str_option(extra, "mode", d.mode, MODES),
         decoding=str_option(extra, "decoding", d.decoding, DECODINGS),
         n_docs=int_option(extra, "n_docs", d.n_docs, 1, config.max_docs),
-        num_beams=int_option(extra, "num_beams", d.num_beams, 1, config.max_beams),
-        max_new_tokens=int_option({"max_tokens": max_tokens}, "max_tokens", d.max_new_tokens, 1,
-                                  config.max_new_tokens_limit),
+        num_beams=num_beams,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=_min_new_tokens(extra, d.min_new_tokens, num_beams, max_new_tokens),
         retriever=str_option(extra, "retriever", d.retriever, RETRIEVERS),
         snapshot=snapshot_of_model(model),
         style=str_option(extra, "style", DEFAULT_STYLE, STYLES),
@@ -158,6 +171,24 @@ def check_work(req: AskRequest, config: ServerConfig) -> None:
             f"n_docs × num_beams × max_tokens is {rows * req.max_new_tokens:,}; this server "
             f"allows at most {config.max_row_tokens:,} per request.", "max_tokens", 400,
             "work_limit")
+
+
+def _min_new_tokens(d: dict[str, Any], default: int, num_beams: int,
+                    max_new_tokens: int) -> int:
+    """``ragdesk.min_new_tokens``, checked by the rule every front end's answer options are
+    checked by (:func:`ragdesk.core.options.check_lengths`), so it is refused here with the
+    parameter named rather than failing the answer. Left out: the default, capped at this
+    request's ``max_tokens`` (a short answer asked for must not be refused for a setting)."""
+    value = d.get("min_new_tokens")
+    if value is None:
+        return min(default, max_new_tokens)
+    if isinstance(value, bool):  # an int to Python, never a length to the client
+        value = repr(value)
+    try:
+        check_lengths(num_beams, max_new_tokens, value)
+    except BadInputError as exc:
+        raise RequestError(exc.message, "ragdesk.min_new_tokens") from exc
+    return int(value)
 
 
 def _optional_bool(d: dict[str, Any], key: str) -> bool | None:

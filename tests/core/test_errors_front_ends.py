@@ -58,3 +58,22 @@ def test_the_gui_error_report_uses_the_gui_words() -> None:
     assert report.message == "No snapshot is active."
     assert "setup-starter" not in report.hint and "Get started" in report.hint
     assert report.action == "first-run" and not report.is_bug
+
+
+def test_each_front_end_gets_its_hint_from_one_rule() -> None:
+    exc = NotFoundError("No snapshot named 'x'.", CLI_HINT)
+    assert exc.hint_for("cli") == exc.hint_for("server") == CLI_HINT
+    assert exc.hint_for("gui") == exc.gui_hint
+    assert exc.text_for("server", sep=" ") == f"No snapshot named 'x'. {CLI_HINT}"
+    assert exc.text_for("cli") == exc.user_text() and exc.text_for("gui") == exc.gui_text()
+
+
+@pytest.mark.parametrize("cls", _all_error_classes(), ids=lambda c: c.__name__)
+def test_hints_without_commands_name_no_menu_or_widget(cls: type[RagdeskError]) -> None:
+    """They name the fix by its action (errors.ACTION_NAMES), whichever front end shows
+    them, never where the desktop app happens to keep it."""
+    exc = cls("Something failed.") if cls is not errors.BadInputError else cls("bad")
+    for word in ("▸", "menu", "dialog", "panel", "click", "Click"):
+        assert word not in exc.gui_hint, (cls, word)
+    if exc.action is not None and exc.action != errors.ACTION_RETRY:
+        assert errors.ACTION_NAMES[exc.action] in exc.gui_hint, cls

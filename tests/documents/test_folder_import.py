@@ -223,3 +223,71 @@ def test_without_an_encoder_the_starter_packs_is_used(tmp_path: Path, data_dir: 
         assert res.record.default_pack == "starter" and res.record.dim == 384
     finally:
         app.close()
+
+
+def _fail_writing(monkeypatch: pytest.MonkeyPatch, err: int) -> None:
+    import os
+
+    from ragdesk.core.documents import importer
+
+    def fails(*a: Any, **k: Any) -> None:
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(importer, "write_snapshot", fails)
+
+
+def test_a_full_disk_keeps_the_work_and_says_what_to_do(
+        tiny_models: Any, docs_folder: Path, data_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same rule as any import: a full disk is resumable, and the message says how."""
+    import errno
+
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.documents import import_folder, swap
+
+    app = AppContext(data_dir)
+    try:
+        _fail_writing(monkeypatch, errno.ENOSPC)
+        with pytest.raises(OSError):
+            import_folder(app.data, app.catalog, docs_folder, name="docs",
+                          encoder=str(tiny_models.ctx_encoder))
+        rec = app.catalog.get_snapshot("docs")
+        assert rec.state == "failed"
+        assert "Free some space and import the folder again to resume." in (rec.error or "")
+        assert [j.state for j in app.catalog.list_jobs()] == ["failed"]
+        assert swap.work_dir(app.data, rec.slug).is_dir()  # every file's vectors are kept
+        monkeypatch.undo()
+        res = import_folder(app.data, app.catalog, docs_folder, name="docs",
+                            encoder=str(tiny_models.ctx_encoder))
+        assert res.record.state == "ready" and res.encoded == 0
+        assert res.reused == res.passages
+    finally:
+        app.close()
+
+
+def test_an_error_that_is_not_resumable_discards_the_work(
+        tiny_models: Any, docs_folder: Path, data_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not every OSError is resumable: one that may have left the work half-written (an I/O
+    error) removes it, as the passage-source importer does, and the next run starts afresh."""
+    import errno
+
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.documents import import_folder, swap
+
+    app = AppContext(data_dir)
+    try:
+        _fail_writing(monkeypatch, errno.EIO)
+        with pytest.raises(OSError):
+            import_folder(app.data, app.catalog, docs_folder, name="docs",
+                          encoder=str(tiny_models.ctx_encoder))
+        rec = app.catalog.get_snapshot("docs")
+        assert rec.state == "failed" and "Input/output error" in (rec.error or "")
+        assert "to resume" not in (rec.error or "")
+        assert not swap.work_dir(app.data, rec.slug).exists()
+        monkeypatch.undo()
+        res = import_folder(app.data, app.catalog, docs_folder, name="docs",
+                            encoder=str(tiny_models.ctx_encoder))
+        assert res.record.state == "ready" and res.encoded == res.passages
+    finally:
+        app.close()

@@ -161,3 +161,16 @@ def test_a_password_protected_pdf_is_named_as_such(tmp_path: Path) -> None:
     with open(tmp_path / "open.pdf", "wb") as fh:
         writer.write(fh)
     assert [b.text for b in parse_file(tmp_path / "open.pdf").blocks] == ["secret text"]
+
+
+def test_an_unreadable_file_is_a_user_error_not_a_bug(tmp_path: Path) -> None:
+    """Whoever calls parse_file outside the importer (which reports the file by name and
+    goes on) gets an error every front end shows as the user's, with its message."""
+    from ragdesk.core.errors import RagdeskError
+
+    bad = tmp_path / "bad.pdf"
+    bad.write_bytes(b"not a pdf")
+    with pytest.raises(RagdeskError) as ei:
+        parse_file(bad)
+    assert isinstance(ei.value, DocumentError) and ei.value.message.startswith(
+        "is not a readable PDF")

@@ -1,16 +1,16 @@
 """The catalog: one SQLite database (through SQLAlchemy) that tracks snapshots, index
 variants, import jobs, model packs and which snapshot is active."""
 
-from ragdesk.core.catalog.catalog import (
+from ragdesk.core.catalog.catalog import Catalog
+from ragdesk.core.catalog.migrations import SCHEMA_VERSION
+from ragdesk.core.catalog.records import (
     STAGE_SPARSE,
-    Catalog,
     ImportJobRecord,
     IndexVariantRecord,
     ModelPackRecord,
     SnapshotRecord,
     SnapshotState,
 )
-from ragdesk.core.catalog.migrations import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
-from ragdesk.core.catalog.catalog import utcnow
+from ragdesk.core.catalog.records import utcnow
 from ragdesk.core.documents.folder import DOCUMENTS_FILE, FileEntry, FolderRecord
 from ragdesk.core.documents.model import DocPassage
 from ragdesk.core.encoders import EncoderInfo, EncoderPrecision

@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
-from ragdesk.core.catalog.catalog import unique_slug
+from ragdesk.core.catalog.records import unique_slug
 from ragdesk.core.documents import swap
 from ragdesk.core.documents.assemble import (
     FileUnit,
@@ -48,19 +47,18 @@ from ragdesk.core.encoders import (
 from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
-    Cancelled,
     NotFoundError,
     RagdeskError,
 )
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
-from ragdesk.core.snapshots import locks
-from ragdesk.core.snapshots.lifecycle import mark_ready, recover, settle_folder_swap
+from ragdesk.core.snapshots.import_job import ImportJob, install, prepare, row_fields
+from ragdesk.core.snapshots.lifecycle import mark_ready, settle_folder_swap
 from ragdesk.core.snapshots.manifest import Manifest, read_manifest
 from ragdesk.core.snapshots.starter import starter_encoder_path
 
 STARTER_PACK = "starter"
-JOB_UPDATE_INTERVAL_S = 1.0
+AGAIN = "import the folder again"  # how a user resumes one (see import_job.classify_failure)
 
 log = logging.getLogger(__name__)
 
@@ -116,8 +114,7 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
     snapshot of that name is refused. ``encoder`` None: the starter pack's all-MiniLM-L6-v2,
     and the starter pack as the snapshot's default pack. ``precision``: as
     :func:`ragdesk.core.snapshots.import_snapshot`'s."""
-    data.ensure()
-    recover(data, catalog)
+    prepare(data, catalog)
     root = _check_folder(folder)
     name = name.strip()
     if not name:
@@ -127,7 +124,8 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
     existing = catalog.find_snapshot(name)
     slug = existing.slug if existing is not None else unique_slug(
         name, {s.slug for s in catalog.list_snapshots()})
-    with locks.hold_import(data, name, slug):
+    job = ImportJob(data, catalog, name, slug, work=swap.work_dir(data, slug), again=AGAIN)
+    with job.locked():
         if existing is not None:
             settle_folder_swap(data, catalog, existing, locked=True)
         previous = _previous(data, catalog, name)
@@ -136,8 +134,8 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
             default_pack = STARTER_PACK  # its question encoder matches these vectors
         chosen = chosen_precision(enc.info, precision)
         enc = enc.at_precision(chosen.passages)
-        run = _FolderImport(data, catalog, root, name, slug, enc, previous, progress, cancel,
-                            batch_size, default_pack)
+        run = _FolderImport(job, root, enc, previous, progress, cancel, batch_size,
+                            default_pack)
         run.precision = EncoderPrecision(enc.precision, chosen.questions)
         return run.run()
 
@@ -167,47 +165,38 @@ def _previous(data: DataDir, catalog: Catalog, name: str) -> tuple[Path, FolderR
 
 
 class _FolderImport:
-    def __init__(self, data: DataDir, catalog: Catalog, root: Path, name: str, slug: str,
-                 encoder: TextEncoder, previous: tuple[Path, FolderRecord] | None,
-                 progress: ProgressCallback | None, cancel: CancelToken | None,
-                 batch_size: int, default_pack: str | None) -> None:
-        self.data, self.catalog, self.root = data, catalog, root
-        self.name, self.slug, self.encoder = name, slug, encoder
+    def __init__(self, job: ImportJob, root: Path, encoder: TextEncoder,
+                 previous: tuple[Path, FolderRecord] | None, progress: ProgressCallback | None,
+                 cancel: CancelToken | None, batch_size: int, default_pack: str | None) -> None:
+        self.job, self.data, self.catalog, self.root = job, job.data, job.catalog, root
+        self.name, self.slug, self.encoder = job.name, job.slug, encoder
         self.previous = previous
         self.progress, self.cancel, self.batch_size = progress, cancel, batch_size
         self.default_pack = default_pack
-        self.work = swap.work_dir(data, slug)
+        self.work = job.work
         self.cache = FileCache(self.work / "cache")
         self.result_fields: dict[str, Any] = {"added": [], "changed": [], "unchanged": [],
                                               "removed": [], "warnings": []}
         self.encoded = self.reused = 0
-        self._job_t = 0.0
         self.precision = EncoderPrecision.both(encoder.precision)
 
     # ---- the run --------------------------------------------------------------------
 
     def run(self) -> FolderImportResult:
         fresh = self.previous is None
-        if fresh:
-            self._add_catalog_row()
-        job = self.catalog.create_job("import", self.name, pid=os.getpid())
-        try:
-            units, other = self._collect(job)
+        # a refresh leaves the row alone: its previous version answers until the swap
+        fields = row_fields(self.encoder.info, str(self.root), self.default_pack) \
+            if fresh else None
+        with self.job.running(fields):
+            units, other = self._collect()
             if self._nothing_changed(units):
-                return self._unchanged_result(job, units, other)
+                return self._unchanged_result(units, other)
             manifest = self._write(units)
             self._install(manifest, fresh)
-            self.catalog.update_job(job, state="done", done=manifest.passages,
-                                    total=manifest.passages, message="done")
-        except BaseException as exc:
-            self._fail(job, exc, fresh)
-            raise
+            self.job.done(manifest.passages)
         shutil.rmtree(self.work, ignore_errors=True)
-        if self.catalog.active_snapshot() is None:
-            self.catalog.set_active(self.name)
-        return FolderImportResult(self.catalog.get_snapshot(self.name), manifest.passages,
-                                  self.encoded, self.reused, other_files=other,
-                                  **self.result_fields)
+        return FolderImportResult(self.job.finish(), manifest.passages, self.encoded,
+                                  self.reused, other_files=other, **self.result_fields)
 
     def _nothing_changed(self, units: list[FileUnit]) -> bool:
         """The previous version already holds exactly these passages and vectors."""
@@ -217,44 +206,12 @@ class _FolderImport:
         return len(units) == len(old) and all(
             u.old_start is not None and old[u.rel].start == u.old_start for u in units)
 
-    def _unchanged_result(self, job: int, units: list[FileUnit],
-                          other: int) -> FolderImportResult:
+    def _unchanged_result(self, units: list[FileUnit], other: int) -> FolderImportResult:
         n = sum(u.count for u in units)
-        self.catalog.update_job(job, state="done", done=n, total=n, message="unchanged")
+        self.job.done(n, message="unchanged")
         shutil.rmtree(self.work, ignore_errors=True)
         return FolderImportResult(self.catalog.get_snapshot(self.name), n, 0, n,
                                   other_files=other, **self.result_fields)
-
-    def _add_catalog_row(self) -> None:
-        info = self.encoder.info
-        fields: dict[str, Any] = {"encoder_id": info.id, "encoder_family": info.family,
-                                  "dim": info.dim, "source": str(self.root),
-                                  "default_pack": self.default_pack}
-        if self.catalog.find_snapshot(self.name) is None:
-            self.catalog.add_snapshot(self.name, f"snapshots/{self.slug}", slug=self.slug,
-                                      state=SnapshotState.IMPORTING, **fields)
-        else:  # a failed or interrupted first import: this run resumes it
-            self.catalog.update_snapshot(self.name, state=SnapshotState.IMPORTING, error=None,
-                                         passages=0, stage=None, **fields)
-
-    def _fail(self, job: int, exc: BaseException, fresh: bool) -> None:
-        resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, swap.SnapshotInUseError,
-                                     OSError))
-        if isinstance(exc, (Cancelled, KeyboardInterrupt)):
-            message, state = "Cancelled; import the folder again to resume.", "cancelled"
-        else:
-            message = exc.message if isinstance(exc, RagdeskError) else \
-                f"{type(exc).__name__}: {exc}"
-            state = "failed"
-        if not resumable:
-            shutil.rmtree(self.work, ignore_errors=True)
-        try:
-            self.catalog.update_job(job, state=state, message=message)
-            if fresh:  # a refresh that fails leaves the previous version answering
-                self.catalog.update_snapshot(self.name, state=SnapshotState.FAILED,
-                                             error=message)
-        except RagdeskError:
-            log.warning("could not record the failed import of %s", self.name, exc_info=True)
 
     # ---- reading and encoding ---------------------------------------------------------
 
@@ -267,7 +224,7 @@ class _FolderImport:
             return {}  # another encoder, precision or splitter: every vector is computed again
         return dict(record.files)
 
-    def _collect(self, job: int) -> tuple[list[FileUnit], int]:
+    def _collect(self) -> tuple[list[FileUnit], int]:
         rels, other, refused = scan_folder(self.root)
         for warning in refused:
             log.warning("skipping %s", warning)
@@ -284,11 +241,7 @@ class _FolderImport:
             if unit is not None:
                 units.append(unit)
             prog.set(i + 1, f"reading documents: {rel}")
-            now = time.monotonic()
-            if now - self._job_t >= JOB_UPDATE_INTERVAL_S or i + 1 == len(rels):
-                self._job_t = now  # one catalog write a second, not one per file
-                self.catalog.update_job(job, done=i + 1, total=len(rels),
-                                        message=f"reading {rel}")
+            self.job.progress(i + 1, len(rels), f"reading {rel}", force=i + 1 == len(rels))
         if not units:
             listed = "; ".join(self.result_fields["warnings"][:3])
             raise BadInputError(
@@ -332,7 +285,7 @@ class _FolderImport:
         try:
             doc = parse_file(path)
         except DocumentError as exc:
-            self._warn(rel, str(exc))
+            self._warn(rel, exc.message)
             return None
         passages = split_document(doc, rel)
         inputs = [passage_input(self.encoder, p.title, p.text) for p in passages]
@@ -362,7 +315,7 @@ class _FolderImport:
     def _install(self, manifest: Manifest, fresh: bool) -> None:
         build = self.work / swap.BUILD_DIRNAME
         if fresh:
-            swap.install_new(self.data, build, self.slug)
+            install(self.data, build, self.slug)
             mark_ready(self.catalog, self.name, manifest)
             return
 

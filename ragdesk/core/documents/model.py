@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragdesk.core.errors import RagdeskError
+
 
 @dataclass(frozen=True)
 class Block:
@@ -65,5 +67,6 @@ class DocPassage:
     location: Location
 
 
-class DocumentError(Exception):
-    """A file that cannot be read; the import reports it by name and goes on."""
+class DocumentError(RagdeskError):
+    """A file that cannot be read; the import reports it by name and goes on. The message
+    is what is wrong with the file ("is encrypted; ..."), shown after its name."""

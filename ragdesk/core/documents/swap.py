@@ -1,9 +1,11 @@
-"""Putting a finished folder snapshot in place, first time or over its previous version.
+"""Putting a re-imported folder snapshot in place over its previous version.
 
-A re-import swaps folders with two renames (old out, new in) while the catalog row stays
-``ready``; whoever holds the old ``SnapshotIndex`` keeps reading its open files. Where the
-two versions wait, and how a swap a kill cut short is finished, is
-:mod:`ragdesk.core.snapshots.folder_swap` (the data directory's recovery does it).
+A first import is renamed into place as any snapshot is
+(:func:`ragdesk.core.snapshots.import_job.install`). A re-import swaps folders with two
+renames (old out, new in) while the catalog row stays ``ready``; whoever holds the old
+``SnapshotIndex`` keeps reading its open files. Where the two versions wait, and how a swap
+a kill cut short is finished, is :mod:`ragdesk.core.snapshots.folder_swap` (the data
+directory's recovery does it).
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ragdesk.core.atomic import fsync_dir
-from ragdesk.core.errors import CatalogError, RagdeskError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots.folder_swap import (
     BUILD_DIRNAME,
@@ -24,13 +25,10 @@ from ragdesk.core.snapshots.folder_swap import (
     roll_swap,
     work_dir,
 )
+from ragdesk.core.snapshots.import_job import rename_folder
 
-__all__ = ["BUILD_DIRNAME", "OLD_PREFIX", "WORK_PREFIX", "SnapshotInUseError",
-           "finish_interrupted_swap", "install_new", "old_dir", "replace", "work_dir"]
-
-
-class SnapshotInUseError(RagdeskError):
-    """Windows refuses to rename a folder with open files; the finished work is kept."""
+__all__ = ["BUILD_DIRNAME", "OLD_PREFIX", "WORK_PREFIX", "finish_interrupted_swap", "old_dir",
+           "replace", "work_dir"]
 
 
 def finish_interrupted_swap(data: DataDir, slug: str) -> None:
@@ -41,27 +39,6 @@ def finish_interrupted_swap(data: DataDir, slug: str) -> None:
         shutil.rmtree(old_dir(data, slug), ignore_errors=True)
 
 
-def _rename(src: Path, dst: Path) -> None:
-    try:
-        os.rename(src, dst)
-    except PermissionError as exc:
-        raise SnapshotInUseError(
-            f"The snapshot folder could not be replaced ({exc}).",
-            "Close what reads the snapshot and import the folder again; the finished work is "
-            "kept, so it only swaps the folders.") from exc
-
-
-def install_new(data: DataDir, build: Path, slug: str) -> None:
-    final = data.snapshot_dir(slug)
-    if final.exists():
-        raise CatalogError(f"The folder {final} already exists but the catalog does not list a "
-                           "ready snapshot there.",
-                           "Move it aside (or remove the snapshot) and import again.")
-    data.snapshots_dir.mkdir(parents=True, exist_ok=True)
-    _rename(build, final)
-    fsync_dir(data.snapshots_dir)
-
-
 def replace(data: DataDir, build: Path, slug: str,
             record: Callable[[], None] | None = None) -> None:
     """Swap ``build`` in for the snapshot's folder; ``record`` (the catalog update for the
@@ -69,9 +46,9 @@ def replace(data: DataDir, build: Path, slug: str,
     old version behind for ``recover`` until the catalog describes the new one."""
     final, old = data.snapshot_dir(slug), old_dir(data, slug)
     shutil.rmtree(old, ignore_errors=True)
-    _rename(final, old)
+    rename_folder(final, old)
     try:
-        _rename(build, final)
+        rename_folder(build, final)
     except BaseException:
         os.rename(old, final)  # put the previous version back; it is still complete
         raise

@@ -5,7 +5,7 @@ Loading never uses ``trust_remote_code`` and reads safetensors only. The package
 ``identity`` (what a snapshot records of its encoder), ``folders`` (finding a model folder
 and its family), ``st_layout`` (a sentence-transformers folder's modules), ``precision``
 (float32 or bfloat16, per snapshot), ``runtime`` (:class:`TextEncoder`, :func:`load_encoder`)
-and ``kernel`` (the fused BERT forward).
+and, re-exported, the fused BERT forward and the pooling it shares (:mod:`ragdesk.core.kernels`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from ragdesk.core.encoders.identity import (
     describe_encoder,
     stable_id,
 )
-from ragdesk.core.encoders.kernel import FusedBertKernel
 from ragdesk.core.encoders.precision import (
     BFLOAT16,
     EXACT,
@@ -42,9 +41,9 @@ from ragdesk.core.encoders.st_layout import (
     Prompts,
     SentenceHead,
     StLayout,
-    pool_tokens,
     read_st_layout,
 )
+from ragdesk.core.kernels import FusedBertKernel, pool_tokens
 from ragdesk.core.options import ENCODER_PRECISIONS
 
 __all__ = [

@@ -2,7 +2,7 @@
 questions asked of it.
 
 ``float32`` is the model's own transformers forward, the exact reference; ``bfloat16`` is the
-fused kernel (:mod:`ragdesk.core.encoders.kernel`) with bfloat16 weights and activations. A
+fused kernel (:mod:`ragdesk.core.kernels.bert`) with bfloat16 weights and activations. A
 snapshot's manifest records what its passages were computed in and what its questions are
 computed in; questions asked of it follow that record.
 """

@@ -12,15 +12,15 @@ import numpy as np
 from ragdesk.core.devices import select_device, to_device
 from ragdesk.core.encoders.folders import detect_family, read_json, resolve_model_path
 from ragdesk.core.encoders.identity import DPR_FAMILY, ST_FAMILY, EncoderInfo, stable_id
-from ragdesk.core.encoders.kernel import FusedBertKernel
 from ragdesk.core.encoders.precision import (
     EXACT,
     FLOAT32,
     _exact_by_env,
     check_encoder_precision,
 )
-from ragdesk.core.encoders.st_layout import SentenceHead, pool_tokens, read_st_layout
+from ragdesk.core.encoders.st_layout import SentenceHead, read_st_layout
 from ragdesk.core.errors import MissingModelError
+from ragdesk.core.kernels import FusedBertKernel, pool_tokens
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:

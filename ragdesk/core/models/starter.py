@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.models import loading
+from ragdesk.core.models import first_use, loading
 from ragdesk.core.models.gguf_files import cache_dir_for, cache_is_valid, load_gguf_causal_lm
 from ragdesk.core.models.refs import files_bytes
 from ragdesk.core.paths import DataDir
@@ -114,6 +114,14 @@ def ensure_gguf(target: Path, progress: ProgressCallback | None = None) -> Path:
         tmp.unlink(missing_ok=True)
     prog.set(1, f"assembled {target.name}")
     return target
+
+
+def _assemble_on_first_use(ref: Path, progress: ProgressCallback | None) -> None:
+    if is_starter_gguf(ref) and not ref.exists():
+        ensure_gguf(ref, progress=progress)
+
+
+first_use.register_preparer(_assemble_on_first_use)
 
 
 def encoder_files() -> tuple[Path, int | None]:

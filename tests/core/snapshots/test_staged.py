@@ -17,7 +17,7 @@ import pytest
 
 from ragdesk.core.catalog import STAGE_SPARSE, Catalog
 from ragdesk.core.encoders import load_encoder
-from ragdesk.core.errors import Cancelled, DensePendingError, NotFoundError
+from ragdesk.core.errors import Cancelled, DensePendingError, NotFoundError, SnapshotBusyError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressUpdate
 from ragdesk.core.retrieval import retrieve
@@ -273,7 +273,7 @@ def test_a_refused_rename_keeps_the_finished_work(
         raise PermissionError(13, "The process cannot access the file")
 
     monkeypatch.setattr(builder.os, "rename", refuse)
-    with pytest.raises(builder.SnapshotBusyError):
+    with pytest.raises(SnapshotBusyError):
         import_snapshot(data, catalog, src, name="w", encoder=enc, staged=True)
     rec = catalog.get_snapshot("w")
     assert rec.state == "failed" and rec.stage == STAGE_SPARSE  # still answers with BM25

@@ -21,6 +21,8 @@ from ragdesk.core.snapshots import (
     remove_variant,
     verify_snapshot,
 )
+from ragdesk.core.snapshots import variant_search as vs
+from ragdesk.core.snapshots import variant_tuning as vt
 from tests.core.snapshots.util import exact_top_k, open_data, synthetic_snapshot_files
 
 N, DIM = 20_000, 32
@@ -66,7 +68,7 @@ def test_recall_at_20_against_exact_search(syn: tuple[DataDir, Catalog, np.ndarr
         assert {"M", "ef_search", "rerank"} <= set(res.params)
 
     # The recall quantize reports is what a brute-force reference gives on its queries.
-    sample = fv.sample_queries(vecs, QUERIES)
+    sample = vt.sample_queries(vecs, QUERIES)
     index = open_snapshot(data, catalog, "syn", variant)
     try:
         _, got = index.search_ids(sample, 20)
@@ -174,11 +176,11 @@ def test_exact_search_helpers_match_numpy(tmp_path: Path) -> None:
                                                  q, 15)[1])
     # Candidates with repeats and padding re-rank to the exact order among them.
     cands = np.concatenate([ref_i[:, ::-1], ref_i[:, :3], -np.ones((9, 2), np.int64)], axis=1)
-    s, i = fv.rerank(emb, q, cands, 10)
+    s, i = vs.rerank(emb, q, cands, 10)
     np.testing.assert_array_equal(i, ref_i[:, :10])
     np.testing.assert_allclose(s, ref_s[:, :10], rtol=1e-5)
-    assert fv.recall_at_k(i, ref_i[:, :10], 10) == 1.0
-    assert fv.recall_at_k(np.full_like(i, -1), ref_i[:, :10], 10) == 0.0
+    assert vt.recall_at_k(i, ref_i[:, :10], 10) == 1.0
+    assert vt.recall_at_k(np.full_like(i, -1), ref_i[:, :10], 10) == 0.0
 
 
 def test_disk_full_while_writing_a_variant(syn: tuple[DataDir, Catalog, np.ndarray],
@@ -212,7 +214,7 @@ def test_recall_below_the_target_is_a_warning(syn: tuple[DataDir, Catalog, np.nd
     low = quantize_snapshot(data, catalog, "syn", "ivf-pq", params={"nprobe": 1, "rerank": 20},
                             target_recall=0.99, queries=QUERIES)
     # The reported recall is the brute-force reference's on the same queries, and short.
-    sample = fv.sample_queries(vecs, QUERIES)
+    sample = vt.sample_queries(vecs, QUERIES)
     index = open_snapshot(data, catalog, "syn", "ivf-pq")
     try:
         measured = recall(index.search_ids(sample, 20)[1], exact_top_k(vecs, sample, 20)[1])
@@ -255,7 +257,7 @@ def test_tuning_recall_is_the_recall_after_reranking() -> None:
     noisy = q @ vecs.T + 0.3 * rng.standard_normal((len(q), len(vecs)))
     cands = np.argsort(-noisy, axis=1)[:, :300]
     cands[:5, 250:] = -1
-    found = fv.found_at_depth(cands, exact, 20)
+    found = vt.found_at_depth(cands, exact, 20)
     for depth in (20, 50, 120, 300):
         reranked = []
         for row, c in zip(q, cands[:, :depth], strict=True):

@@ -1,18 +1,28 @@
-"""The fused passage kernel: a plain BERT forward in bfloat16 for bulk encoding."""
+"""The fused BERT kernel: a plain BERT forward in bfloat16 for bulk passage encoding."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.cpu import cpu_has_native_bf16
-from ragdesk.core.encoders.identity import DPR_FAMILY, EncoderInfo
-from ragdesk.core.encoders.st_layout import pool_tokens
+from ragdesk.core.kernels.pooling import pool_tokens
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
+
+
+class PooledEncoder(Protocol):
+    """What the kernel reads of an encoder's description (``encoders.EncoderInfo``)."""
+
+    @property
+    def pooling(self) -> str: ...
+
+    @property
+    def normalize(self) -> bool: ...
+
 
 class _Linear:
     """One linear layer with its weight packed once for oneDNN (``torch.ops.mkldnn``, the
@@ -104,16 +114,17 @@ class FusedBertKernel:
                                                       False)
 
     @classmethod
-    def build(cls, model: Any, info: EncoderInfo, dtype: torch.dtype | None = None
+    def build(cls, model: Any, info: PooledEncoder, dtype: torch.dtype | None = None
               ) -> FusedBertKernel | None:
         """The kernel for ``model``, or None when it is not a BERT this kernel reproduces."""
         import torch
 
         proj: Any = None
         bert: Any
-        if info.family == DPR_FAMILY:
-            inner = getattr(model, "ctx_encoder", None) or getattr(model, "question_encoder",
-                                                                   None)
+        # A DPR encoder is known by its own structure (its BERT inside a context or question
+        # encoder, then a projection), so that the kernel needs no encoder family.
+        inner = getattr(model, "ctx_encoder", None) or getattr(model, "question_encoder", None)
+        if inner is not None:
             bert = getattr(inner, "bert_model", None)
             proj = getattr(inner, "encode_proj", None)
             pooling = "cls"
