@@ -11,6 +11,7 @@ from PySide6.QtGui import QKeySequence
 from ragdesk.ui.actions import ActionSpec
 from ragdesk.ui.models_dialog import open_models_dialog
 from ragdesk.ui.settings_action import open_settings
+from ragdesk.ui.tune_dialog import open_tune_dialog
 
 if TYPE_CHECKING:
     from ragdesk.ui.main_window import MainWindow
@@ -57,6 +58,8 @@ ACTIONS: tuple[A, ...] = (
       "Import, quantize, verify and remove snapshots", "&Index"),
     A("packs", "Model &packs…", open_models_dialog, None, "package",
       "The model packs on this machine; add the stronger reader pack", "&Index"),
+    A("tune", "&Tune the retriever…", open_tune_dialog, None, "sliders",
+      "Train the pack's question encoder on your questions and answers", "&Index"),
     A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
       menu="&Index"),
     A("get_started", "&Get started…", lambda w: w.open_first_run(), None, None,

@@ -51,6 +51,7 @@ SPLIT_SEED = 0
 # crash loses at most this many steps (a question encoder's checkpoint is hundreds of MB).
 CHECKPOINT_EVERY = 100
 LOSS_WINDOW = 20  # steps the reported loss is averaged over
+TRAINING = "Training the question encoder"
 
 
 @dataclass(frozen=True)
@@ -107,14 +108,6 @@ class QuestionCheck:
     answerable: int  # a gold answer in the top ``depth`` passages the base pack retrieves
     depth: int
     snapshot: str
-    train: int
-    held_out: int
-
-    def describe(self) -> str:
-        return (f"{self.questions:,} question{'s' if self.questions != 1 else ''}, "
-                f"{self.answerable:,} answerable in {self.snapshot!r} (a gold answer in the "
-                f"top {self.depth} passages); {self.train:,} to train on, {self.held_out:,} "
-                "held out")
 
 
 def check_questions(data: DataDir, catalog: Catalog, path: str | os.PathLike[str], *,
@@ -124,7 +117,7 @@ def check_questions(data: DataDir, catalog: Catalog, path: str | os.PathLike[str
     (the rule training applies): loads the question encoder, not the reader."""
     choices = (choices or TuneChoices()).check()
     examples = read_examples(path)
-    train, held = split(examples, choices.held_out)
+    split(examples, choices.held_out)  # refuses a file too small to split
     spec = get_pack(catalog, pack, data)
     index = open_snapshot(data, catalog, snapshot)
     try:
@@ -134,8 +127,7 @@ def check_questions(data: DataDir, catalog: Catalog, path: str | os.PathLike[str
             check(encoder.info)
         kept = answerable(encoder, index, examples, choices.n_docs)
         return QuestionCheck(Path(path), len(examples), len(kept),
-                             min(choices.n_docs, int(index.size)), index.name, len(train),
-                             len(held))
+                             min(choices.n_docs, int(index.size)), index.name)
     finally:
         index.close()
 
@@ -176,11 +168,15 @@ def job_folder(data: DataDir, catalog: Catalog, job: TuneJob) -> Path:
 
 
 def resumable_step(data: DataDir, catalog: Catalog, job: TuneJob) -> int | None:
-    """The step the job would resume from (None: it would start afresh)."""
+    """The step the job would resume from (None: it would start afresh, or it is done)."""
     latest = ck.latest_checkpoint(job_folder(data, catalog, job) / RUN_DIR)
     if latest is None:
         return None
-    return int(TrainState.from_json(ck.read_state(latest)["state"]).step)
+    saved = ck.read_state(latest)
+    state = TrainState.from_json(saved["state"])
+    if state.epoch >= int(saved["config"]["epochs"]) or state.stopped is not None:
+        return None  # finished: running it again only registers its pack again
+    return state.step
 
 
 def run_tune(data: DataDir, catalog: Catalog, job: TuneJob, *,
@@ -266,6 +262,7 @@ class _Feed:
         self.k = config.n_docs
         self.label = ""
         self.training: Progress | None = None
+        self.in_training = False
         self.step = 0
         self.total_steps = 0
         self.losses: list[float] = []
@@ -274,11 +271,11 @@ class _Feed:
 
     def stage(self, label: str) -> None:
         self.label = label
-        self.training = None
+        self.in_training = False
         self._emit(ProgressUpdate(0, None, label, None, None))
 
     def inner(self, u: ProgressUpdate) -> None:
-        if self.training is None:
+        if not self.in_training:
             self._emit(u)
 
     def watch(self, e: TrainEvent) -> None:
@@ -291,11 +288,11 @@ class _Feed:
             self.stage("Choosing the answerable questions")
         elif e.kind == "evaluating":
             self.stage(f"Measuring the held-out questions ({e.label})")
-        elif e.kind == "training":
-            self.label = "Training the question encoder"
-            self.training = Progress(self.total_steps, self.label, None, start_done=st.step)
-            self._emit(self.training.snapshot())
-        elif e.kind == "step" and self.training is not None:
+        elif e.kind in ("training", "step"):
+            # one count of steps for the whole run, across the evaluations between epochs
+            if self.training is None:
+                self.training = Progress(self.total_steps, TRAINING, None, start_done=st.step)
+            self.label, self.in_training = TRAINING, True
             self.training.set(st.step)
             self._emit(self.training.snapshot())
 

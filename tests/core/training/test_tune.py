@@ -53,7 +53,7 @@ def test_a_job_reports_steps_and_registers_the_tuned_pack(ctx, tmp_path: Path) -
     path = _questions(tmp_path)
     check = check_questions(ctx.data, ctx.catalog, path, pack="tiny",
                             choices=_job(path).choices)
-    assert (check.questions, check.train, check.held_out, check.snapshot) == (16, 12, 4, "synth")
+    assert (check.questions, check.depth, check.snapshot) == (16, 8, "synth")
     assert 0 < check.answerable <= 16
     updates: list[Any] = []
     res = run_tune(ctx.data, ctx.catalog, _job(path), progress=updates.append)
@@ -108,6 +108,8 @@ def test_cancel_leaves_a_checkpoint_and_resume_ends_where_a_whole_run_does(
     res = run_tune(ctx.data, ctx.catalog, job, progress=resumed.append)
     trained = [u.done for u in resumed if u.stage == "Training the question encoder"]
     assert trained[0] == 1  # from the checkpoint, not from the start
+    # every step once, the second epoch's too (after the evaluation between them)
+    assert trained == list(range(1, res.steps + 1))
     # the before-training measurement is the checkpoint's, not taken again
     assert "Measuring the held-out questions (before training)" not in {u.stage for u in resumed}
 
@@ -122,6 +124,7 @@ def test_cancel_leaves_a_checkpoint_and_resume_ends_where_a_whole_run_does(
     finally:
         other.close()
     assert res.steps == whole.steps == 2 * -(-res.trained_on // 2)
+    assert resumable_step(ctx.data, ctx.catalog, job) is None  # finished: nothing to resume
     assert res.top_k_after == whole.top_k_after
 
 
