@@ -1,5 +1,5 @@
 """Tuning the retriever on a file of questions: the job behind the app's "Tune the
-retriever…" dialog and ``ragdesk train --held-out``.
+retriever…" dialog and ``ragdesk tune``.
 
 One JSONL of ``{"question": ..., "answer": [...]}`` lines is split once, by a fixed shuffle,
 into training questions and a held-out share; the question encoder is trained through the

@@ -1,4 +1,4 @@
-"""The tuning job the app and ``ragdesk train --held-out`` share: progress by step, Cancel
+"""The tuning job the app and ``ragdesk tune`` share: progress by step, Cancel
 then resume to the same end, clear errors for bad files, and the tuned pack registered."""
 
 from __future__ import annotations
