@@ -41,7 +41,6 @@ from ragdesk.ui.state import AppState
 
 if TYPE_CHECKING:
     from ragdesk.ui.backend import QuestionCheck, TuneChoices, TuneResult
-    from ragdesk.ui.main_window import MainWindow
 
 TUNE_TITLE = "Tuning the retriever"
 CHECK_TITLE = "Checking the questions"
@@ -394,11 +393,12 @@ class TuneDialog(QDialog):
         fit_height(self, exact=True)
 
 
-def open_tune_dialog(window: MainWindow) -> TuneDialog:
-    """The window's one tune dialog, made on first use and brought to the front."""
-    dialog = window.findChild(TuneDialog)
+def open_tune_dialog(parent: QWidget, state: AppState, ops: OpRunner, library: Library,
+                     backend: Backend) -> TuneDialog:
+    """``parent``'s one tune dialog, made on first use and brought to the front."""
+    dialog = parent.findChild(TuneDialog)
     if dialog is None:
-        dialog = TuneDialog(window, window.state, window.ops, window.library, window.backend)
+        dialog = TuneDialog(parent, state, ops, library, backend)
     dialog.show()
     dialog.raise_()
     dialog.activateWindow()

@@ -23,6 +23,10 @@ def _show_passage(k: int) -> Callable[[MainWindow], None]:
     return lambda w: w.selection.show_passage(k)
 
 
+def _tune(w: MainWindow) -> object:
+    return open_tune_dialog(w, w.state, w.ops, w.library, w.backend)
+
+
 Std = QKeySequence.StandardKey
 MENUS = ("&File", "&Edit", "&Answer", "&Index", "&View", "&Help")
 ACTIONS: tuple[A, ...] = (
@@ -58,7 +62,7 @@ ACTIONS: tuple[A, ...] = (
       "Import, quantize, verify and remove snapshots", "&Index"),
     A("packs", "Model &packs…", open_models_dialog, None, "package",
       "The model packs on this machine; add the stronger reader pack", "&Index"),
-    A("tune", "&Tune the retriever…", open_tune_dialog, None, "sliders",
+    A("tune", "&Tune the retriever…", _tune, None, "sliders",
       "Train the pack's question encoder on your questions and answers", "&Index"),
     A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
       menu="&Index"),

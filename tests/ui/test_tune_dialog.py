@@ -181,5 +181,6 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
 
 
 def test_the_dialog_is_one_per_window(qtbot: Any, window: Any) -> None:
-    d = _open(qtbot, window)
-    assert open_tune_dialog(window) is d
+    w = window
+    d = _open(qtbot, w)
+    assert open_tune_dialog(w, w.state, w.ops, w.library, w.backend) is d

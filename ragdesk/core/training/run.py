@@ -89,8 +89,7 @@ def train_pack(
     precision: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
-    report: Reporter | None = None,
-    watch: Watcher | None = None,
+    report: Reporter | None = None, watch: Watcher | None = None,
 ) -> TrainResult:
     """Fine-tune ``pack`` on ``train_path`` against ``snapshot`` (None: the active one);
     ``precision``: the generator's, as for ``ragdesk ask`` (None: the engine's default)."""
