@@ -49,6 +49,12 @@ LEARNING_RATES = (1e-5, 3e-5, 1e-4, 3e-4)
 FILE_FILTER = "Questions (*.jsonl *.json);;All files (*)"
 
 
+def rate_text(r: float) -> str:
+    """3e-05 as "3e-5", the way the docs and the command line write it."""
+    mantissa, _, exponent = f"{r:.0e}".partition("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def percent(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:.1f} %"
 
@@ -92,6 +98,7 @@ class TuneDialog(QDialog):
         self.resume_step: int | None = None
         self.job: Op[TuneResult] | None = None
         self.outcome: TuneResult | None = None
+        self.done_with: tuple[str, TuneChoices, str] | None = None  # the finished job's inputs
         self.base_pack = state.pack
         lay = QVBoxLayout(self)
         lay.setContentsMargins(16, 14, 16, 12)
@@ -117,8 +124,13 @@ class TuneDialog(QDialog):
         self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.message)
         lay.addLayout(self._offer_row())
+        lay.addStretch(1)  # room left by a finished job's panel stays below, not between rows
         lay.addLayout(self._buttons())
         self.setMinimumWidth(620)
+        self._show_steps("")
+        self._say("")
+        self.check_label.setText("Choose a file of questions with their answers; it is checked "
+                                 "before anything trains.")
         self._set_intro()
         self._update_buttons()
         state.packChanged.connect(lambda _p: self._context_changed())
@@ -149,12 +161,14 @@ class TuneDialog(QDialog):
         self.epochs.setSuffix(" epoch")
         self.epochs.valueChanged.connect(self._epochs_changed)
         self.lr = QComboBox()
+        # its items come after it is first shown, when the defaults arrive
+        self.lr.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.held_out = QSpinBox()
         self.held_out.setRange(5, 50)
-        self.held_out.setSuffix(" % held out to measure on")
+        self.held_out.setSuffix(" % of the questions, to measure on")
         form.addRow("Passes over the questions:", self.epochs)
         form.addRow("Learning rate:", self.lr)
-        form.addRow("Measure on:", self.held_out)
+        form.addRow("Held out:", self.held_out)
         for w in (self.epochs, self.held_out):
             w.valueChanged.connect(lambda _v: self._choices_changed())
         self.lr.currentIndexChanged.connect(lambda _i: self._choices_changed())
@@ -214,7 +228,7 @@ class TuneDialog(QDialog):
         rates = sorted({*LEARNING_RATES, choices.lr})
         self.lr.blockSignals(True)
         for r in rates:
-            self.lr.addItem(f"{r:g}" + ("  (default)" if r == choices.lr else ""), r)
+            self.lr.addItem(rate_text(r) + ("  (default)" if r == choices.lr else ""), r)
         self.lr.setCurrentIndex(rates.index(choices.lr))
         self.lr.blockSignals(False)
         self.held_out.setValue(round(choices.held_out * 100))
@@ -270,12 +284,17 @@ class TuneDialog(QDialog):
                                    lr=float(self.lr.currentData()),
                                    held_out=self.held_out.value() / 100)
 
+    def _inputs(self) -> tuple[str, TuneChoices, str] | None:
+        choices = self.choices()
+        if self.check is None or choices is None:
+            return None
+        return str(self.check.path), choices, self.base_pack
+
     def _epochs_changed(self, n: int) -> None:
         self.epochs.setSuffix(" epoch" if n == 1 else " epochs")
 
     def _choices_changed(self) -> None:
-        self._hide_offer()
-        self._refresh_resume()
+        self._refresh_resume()  # the last job's pack stays offered until the next starts
 
     def _refresh_resume(self, then: Callable[[], None] | None = None) -> None:
         """Whether Start resumes: the job with these inputs has a checkpoint."""
@@ -300,11 +319,13 @@ class TuneDialog(QDialog):
         running = self.job is not None
         ready = (self.check is not None and self.check.answerable > 0
                  and self.defaults is not None)
-        self.start_button.setEnabled(ready and not running)
+        finished = self.done_with is not None and self.done_with == self._inputs()
+        self.start_button.setEnabled(ready and not running and not finished)
         self.start_button.setText("&Resume" if self.resume_step else "&Start")
         self.start_button.setToolTip(
             f"Continue from the checkpoint at step {self.resume_step:,}" if self.resume_step
-            else "")
+            else "This job is done: choose another file or other choices to tune again"
+            if finished else "")
         for w in self.choice_widgets:
             w.setEnabled(not running and self.defaults is not None)
         for w in (self.path, self.browse):
@@ -318,7 +339,7 @@ class TuneDialog(QDialog):
             return
         self._say("")
         self._hide_offer()
-        self.steps.setText("")
+        self._show_steps("")
         path, pack = str(check.path), self.base_pack
         op = Op(lambda c: self.backend.tune(path, pack, choices, c.progress, c.cancel),
                 lane=Lane.JOBS, title=TUNE_TITLE, parent=self)
@@ -330,7 +351,7 @@ class TuneDialog(QDialog):
     def _progress(self, op: Op[TuneResult], u: ProgressUpdate) -> None:
         self.job_panel.update_progress(op, u)
         if isinstance(u, TrainingUpdate):
-            self.steps.setText(step_line(u))
+            self._show_steps(step_line(u))
 
     def _ended(self) -> None:
         if self.job is not None:
@@ -340,6 +361,7 @@ class TuneDialog(QDialog):
     def _done(self, result: TuneResult) -> None:
         self._ended()
         self.outcome = result
+        self.done_with = self._inputs()
         self.library.reload_packs()  # the controls list the tuned pack
         self._say(result_text(result))
         self.use_tuned.setText(f"&Use {result.pack}")
@@ -379,6 +401,11 @@ class TuneDialog(QDialog):
 
     def _say(self, text: str, error: bool = False) -> None:
         set_flagged_text(self.message, text, error=error)
+        self.message.setVisible(bool(text))  # an empty line would still take its spacing
+
+    def _show_steps(self, text: str) -> None:
+        self.steps.setText(text)
+        self.steps.setVisible(bool(text))
 
     # ---- size ----------------------------------------------------------------------------
 

@@ -85,7 +85,8 @@ def test_the_file_is_checked_before_anything_trains(qtbot: Any, window: Any,
     assert d.epochs.value() == 1 and d.epochs.text() == "1 epoch"
     d.epochs.setValue(2)
     assert d.epochs.text() == "2 epochs"
-    assert d.lr.currentText() == "3e-05  (default)" and d.held_out.value() == 20
+    assert d.lr.currentText() == "3e-5  (default)" and d.held_out.value() == 20
+    assert [d.lr.itemData(i) for i in range(d.lr.count())] == [1e-5, 3e-5, 1e-4, 3e-4]
 
 
 def _gate_after_first_step(w: Any, monkeypatch: pytest.MonkeyPatch
@@ -156,6 +157,11 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
         f"Held-out top-5 (6 questions): {r.top_k_before * 100:.1f} % → "
         f"{r.top_k_after * 100:.1f} % after {r.steps} steps on {r.trained_on} questions.")
     qtbot.waitUntil(lambda: d.start_button.text() == "&Start", timeout=30_000)  # done
+    assert not d.start_button.isEnabled()  # the same job again would only repeat it
+    d.epochs.setValue(3)
+    assert d.start_button.isEnabled()
+    d.epochs.setValue(2)
+    assert not d.start_button.isEnabled()
 
     # the tuned pack beside the one in use; choosing it answers the next question with it
     assert d.use_tuned.isVisible() and d.use_tuned.text() == "&Use tiny-tuned"
