@@ -288,6 +288,8 @@ class _Feed:
             self.stage("Choosing the answerable questions")
         elif e.kind == "evaluating":
             self.stage(f"Measuring the held-out questions ({e.label})")
+        elif e.kind == "evaluated":  # the new accuracy, without waiting for the next step
+            self._emit(ProgressUpdate(0, None, self.label, None, None))
         elif e.kind in ("training", "step"):
             # one count of steps for the whole run, across the evaluations between epochs
             if self.training is None:
