@@ -71,7 +71,7 @@ def test_a_job_reports_steps_and_registers_the_tuned_pack(ctx, tmp_path: Path) -
     assert all(u.loss is not None for u in steps[1:]) and steps[0].loss is None
     assert all(u.top_k_before is not None and u.k == 8 for u in steps)
     assert updates[-1].top_k == res.top_k_after  # the last measurement reaches the caller
-    assert [u.top_k for u in updates if u.top_k is not None][0] == res.top_k_before
+    assert next(u.top_k for u in updates if u.top_k is not None) == res.top_k_before
 
     spec = get_pack(ctx.catalog, res.pack, ctx.data)
     assert res.pack == "tiny-tuned" and spec.kind == "custom"
