@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         models_cmd,
         serve_cmd,
         train_cmd,
+        tune_cmd,
     )
 
     parser: argparse.ArgumentParser = _Parser(
@@ -76,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask_cmd.register(sub)
     eval_cmd.register(sub)
     train_cmd.register(sub)
+    tune_cmd.register(sub)
     serve_cmd.register(sub)
     encode_cmd.register(sub)
     gui = sub.add_parser("gui", help="start the desktop app (the default)")

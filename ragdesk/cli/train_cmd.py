@@ -126,7 +126,7 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "the CPU has it natively, else float32)")
 
 
-def _cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
+def cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
     """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
     token = CancelToken()
 
@@ -163,7 +163,7 @@ def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    cancel, previous = _cancel_on_ctrl_c()
+    cancel, previous = cancel_on_ctrl_c()
     try:
         result = train_pack(
             ctx.data, ctx.catalog, args.train, snapshot=args.snapshot, pack=args.pack,

@@ -117,6 +117,7 @@ class BadInputError(RagdeskError):
         path: Path | str | None = None,
         line: int | None = None,
         hint: str | None = None,
+        gui_hint: str | None = None,
     ) -> None:
         where = ""
         if path is not None:
@@ -124,7 +125,7 @@ class BadInputError(RagdeskError):
             if line is not None:
                 where += f", line {line}"
             where += ": "
-        super().__init__(where + message, hint)
+        super().__init__(where + message, hint, gui_hint=gui_hint)
         self.path = Path(path) if path is not None else None
         self.line = line
 

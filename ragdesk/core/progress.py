@@ -61,6 +61,21 @@ class ProgressUpdate:
         return "  ".join(parts)
 
 
+@dataclass(frozen=True)
+class TrainingUpdate(ProgressUpdate):
+    """A training job's update: ``done``/``total`` count the current stage's work (optimizer
+    steps while it trains); the steps, the loss and the held-out accuracy ride along on every
+    update, so a front end that drops updates to repaint less never loses them."""
+
+    stage: str = ""
+    step: int = 0
+    total_steps: int = 0
+    loss: float | None = None  # the mean over the last steps
+    k: int = 0  # the passages read: the accuracy is held-out top-k
+    top_k_before: float | None = None
+    top_k: float | None = None  # the latest held-out evaluation's
+
+
 ProgressCallback = Callable[[ProgressUpdate], None]
 
 

@@ -30,7 +30,7 @@ _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 def check_depth(text: str, max_depth: int = MAX_DEPTH, *, path: Path | str | None = None,
-                line: int | None = None) -> None:
+                line: int | None = None, hint: str | None = None) -> None:
     """Refuse JSON text nested deeper than ``max_depth`` without parsing it."""
     if text.count("[") + text.count("{") <= max_depth:
         return  # cannot nest deeper than it has brackets: the common case costs two counts
@@ -43,7 +43,7 @@ def check_depth(text: str, max_depth: int = MAX_DEPTH, *, path: Path | str | Non
                 raise BadInputError(
                     f"is nested more than {max_depth} levels deep (at character "
                     f"{m.start() + 1}); ragdesk does not read JSON this deep.",
-                    path=path, line=line)
+                    path=path, line=line, hint=hint)
         elif c in "]}":
             depth -= 1
 
@@ -99,7 +99,7 @@ def loads_bounded(data: str | bytes, *, max_depth: int = MAX_DEPTH,
     else:
         text = check_text(data, path=path, line=line)
     text = text.removeprefix("\ufeff")
-    check_depth(text, max_depth, path=path, line=line)
+    check_depth(text, max_depth, path=path, line=line, hint=hint)
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:

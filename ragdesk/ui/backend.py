@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import RagdeskError
@@ -41,6 +42,11 @@ if TYPE_CHECKING:
     from ragdesk.core.session import Session
     from ragdesk.core.snapshots import SnapshotLibrary
     from ragdesk.core.snapshots.quantize import QuantizeResult
+
+    # re-exported for the tune dialog's annotations: the values a tuning job shows
+    from ragdesk.core.training.tune import QuestionCheck as QuestionCheck
+    from ragdesk.core.training.tune import TuneChoices as TuneChoices
+    from ragdesk.core.training.tune import TuneResult as TuneResult
     from ragdesk.core.types import RetrievedDoc
 
 log = logging.getLogger(__name__)
@@ -365,6 +371,35 @@ class Backend:
                             text=f"{name}: all {len(result.checked)} checks passed; every "
                             "checksum matches and the index answers.",
                             extra=result.to_json())
+
+    # ---- tuning the retriever (worker threads) -----------------------------------------
+
+    def tune_defaults(self) -> TuneChoices:
+        from ragdesk.core.training.tune import TuneChoices
+
+        return TuneChoices()
+
+    def check_tune_questions(self, path: str, pack: str, choices: TuneChoices | None
+                             ) -> QuestionCheck:
+        """The file's questions and how many the active snapshot answers (loads the pack's
+        question encoder)."""
+        from ragdesk.core.training.tune import check_questions
+
+        return check_questions(self.data, self.catalog, path, pack=pack, choices=choices)
+
+    def tune_resumable(self, path: str, pack: str, choices: TuneChoices) -> int | None:
+        """The step this job would resume from; None: it would start afresh."""
+        from ragdesk.core.training.tune import TuneJob, resumable_step
+
+        return resumable_step(self.data, self.catalog, TuneJob(Path(path), pack,
+                                                               choices=choices))
+
+    def tune(self, path: str, pack: str, choices: TuneChoices, progress: ProgressCallback,
+             cancel: CancelToken) -> TuneResult:
+        from ragdesk.core.training.tune import TuneJob, run_tune
+
+        return run_tune(self.data, self.catalog, TuneJob(Path(path), pack, choices=choices),
+                        progress=progress, cancel=cancel)
 
     def remove(self, name: str) -> None:
         from ragdesk.core.snapshots import remove_snapshot

@@ -89,6 +89,16 @@ def gold_ranks(examples: Sequence[Example], hits: Sequence[Sequence[Hit]]) -> li
     return ranks
 
 
+def answerable(encoder: TextEncoder, index: Any, examples: Sequence[Example],
+               depth: int) -> list[int]:
+    """The indices of the questions with a gold answer among the top ``depth`` passages the
+    encoder retrieves for them: the only ones a retrieved passage can teach."""
+    depth = min(depth, int(index.size))
+    q = encode_questions(encoder, [e.question for e in examples])
+    ranks = gold_ranks(examples, index.search(q, depth))
+    return [i for i, r in enumerate(ranks) if r is not None]
+
+
 def evaluate(encoder: TextEncoder, generator: Generator | None, index: Any,
              examples: Sequence[Example], *, n_docs: int, mode: str,
              ks: Sequence[int] = (1, 5, 20), em_limit: int | None = None,

@@ -31,8 +31,9 @@ from ragdesk.core.models.packs import check_pack_name, register_pack
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.snapshots import SnapshotIndex, open_snapshot
 from ragdesk.core.training import checkpoint as ck
+from ragdesk.core.training.config import TrainConfig, TrainState
 from ragdesk.core.training.data import read_examples
-from ragdesk.core.training.trainer import RagTrainer, Reporter, TrainConfig, TrainState
+from ragdesk.core.training.trainer import RagTrainer, Reporter, Watcher
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -88,7 +89,7 @@ def train_pack(
     precision: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
-    report: Reporter | None = None,
+    report: Reporter | None = None, watch: Watcher | None = None,
 ) -> TrainResult:
     """Fine-tune ``pack`` on ``train_path`` against ``snapshot`` (None: the active one);
     ``precision``: the generator's, as for ``ragdesk ask`` (None: the engine's default)."""
@@ -120,7 +121,7 @@ def train_pack(
         trainer.run(examples, eval_set, generate_eval=dev is not None,
                     held_out=dev is not None, save=_saver(out_dir, config, ident),
                     save_best=lambda t: _write_models(out_dir, BEST_DIR, t, ident, config),
-                    report=report, progress=progress, cancel=cancel)
+                    report=report, progress=progress, cancel=cancel, watch=watch)
         final = _write_models(out_dir, FINAL_DIR, trainer, ident, config)
         registered = None
         if register:

@@ -24,26 +24,25 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
-from ragdesk.core.options import PER_PASSAGE_MODES
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
-from ragdesk.core.training.evaluate import EvalResult, encode_questions, evaluate, gold_ranks
+from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState, epoch_order
+from ragdesk.core.training.evaluate import EvalResult, answerable, evaluate
 from ragdesk.core.training.forward import (
     answer_ids,
     answer_logprobs,
     question_vectors,
     reader_logprobs,
 )
-from ragdesk.core.training.guard import ACTIONS, CollapseThresholds, check_collapse
+from ragdesk.core.training.guard import check_collapse
 from ragdesk.core.training.loss import rag_nll
 
 if TYPE_CHECKING:
@@ -56,92 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Reporter = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    mode: str = "token"  # "token" (RAG-Token) or "sequence" (RAG-Sequence)
-    n_docs: int = 5
-    epochs: int = 1
-    lr: float = 3e-5
-    question_encoder_lr: float | None = None  # None: the same as lr
-    batch_size: int = 8
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
-    seed: int = 0
-    train_question_encoder: bool = True
-    # None: every generator parameter; 0: generator frozen; N: only its last N decoder blocks
-    generator_layers: int | None = None
-    max_answer_tokens: int = 32
-    # a frozen generator scores answers with the engine's inference path (False: with the
-    # model's differentiable forward, as when it trains; the same loss, slower)
-    inference_reader: bool = True
-    # train only on questions with a gold answer among the top answer_depth passages (None:
-    # n_docs) that the starting question encoder retrieves
-    skip_unanswerable: bool = True
-    answer_depth: int | None = None
-    checkpoint_every: int = 0  # optimizer steps; 0: only at the end of each epoch
-    eval_every: int = 0  # optimizer steps between retrieval-only evaluations within an epoch
-    keep_checkpoints: int = 1
-    eval_ks: tuple[int, ...] = (1, 5, 20)
-    eval_em_limit: int | None = None  # questions answered for EM (None: all, 0: none)
-    evaluate_before: bool = True
-    on_collapse: str = "warn"  # "warn", "stop" or "freeze-retriever"
-    collapse: CollapseThresholds = field(default_factory=CollapseThresholds)
-
-    # Options that shape the optimizer state or the data order: a resumed run must keep them.
-    RESUME_KEYS: ClassVar[tuple[str, ...]] = (
-        "mode", "n_docs", "lr", "question_encoder_lr", "batch_size", "weight_decay", "seed",
-        "train_question_encoder", "generator_layers", "max_answer_tokens",
-        "skip_unanswerable", "answer_depth")
-
-    def check(self) -> TrainConfig:
-        if self.mode not in PER_PASSAGE_MODES:
-            raise BadInputError(f"Unknown mode {self.mode!r}.", hint="Use 'token' or 'sequence'.")
-        if self.answer_depth is not None and self.answer_depth < 1:
-            raise BadInputError(f"The answer depth must be at least 1, not {self.answer_depth}.")
-        if self.eval_every < 0 or self.checkpoint_every < 0:
-            raise BadInputError("Step intervals cannot be negative.")
-        for name in ("n_docs", "epochs", "batch_size", "max_answer_tokens", "keep_checkpoints"):
-            if int(getattr(self, name)) < 1:
-                raise BadInputError(f"{name.replace('_', ' ')} must be at least 1, "
-                                    f"not {getattr(self, name)!r}.")
-        for lr in (self.lr, self.question_encoder_lr):
-            if lr is not None and not lr > 0:
-                raise BadInputError(f"The learning rate must be positive, not {lr!r}.")
-        if self.on_collapse not in ACTIONS:
-            raise BadInputError(f"Unknown collapse action {self.on_collapse!r}.",
-                                hint=f"Use one of: {', '.join(ACTIONS)}.")
-        if self.generator_layers is not None and self.generator_layers < 0:
-            raise BadInputError("The number of trainable generator layers cannot be negative.")
-        if not self.train_question_encoder and self.generator_layers == 0:
-            raise BadInputError("Nothing to train: the question encoder and the generator are "
-                                "both frozen.")
-        return self
-
-    def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["eval_ks"] = list(self.eval_ks)
-        return d
-
-    @property
-    def generator_frozen(self) -> bool:
-        return self.generator_layers == 0
-
-    @property
-    def depth(self) -> int:
-        """How deep a gold answer may be retrieved for a question to be trained on."""
-        return self.answer_depth or self.n_docs
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TrainConfig:
-        known = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in known}
-        if "eval_ks" in kw:
-            kw["eval_ks"] = tuple(kw["eval_ks"])
-        if "collapse" in kw:
-            kw["collapse"] = CollapseThresholds(**kw["collapse"])
-        return cls(**kw)
+Watcher = Callable[[TrainEvent], None]
 
 
 def pick_device() -> str:
@@ -179,37 +93,6 @@ def set_trainable(encoder: TextEncoder, gen: Generator, config: TrainConfig,
     if layers > 0:
         for block in decoder_blocks(gen.model)[-layers:]:
             block.requires_grad_(True)
-
-
-@dataclass
-class TrainState:
-    """Everything a resumed run needs besides the weights and the optimizer moments."""
-
-    epoch: int = 0  # 0-based epoch in progress
-    position: int = 0  # examples of this epoch already trained on
-    step: int = 0  # optimizer steps taken
-    examples_seen: int = 0
-    retriever_frozen: bool = False
-    stopped: str | None = None
-    # indices (into the training file's questions) trained on; None: not chosen yet
-    selected: list[int] | None = None
-    best: dict[str, Any] | None = None  # the held-out evaluation the best models had
-    losses: list[float] = field(default_factory=list)  # mean loss of every step
-    evaluations: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TrainState:
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
-    order = list(range(n))
-    random.Random(seed * 1_000_003 + epoch).shuffle(order)
-    return order
 
 
 class RagTrainer:
@@ -347,9 +230,7 @@ class RagTrainer:
                 report(f"training on all {len(examples)} questions (--all-questions)")
             return list(range(len(examples)))
         depth = min(cfg.depth, int(self.index.size))
-        q = encode_questions(self.encoder, [e.question for e in examples])
-        ranks = gold_ranks(examples, self.index.search(q, depth))
-        kept = [i for i, r in enumerate(ranks) if r is not None]
+        kept = answerable(self.encoder, self.index, examples, depth)
         if report is not None:
             report(f"training on {len(kept)} of {len(examples)} questions: the other "
                    f"{len(examples) - len(kept)} have no gold answer in the top {depth} "
@@ -405,11 +286,13 @@ class RagTrainer:
     def _evaluation(self, examples: Sequence[Example], label: str, generate: bool,
                     hooks: RunHooks) -> bool:
         """Evaluate, run the guard, remember the best models; True to stop."""
+        hooks.tell("evaluating", label, self.state)
         result = self.evaluate(examples, generate=generate, progress=hooks.progress,
                                cancel=hooks.cancel)
         stop = self.record_evaluation(result, label, hooks.report)
         if hooks.held_out:
             self._track_best(result, label, hooks.save_best, hooks.report)
+        hooks.tell("evaluated", label, self.state)
         return stop
 
     def _track_best(self, result: EvalResult, label: str,
@@ -435,15 +318,18 @@ class RagTrainer:
             save: Callable[[RagTrainer], Any] | None = None,
             save_best: Callable[[RagTrainer], Any] | None = None,
             report: Reporter | None = None, progress: ProgressCallback | None = None,
-            cancel: CancelToken | None = None) -> TrainState:
+            cancel: CancelToken | None = None, watch: Watcher | None = None) -> TrainState:
         """Train from ``self.state`` to the last epoch; ``save`` writes a checkpoint.
 
         ``held_out``: ``eval_examples`` are not training questions, so their retrieval
-        accuracy chooses the best models, which ``save_best`` writes."""
+        accuracy chooses the best models, which ``save_best`` writes. ``watch`` hears of
+        each stage and step."""
         cfg, st = self.config, self.state
         if not examples:
             raise BadInputError("There are no training questions.")
+        hooks = RunHooks(held_out, save, save_best, report, progress, cancel, watch)
         if st.selected is None:
+            hooks.tell("selecting", "", st)
             st.selected = self.select_questions(examples, report)
         chosen = [examples[i] for i in st.selected]
         if not chosen:
@@ -451,13 +337,15 @@ class RagTrainer:
                 f"None of the {len(examples)} training questions has a gold answer in the "
                 f"top {cfg.depth} passages retrieved for it; there is nothing to learn from.",
                 hint="Pass --all-questions to train on them anyway, or a larger "
-                     "--answer-depth.")
-        hooks = RunHooks(held_out, save, save_best, report, progress, cancel)
+                     "--answer-depth.",
+                gui_hint="Use questions whose answers the snapshot's passages hold, or a "
+                         "snapshot that holds them.")
         if eval_examples and cfg.evaluate_before and not st.evaluations:
             self._evaluation(eval_examples, "before training", generate_eval, hooks)
         n = len(chosen)
         prog = Progress(cfg.epochs * n, "training", progress,
                         start_done=min(st.epoch * n + st.position, cfg.epochs * n))
+        hooks.tell("training", "", st)
         while st.epoch < cfg.epochs and st.stopped is None:
             self._train_epoch(chosen, eval_examples, hooks, prog)
             if st.stopped is not None:  # the guard stopped the run within the epoch
@@ -493,6 +381,7 @@ class RagTrainer:
             batch = [chosen[i] for i in order[st.position:st.position + cfg.batch_size]]
             loss = self.train_step(batch)
             st.position += len(batch)
+            hooks.tell("step", "", st)
             recent = [*recent[-19:], loss]
             prog.update(len(batch), f"epoch {st.epoch + 1}/{cfg.epochs}  loss "
                         f"{sum(recent) / len(recent):.4f}")
@@ -515,3 +404,8 @@ class RunHooks:
     report: Reporter | None
     progress: ProgressCallback | None
     cancel: CancelToken | None
+    watch: Watcher | None = None
+
+    def tell(self, kind: str, label: str, state: TrainState) -> None:
+        if self.watch is not None:
+            self.watch(TrainEvent(kind, label, state))

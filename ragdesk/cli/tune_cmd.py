@@ -1,0 +1,94 @@
+"""`ragdesk tune QUESTIONS.jsonl`: the app's "Tune the retriever…" job from the command line
+(the same entry, ragdesk.core.training.tune, the same job folder: either can resume the
+other's)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ragdesk.cli.common import print_json
+from ragdesk.cli.train_cmd import cancel_on_ctrl_c
+
+if TYPE_CHECKING:
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.progress import TrainingUpdate
+
+EPILOG = """\
+The question encoder of PACK is trained through its frozen reader on the questions with a
+gold answer in the top passages it retrieves (the others cannot teach it); a share of the
+file is held out and measured before and after. The tuned pack is registered as PACK-tuned
+(numbered when taken) and is used with `ragdesk ask --pack NAME`.
+
+Ctrl-C writes a checkpoint after the current step; the same command resumes from it. For
+every option of the recipe (generator layers, an evaluation file, the collapse guard), see
+`ragdesk train`.
+
+examples:
+  ragdesk tune my-questions.jsonl --epochs 2
+  ragdesk ask --pack starter-tuned "who wrote hamlet"
+"""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("tune", help="tune the retriever on question/answer pairs (as the app "
+                       "does)", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("questions", type=Path, metavar="QUESTIONS.jsonl",
+                   help='one {"question": "...", "answer": ["..."]} per line')
+    p.add_argument("--pack", metavar="PACK", help="pack to tune (default: the one in use)")
+    p.add_argument("--snapshot", metavar="NAME", help="snapshot (default: the active one)")
+    p.add_argument("--epochs", type=int, metavar="N", help="passes over the questions")
+    p.add_argument("--lr", type=float, help="learning rate")
+    p.add_argument("--held-out", type=float, metavar="SHARE",
+                   help="share of the questions measured on, not trained on (0.05-0.5)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_tune)
+
+
+def _printer() -> Any:
+    from ragdesk.core.progress import terminal_printer
+
+    emit = terminal_printer(sys.stderr)
+
+    def show(u: TrainingUpdate) -> None:
+        extra = [f"step {u.step}/{u.total_steps}"] if u.total_steps else []
+        if u.loss is not None:
+            extra.append(f"loss {u.loss:.4f}")
+        if u.top_k is not None:
+            extra.append(f"held-out top-{u.k} {u.top_k * 100:.1f}%")
+        emit(dataclasses.replace(u, message="  ".join([u.message, *extra])))
+
+    return show
+
+
+def cmd_tune(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.training.tune import TuneChoices, TuneJob, run_tune
+
+    given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr),
+                               ("held_out", args.held_out)) if v is not None}
+    choices = dataclasses.replace(TuneChoices(), **given)
+    pack = args.pack or str(ctx.settings.get("model_pack") or "starter")
+    cancel, previous = cancel_on_ctrl_c()
+    try:
+        r = run_tune(ctx.data, ctx.catalog, TuneJob(args.questions, pack, args.snapshot, choices),
+                     progress=_printer(), cancel=cancel)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if args.json:
+        print_json({**dataclasses.asdict(r), "folder": str(r.folder)})
+        return 0
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x * 100:.1f}%"
+
+    print(f"Tuned {r.base_pack} in {r.steps} step{'s' if r.steps != 1 else ''} on "
+          f"{r.trained_on} questions; held-out top-{r.k} ({r.held_out} questions): "
+          f"{pct(r.top_k_before)} -> {pct(r.top_k_after)}")
+    print(f"Registered the model pack {r.pack!r}: ragdesk ask --pack {r.pack} \"...\"")
+    return 0

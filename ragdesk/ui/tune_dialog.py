@@ -1,0 +1,432 @@
+"""Index ▸ Tune the retriever…: train the question encoder of the pack in use on a file of
+questions, against the active snapshot, and offer the tuned pack beside it.
+
+The file is checked before anything trains (its questions, and how many have a gold answer
+in the passages the pack retrieves: only those can teach it). The job runs on the jobs lane
+with the stage, the step counts and the time left; Cancel keeps a checkpoint, and the same
+job started again resumes from it. At the end the held-out accuracy before and after is
+shown, and the tuned pack can be chosen for the next answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QShowEvent
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ragdesk.core.progress import ProgressUpdate, TrainingUpdate
+from ragdesk.core.units import plural
+from ragdesk.ui.backend import Backend
+from ragdesk.ui.dialogs import JobPanel, fit_height, report_html, set_flagged_text
+from ragdesk.ui.library import Library
+from ragdesk.ui.ops import Lane, Op, OpRunner
+from ragdesk.ui.reports import ErrorReport
+from ragdesk.ui.state import AppState
+
+if TYPE_CHECKING:
+    from ragdesk.ui.backend import QuestionCheck, TuneChoices, TuneResult
+
+TUNE_TITLE = "Tuning the retriever"
+CHECK_TITLE = "Checking the questions"
+# Learning rates offered; docs/finetuning.md measured 3e-5 and 1e-4 on the starter pack.
+LEARNING_RATES = (1e-5, 3e-5, 1e-4, 3e-4)
+FILE_FILTER = "Questions (*.jsonl *.json);;All files (*)"
+
+
+def rate_text(r: float) -> str:
+    """3e-05 as "3e-5", the way the docs and the command line write it."""
+    mantissa, _, exponent = f"{r:.0e}".partition("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def percent(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f} %"
+
+
+def step_line(u: TrainingUpdate) -> str:
+    """"Step 12 of 46 · loss 0.4321 · held-out top-5 28.4 %", as far as it is known."""
+    parts = []
+    if u.total_steps:
+        parts.append(f"Step {u.step:,} of {u.total_steps:,}")
+    if u.loss is not None:
+        parts.append(f"loss {u.loss:.4f}")
+    if u.top_k is not None:
+        parts.append(f"held-out top-{u.k} {percent(u.top_k)}")
+    return "  ·  ".join(parts)
+
+
+def check_text(check: QuestionCheck) -> str:
+    return (f"{plural(check.questions, 'question')}; {check.answerable:,} "
+            f"{'has' if check.answerable == 1 else 'have'} a gold answer in the top "
+            f"{check.depth} passages of {check.snapshot} and can teach the retriever.")
+
+
+def result_text(r: TuneResult) -> str:
+    return (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
+            f"{percent(r.top_k_before)} → {percent(r.top_k_after)} after "
+            f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
+
+
+class TuneDialog(QDialog):
+    """Non-modal: the user can keep asking while the retriever trains."""
+
+    def __init__(self, parent: QWidget, state: AppState, ops: OpRunner, library: Library,
+                 backend: Backend) -> None:
+        super().__init__(parent)
+        self.state, self.ops, self.library, self.backend = state, ops, library, backend
+        self.setObjectName("TuneDialog")
+        self.setWindowTitle("Tune the retriever")
+        self.setModal(False)
+        self.defaults: TuneChoices | None = None
+        self.check: QuestionCheck | None = None
+        self.resume_step: int | None = None
+        self.job: Op[TuneResult] | None = None
+        self.outcome: TuneResult | None = None
+        self.done_with: tuple[str, TuneChoices, str] | None = None  # the finished job's inputs
+        self.base_pack = state.pack
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(16, 14, 16, 12)
+        lay.setSpacing(10)
+        self.intro = QLabel()
+        self.intro.setWordWrap(True)
+        lay.addWidget(self.intro)
+        lay.addLayout(self._file_row())
+        self.check_label = QLabel()
+        self.check_label.setObjectName("TuneCheck")
+        self.check_label.setWordWrap(True)
+        lay.addWidget(self.check_label)
+        lay.addLayout(self._choices())
+        self.job_panel = JobPanel()
+        self.job_panel.cancelRequested.connect(lambda op_id: ops.cancel(Lane.JOBS, op_id))
+        lay.addWidget(self.job_panel)
+        self.steps = QLabel()
+        self.steps.setObjectName("TuneSteps")
+        lay.addWidget(self.steps)
+        self.message = QLabel()
+        self.message.setObjectName("TuneMessage")
+        self.message.setWordWrap(True)
+        self.message.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.message)
+        lay.addLayout(self._offer_row())
+        lay.addStretch(1)  # room left by a finished job's panel stays below, not between rows
+        lay.addLayout(self._buttons())
+        self.setMinimumWidth(620)
+        self._show_steps("")
+        self._say("")
+        self.check_label.setText("Choose a file of questions with their answers; it is checked "
+                                 "before anything trains.")
+        self._set_intro()
+        self._update_buttons()
+        state.packChanged.connect(lambda _p: self._context_changed())
+        state.activeSnapshotChanged.connect(lambda _s: self._context_changed())
+        Op(lambda _c: backend.tune_defaults(), parent=self).success(
+            self._set_defaults).run(ops)
+
+    # ---- construction --------------------------------------------------------------------
+
+    def _file_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Questions:"))
+        self.path = QLineEdit()
+        self.path.setObjectName("TunePath")
+        self.path.setPlaceholderText('A JSONL file: {"question": "…", "answer": ["…"]} per line')
+        self.path.editingFinished.connect(lambda: self.choose_file(self.path.text()))
+        row.addWidget(self.path, 1)
+        self.browse = QPushButton("&Choose…")
+        self.browse.clicked.connect(self._browse)
+        row.addWidget(self.browse)
+        return row
+
+    def _choices(self) -> QFormLayout:
+        form = QFormLayout()
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
+        self.epochs = QSpinBox()
+        self.epochs.setRange(1, 100)
+        self.epochs.setSuffix(" epoch")
+        self.epochs.valueChanged.connect(self._epochs_changed)
+        self.lr = QComboBox()
+        # its items come after it is first shown, when the defaults arrive
+        self.lr.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.held_out = QSpinBox()
+        self.held_out.setRange(5, 50)
+        self.held_out.setSuffix(" % of the questions, to measure on")
+        form.addRow("Passes over the questions:", self.epochs)
+        form.addRow("Learning rate:", self.lr)
+        form.addRow("Held out:", self.held_out)
+        for w in (self.epochs, self.held_out):
+            w.valueChanged.connect(lambda _v: self._choices_changed())
+        self.lr.currentIndexChanged.connect(lambda _i: self._choices_changed())
+        self.choice_widgets: tuple[QWidget, ...] = (self.epochs, self.lr, self.held_out)
+        return form
+
+    def _offer_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.use_tuned = QPushButton()
+        self.use_tuned.setObjectName("UseTuned")
+        self.use_tuned.clicked.connect(self.use_tuned_pack)
+        self.keep_base = QPushButton()
+        self.keep_base.clicked.connect(lambda: self._say(
+            f"The next answers keep using {self.base_pack}; the tuned pack stays in "
+            "Index ▸ Model packs…"))
+        row.addWidget(self.use_tuned)
+        row.addWidget(self.keep_base)
+        row.addStretch(1)
+        for b in (self.use_tuned, self.keep_base):
+            b.setVisible(False)
+        return row
+
+    def _buttons(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addStretch(1)
+        self.start_button = QPushButton("&Start")
+        self.start_button.setObjectName("TuneStart")
+        self.start_button.setDefault(True)
+        self.start_button.clicked.connect(self.start)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.close)
+        row.addWidget(self.start_button)
+        row.addWidget(self.close_button)
+        return row
+
+    def _set_intro(self) -> None:
+        snapshot = self.state.active_snapshot or "the active snapshot"
+        self.intro.setText(
+            f"Trains the question encoder of <b>{self.base_pack}</b> on your questions, "
+            f"reading the passages of <b>{snapshot}</b> through its reader, which does not "
+            "change. The tuned pack is added beside it; nothing of the pack in use is "
+            "changed.")
+
+    def _context_changed(self) -> None:
+        """Another pack or snapshot: the next job starts from them, so the file is checked
+        against them (a running job keeps its own)."""
+        if self.job is not None:
+            return
+        self.base_pack = self.state.pack
+        self._set_intro()
+        if self.path.text().strip():
+            self.choose_file(self.path.text(), again=True)
+
+    def _set_defaults(self, choices: TuneChoices) -> None:
+        self.defaults = choices
+        self.epochs.setValue(choices.epochs)
+        rates = sorted({*LEARNING_RATES, choices.lr})
+        self.lr.blockSignals(True)
+        for r in rates:
+            self.lr.addItem(rate_text(r) + ("  (default)" if r == choices.lr else ""), r)
+        self.lr.setCurrentIndex(rates.index(choices.lr))
+        self.lr.blockSignals(False)
+        self.held_out.setValue(round(choices.held_out * 100))
+        self._update_buttons()
+
+    # ---- the file ------------------------------------------------------------------------
+
+    def _browse(self) -> None:
+        dlg = QFileDialog(self, "Questions to tune on", "", FILE_FILTER)
+        dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dlg.fileSelected.connect(self.choose_file)
+        dlg.open()
+
+    def choose_file(self, path: str, again: bool = False) -> None:
+        """Check ``path`` on the jobs lane: it loads the pack's question encoder.
+        ``again``: for another pack or snapshot; what the dialog says stays."""
+        path = path.strip()
+        if not path or (self.check is not None and str(self.check.path) == path
+                        and not again):
+            return
+        self.path.setText(path)
+        self.check = None
+        self.resume_step = None
+        if not again:
+            self._hide_offer()
+            self._say("")
+        set_flagged_text(self.check_label, "Checking the questions…", error=False)
+        pack, choices = self.base_pack, self.choices()
+
+        def checked(check: QuestionCheck) -> None:
+            if self.path.text().strip() != path:
+                return  # another file was chosen meanwhile
+            self.check = check
+            set_flagged_text(self.check_label, check_text(check), error=check.answerable == 0)
+            self._refresh_resume()
+
+        def failed(report: ErrorReport) -> None:
+            if self.path.text().strip() == path:
+                set_flagged_text(self.check_label, "" if report.cancelled
+                                 else report_html(report), error=True)
+                self._update_buttons()
+
+        Op(lambda _c: self.backend.check_tune_questions(path, pack, choices), lane=Lane.JOBS,
+           title=CHECK_TITLE, parent=self).success(checked).failure(failed).run(self.ops)
+        self._update_buttons()
+
+    # ---- choices and resuming ------------------------------------------------------------
+
+    def choices(self) -> TuneChoices | None:
+        if self.defaults is None:
+            return None
+        return dataclasses.replace(self.defaults, epochs=self.epochs.value(),
+                                   lr=float(self.lr.currentData()),
+                                   held_out=self.held_out.value() / 100)
+
+    def _inputs(self) -> tuple[str, TuneChoices, str] | None:
+        choices = self.choices()
+        if self.check is None or choices is None:
+            return None
+        return str(self.check.path), choices, self.base_pack
+
+    def _epochs_changed(self, n: int) -> None:
+        self.epochs.setSuffix(" epoch" if n == 1 else " epochs")
+
+    def _choices_changed(self) -> None:
+        self._refresh_resume()  # the last job's pack stays offered until the next starts
+
+    def _refresh_resume(self, then: Callable[[], None] | None = None) -> None:
+        """Whether Start resumes: the job with these inputs has a checkpoint."""
+        check, choices = self.check, self.choices()
+        self.resume_step = None
+        self._update_buttons()
+        if check is None or choices is None:
+            return
+        path, pack = str(check.path), self.base_pack
+
+        def known(step: int | None) -> None:
+            if self.choices() == choices and self.check is check:
+                self.resume_step = step
+                self._update_buttons()
+                if then is not None:
+                    then()
+
+        Op(lambda _c: self.backend.tune_resumable(path, pack, choices),
+           parent=self).success(known).failure(lambda _r: None).run(self.ops)
+
+    def _update_buttons(self) -> None:
+        running = self.job is not None
+        ready = (self.check is not None and self.check.answerable > 0
+                 and self.defaults is not None)
+        finished = self.done_with is not None and self.done_with == self._inputs()
+        self.start_button.setEnabled(ready and not running and not finished)
+        self.start_button.setText("&Resume" if self.resume_step else "&Start")
+        self.start_button.setToolTip(
+            f"Continue from the checkpoint at step {self.resume_step:,}" if self.resume_step
+            else "This job is done: choose another file or other choices to tune again"
+            if finished else "")
+        for w in self.choice_widgets:
+            w.setEnabled(not running and self.defaults is not None)
+        for w in (self.path, self.browse):
+            w.setEnabled(not running)
+
+    # ---- the job -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        choices, check = self.choices(), self.check
+        if choices is None or check is None or self.job is not None:
+            return
+        self._say("")
+        self._hide_offer()
+        self._show_steps("")
+        path, pack = str(check.path), self.base_pack
+        op = Op(lambda c: self.backend.tune(path, pack, choices, c.progress, c.cancel),
+                lane=Lane.JOBS, title=TUNE_TITLE, parent=self)
+        self.job = op.started(lambda: self.job_panel.start(op)).progress(
+            lambda u: self._progress(op, u)).success(self._done).failure(self._failed)
+        op.run(self.ops)
+        self._update_buttons()
+
+    def _progress(self, op: Op[TuneResult], u: ProgressUpdate) -> None:
+        self.job_panel.update_progress(op, u)
+        if isinstance(u, TrainingUpdate):
+            self._show_steps(step_line(u))
+
+    def _ended(self) -> None:
+        if self.job is not None:
+            self.job_panel.finish(self.job)
+        self.job = None
+
+    def _done(self, result: TuneResult) -> None:
+        self._ended()
+        self.outcome = result
+        self.done_with = self._inputs()
+        self.library.reload_packs()  # the controls list the tuned pack
+        self._say(result_text(result))
+        self.use_tuned.setText(f"&Use {result.pack}")
+        self.use_tuned.setToolTip(f"Answer the next questions with {result.pack}")
+        self.keep_base.setText(f"&Keep {result.base_pack}")
+        for b in (self.use_tuned, self.keep_base):
+            b.setVisible(True)
+            b.setEnabled(True)
+        self._refresh_resume()
+
+    def _failed(self, report: ErrorReport) -> None:
+        self._ended()
+        if report.cancelled:
+            self._refresh_resume(then=self._say_cancelled)
+        else:
+            self._say(report_html(report), error=True)
+            self._refresh_resume()
+
+    def _say_cancelled(self) -> None:
+        if self.resume_step:
+            self._say(f"Cancelled after {plural(self.resume_step, 'step')}, kept in a "
+                      "checkpoint: Resume continues from there.")
+        else:
+            self._say("Cancelled before the first step; Start begins again.")
+
+    def use_tuned_pack(self) -> None:
+        if self.outcome is None:
+            return
+        self.library.set_pack(self.outcome.pack)
+        self.library.reload_packs()
+        self.use_tuned.setEnabled(False)
+        self._say(f"The next question is answered with {self.outcome.pack}.")
+
+    def _hide_offer(self) -> None:
+        for b in (self.use_tuned, self.keep_base):
+            b.setVisible(False)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        set_flagged_text(self.message, text, error=error)
+        self.message.setVisible(bool(text))  # an empty line would still take its spacing
+
+    def _show_steps(self, text: str) -> None:
+        self.steps.setText(text)
+        self.steps.setVisible(bool(text))
+
+    # ---- size ----------------------------------------------------------------------------
+
+    def event(self, e: QEvent) -> bool:
+        handled = super().event(e)
+        if e.type() == QEvent.Type.LayoutRequest:
+            fit_height(self)
+        return handled
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        fit_height(self, exact=True)
+
+
+def open_tune_dialog(parent: QWidget, state: AppState, ops: OpRunner, library: Library,
+                     backend: Backend) -> TuneDialog:
+    """``parent``'s one tune dialog, made on first use and brought to the front."""
+    dialog = parent.findChild(TuneDialog)
+    if dialog is None:
+        dialog = TuneDialog(parent, state, ops, library, backend)
+    dialog.show()
+    dialog.raise_()
+    dialog.activateWindow()
+    return dialog
