@@ -51,7 +51,6 @@ from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
 from ragdesk.ui.theme import install_theme, theme_menu
 from ragdesk.ui.transcript import Transcript
-from ragdesk.ui.tune_dialog import TuneDialog, open_tune_dialog
 from ragdesk.ui.view_context import ViewContext
 from ragdesk.ui.window_actions import ACTIONS, DOCK_KEYS, MENUS
 from ragdesk.ui.window_settings import SettingsWriter, layout_values, restore_layout
@@ -325,9 +324,6 @@ class MainWindow(QMainWindow):
 
     def open_models(self) -> ModelsDialog:
         return open_models_dialog(self, self.state, self.ops, self.library)
-
-    def open_tune(self) -> TuneDialog:
-        return open_tune_dialog(self, self.state, self.ops, self.library, self.backend)
 
     def show_shortcuts(self) -> QDialog:
         toggles = [d.toggleViewAction() for d in self.docks()]

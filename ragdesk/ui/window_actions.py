@@ -10,11 +10,16 @@ from collections.abc import Callable
 from typing import Protocol, TypeAlias
 
 from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QWidget
 
 from ragdesk.ui.actions import ActionSpec
+from ragdesk.ui.backend import Backend
 from ragdesk.ui.library import Library
+from ragdesk.ui.ops import OpRunner
 from ragdesk.ui.selection import AnswerSelection
+from ragdesk.ui.state import AppState
 from ragdesk.ui.transcript import Transcript
+from ragdesk.ui.tune_dialog import open_tune_dialog
 
 
 class Commands(Protocol):
@@ -23,6 +28,11 @@ class Commands(Protocol):
     selection: AnswerSelection
     transcript: Transcript
     library: Library
+    state: AppState
+    ops: OpRunner
+    backend: Backend
+
+    def window(self) -> QWidget: ...
 
     def new_conversation(self) -> None: ...
     def close(self) -> bool: ...
@@ -33,7 +43,6 @@ class Commands(Protocol):
     def open_compare(self) -> object: ...
     def open_index_manager(self) -> object: ...
     def open_models(self) -> object: ...
-    def open_tune(self) -> object: ...
     def open_first_run(self) -> object: ...
     def show_shortcuts(self) -> object: ...
     def show_about(self) -> None: ...
@@ -44,6 +53,10 @@ A: TypeAlias = ActionSpec[Commands]
 
 def _show_passage(k: int) -> Callable[[Commands], None]:
     return lambda w: w.selection.show_passage(k)
+
+
+def _tune(w: Commands) -> object:
+    return open_tune_dialog(w.window(), w.state, w.ops, w.library, w.backend)
 
 
 Std = QKeySequence.StandardKey
@@ -81,7 +94,7 @@ ACTIONS: tuple[A, ...] = (
       "Import, quantize, verify and remove snapshots", "&Index"),
     A("packs", "Model &packs…", lambda w: w.open_models(), None, "package",
       "The model packs on this machine; add the stronger reader pack", "&Index"),
-    A("tune", "&Tune the retriever…", lambda w: w.open_tune(), None, "sliders",
+    A("tune", "&Tune the retriever…", _tune, None, "sliders",
       "Train the pack's question encoder on your questions and answers", "&Index"),
     A("reload", "&Reload list", lambda w: w.library.reload_snapshots(), "F5", "refresh",
       menu="&Index"),

@@ -237,8 +237,10 @@ class Engine:
         if ans.cancelled:
             return
         assign_sources(ans)
+        t0 = time.perf_counter()
         with self._lock:
             prior = closed_book(self.generator, ans.question, ans.text, ans.style)
+        ans.timings["closed_book_s"] = time.perf_counter() - t0
         ans.features = answer_features(ans, prior.logprob, prior.tokens)
         model = self._confidence_model(index)
         if model is not None:
