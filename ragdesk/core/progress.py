@@ -47,6 +47,15 @@ class ProgressUpdate:
             return None
         return min(1.0, self.done / self.total)
 
+    @property
+    def time_left_s(self) -> float | None:
+        """The time left worth saying: None when unknown, and when nothing is left (a step
+        that is done, or one that reports no count, would read "about 0 s left")."""
+        if self.eta_s is None or not self.total or self.done >= self.total or \
+                self.eta_s < 0.5:
+            return None
+        return self.eta_s
+
     def describe(self) -> str:
         parts = [self.message] if self.message else []
         if self.unit == "bytes":
@@ -56,8 +65,8 @@ class ProgressUpdate:
             parts.append(f"{self.done:,}" + (f"/{self.total:,}" if self.total else ""))
         if self.rate:
             parts.append(human_rate(self.rate, "bytes" if self.unit == "bytes" else ""))
-        if self.eta_s is not None:
-            parts.append(f"ETA {fmt_seconds(self.eta_s, compact=True)}")
+        if self.time_left_s is not None:
+            parts.append(f"ETA {fmt_seconds(self.time_left_s, compact=True)}")
         return "  ".join(parts)
 
 

@@ -120,8 +120,8 @@ def fit_height(dialog: QWidget, exact: bool = False) -> None:
 def describe_progress(u: ProgressUpdate, compact: bool = False) -> str:
     """"4,032 of 12,324  ·  51.0/s  ·  about 2 min 45 s left" (sizes in KB/MB when the job
     counts bytes); ``compact`` (the status bar) keeps the percentage and the time left."""
-    eta = (f"about {fmt_seconds(u.eta_s)} left" if u.eta_s is not None and u.total
-           else "")
+    left = u.time_left_s
+    eta = f"about {fmt_seconds(left)} left" if left is not None else ""
     if compact:
         frac = u.fraction
         return "  ·  ".join(x for x in (f"{frac:.0%}" if frac is not None else "", eta) if x)

@@ -60,8 +60,9 @@ class FirstRunDialog(QDialog):
         self.starter = self._option(
             lay, "&Offline starter pack (recommended)",
             "About 10,000 Wikipedia Vital Articles, the all-MiniLM-L6-v2 retriever and the "
-            "Gemma 3 270M generator, all installed from PyPI; no network is needed. You can "
-            "ask within about a minute (answers use BM25 keyword search first); the dense "
+            "Gemma 3 270M generator, installed with the app, so setting it up needs no "
+            "network. You can ask within about a minute (answers use BM25 keyword search "
+            "first); the dense "
             "index of about 12,000 passages is computed meanwhile, with a progress bar.")
         self._reader_option(lay)
         self.paper = self._option(

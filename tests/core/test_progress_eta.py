@@ -56,3 +56,15 @@ def test_no_rate_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
     p = Progress(10)
     clock.t += 5
     assert p.snapshot().rate is None and p.snapshot().eta_s is None
+
+
+@pytest.mark.parametrize(("done", "total", "eta"), [(12_324, 12_324, 0.0), (5, 5, 3.0),
+                                                     (0, None, 0.0), (3, 10, 0.2)])
+def test_no_time_left_is_said_when_nothing_is_left(done: int, total: int | None,
+                                                  eta: float) -> None:
+    """A finished or uncounted step says no "ETA 0s" (the GUI's words: tests/ui)."""
+    u = ProgressUpdate(done, total, "step", 10.0, eta)
+    assert u.time_left_s is None
+    assert "ETA" not in u.describe()
+    running = ProgressUpdate(3, 10, "step", 10.0, 42.0)
+    assert running.time_left_s == 42.0 and "ETA 42s" in running.describe()

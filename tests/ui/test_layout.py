@@ -75,6 +75,11 @@ def test_reading_progress_is_shown_in_bytes() -> None:
     counted = ProgressUpdate(4_032, 12_324, "encoding passages", 51.0, 2760.0)
     assert describe_progress(counted) == "4,032 of 12,324  ·  51.0/s  ·  about 46 min left"
     assert describe_progress(counted, compact=True) == "33%  ·  about 46 min left"
+    # a finished or uncounted step: no "about 0 s left"
+    for done_step in (ProgressUpdate(12_324, 12_324, "dequantizing", 2854.2, 0.0),
+                      ProgressUpdate(1, None, "loading", None, 0.0)):
+        assert "left" not in describe_progress(done_step)
+        assert "left" not in describe_progress(done_step, compact=True)
 
 
 def test_window_title_names_the_app_once(window: Any) -> None:
