@@ -27,6 +27,7 @@ from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.checked import check_on_open
 from ragdesk.core.snapshots.lifecycle import recover, snapshot_folder
+from ragdesk.core.snapshots.locks import running_imports
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, MANIFEST_FILE, Manifest, read_manifest
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.snapshots.staged import StagedSnapshot
@@ -171,6 +172,19 @@ class SnapshotIndex:
             self._passages.close()
 
 
+def nothing_active(data: DataDir) -> NoSnapshotError:
+    """The error for "no snapshot is active", saying so when one is being imported (the
+    starter's setup, another process's import): its first stage makes it active within
+    seconds, and setting up the starter again would only wait for the running one."""
+    running = running_imports(data)
+    if not running:
+        return NoSnapshotError("No snapshot is active.")
+    return NoSnapshotError(
+        f"No snapshot is active yet: {running[0]!r} is being imported.",
+        hint="Ask again in a few seconds: it answers with BM25 keyword search as soon as its "
+             "passages are indexed, before its dense vectors are done.")
+
+
 def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
                   variant: str | None = None, *, progress: ProgressCallback | None = None,
                   cancel: CancelToken | None = None) -> SnapshotIndex:
@@ -180,7 +194,7 @@ def open_snapshot(data: DataDir, catalog: Catalog, name: str | None = None,
     if name is None:
         name = catalog.active_snapshot()
         if name is None:
-            raise NoSnapshotError("No snapshot is active.")
+            raise nothing_active(data)
     folder, _ = snapshot_folder(data, catalog, name)
     if not (folder / MANIFEST_FILE).exists():
         raise CorruptSnapshotError(f"The folder of snapshot {name!r} ({folder}) is missing or "
@@ -195,7 +209,7 @@ def open_searchable(data: DataDir, catalog: Catalog, name: str | None = None
     if name is None:
         name = catalog.active_snapshot()
         if name is None:
-            raise NoSnapshotError("No snapshot is active.")
+            raise nothing_active(data)
     rec = catalog.get_snapshot(name)
     if rec.state != SnapshotState.READY.value and rec.stage == STAGE_SPARSE:
         return StagedSnapshot(name, data.staging_dir / rec.slug)

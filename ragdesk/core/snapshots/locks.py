@@ -47,6 +47,15 @@ def import_running(data: DataDir, slug: str) -> bool:
     return False
 
 
+def running_imports(data: DataDir) -> list[str]:
+    """The folder names (slugs) of the imports running now, here or in another process."""
+    folder = locks_dir(data)
+    if not folder.is_dir():
+        return []
+    slugs = sorted(p.name[len("import-"):-len(".lock")] for p in folder.glob("import-*.lock"))
+    return [slug for slug in slugs if import_running(data, slug)]
+
+
 def importer_pid(catalog: Catalog, rec: SnapshotRecord) -> int | None:
     """The process id the catalog records for a running import of ``rec`` (for messages;
     whether it runs is :func:`import_running`'s answer)."""

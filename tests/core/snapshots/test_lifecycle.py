@@ -125,3 +125,33 @@ def test_remove_deletes_folder_row_and_active(one: tuple[DataDir, Catalog, Path]
     assert catalog.active_snapshot() is None
     assert not data.snapshot_dir("one").exists()
     assert list(data.snapshots_dir.iterdir()) == []
+
+
+def test_no_active_snapshot_says_when_one_is_being_imported(tmp_path: Path) -> None:
+    """In the first seconds of the starter's setup (another process) nothing is active yet:
+    the error says an import is running instead of sending the user to set up the starter."""
+    from ragdesk.core.errors import NoSnapshotError
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.snapshots.index import open_searchable
+
+    data, catalog = open_data(tmp_path)
+    with pytest.raises(NoSnapshotError, match=r"^No snapshot is active\.$"):
+        open_snapshot(data, catalog)
+    lock = import_lock_path(data, "vital-articles")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+         "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); "
+         "time.sleep(60)", str(lock)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        for opener in (open_snapshot, open_searchable):
+            with pytest.raises(NoSnapshotError, match="'vital-articles' is being imported") as e:
+                opener(data, catalog)
+            assert "Ask again in a few seconds" in e.value.hint
+            assert "setup-starter" not in e.value.hint
+    finally:
+        holder.kill()
+        holder.wait()
+    with pytest.raises(NoSnapshotError, match=r"^No snapshot is active\.$"):
+        open_snapshot(data, catalog)  # the lock file stays; nobody holds it
