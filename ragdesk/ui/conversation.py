@@ -38,7 +38,10 @@ class Phase(Enum):
 
 
 @dataclass(frozen=True)
-class AskRequest:
+class QuestionJob:
+    """One question for the engine lane: the options go down whole (the engine checks them
+    once, as for every front end); the GUI adds the pack and snapshot it was asked against."""
+
     question: str
     params: AnswerOptions
     pack: str
@@ -55,7 +58,7 @@ class _Ask:
     forgotten: bool = False  # its card is going away: nothing more is shown in it
 
 
-def answer_on_engine_thread(backend: Backend, req: AskRequest, ctx: OpContext) -> Answer:
+def answer_on_engine_thread(backend: Backend, req: QuestionJob, ctx: OpContext) -> Answer:
     """The engine lane's work for one question (runs on the engine thread)."""
     if backend.setup.pending:
         # Asked while the starter pack is being set up: the card shows the setup's progress
@@ -112,7 +115,7 @@ class Conversation(QObject):
     def ask(self, question: str, params: AnswerOptions, *, snapshot: str | None,
             in_chat: bool = True, docs: Sequence[Hit] | None = None) -> AnswerCard:
         """Send ``question`` to the engine lane; returns the card its answer streams into."""
-        req = AskRequest(question, params, self._pack(), snapshot,
+        req = QuestionJob(question, params, self._pack(), snapshot,
                          None if docs is None else tuple(docs))
         op = Op(lambda ctx: answer_on_engine_thread(self.backend, req, ctx), lane=Lane.ENGINE,
                 title="Answering")
