@@ -17,12 +17,12 @@ from PySide6.QtWidgets import QApplication, QLabel
 # its progress line describes them (ui.conversation's queue notice).
 NOTICES = (
     "Waiting for the engine…",
-    "Waiting for the starter pack — BM25: tokenizing passages · generator: reading the GGUF "
-    "tokenizer (slow the first time). This question runs as soon as the passages are "
+    "Waiting for the starter pack — generator: reading the GGUF tokenizer (slow the first "
+    "time)  ·  BM25: tokenizing passages. This question runs as soon as the passages are "
     "searchable and the generator is ready.",
-    "Waiting for the starter pack — BM25: building the score matrix · generator: "
-    "dequantizing the GGUF weights  12,324/12,324  2,854.2/s  ETA 0s. This question runs as "
-    "soon as the passages are searchable and the generator is ready.",
+    "Waiting for the starter pack — generator: dequantizing the GGUF weights  ·  BM25: "
+    "building the score matrix  12,324/12,324  2,854.2/s. This question runs as soon as the "
+    "passages are searchable and the generator is ready.",
     "Waiting for the starter pack — encoding passages  3,520/12,324  51.0/s  about 2 min "
     "left. This question runs as soon as the passages are searchable and the generator is "
     "ready.",

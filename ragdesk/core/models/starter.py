@@ -189,7 +189,8 @@ def _import_for_threads() -> None:
 class _CombinedProgress:
     """One progress stream for the two things setting up does at once: the snapshot's
     (``main``: reading, BM25, encoding; its rate and ETA are the ones shown) and the
-    generator's (``side``: shown as a suffix until it is done). Both threads report here."""
+    generator's (``side``: shown first, until it is done, so that the counts after the
+    message stay beside the stage they count). Both threads report here."""
 
     def __init__(self, callback: ProgressCallback | None) -> None:
         self.callback = callback
@@ -201,7 +202,7 @@ class _CombinedProgress:
         if self.callback is None:
             return
         if self._side:
-            u = dataclasses.replace(u, message=f"{u.message}  ·  generator: {self._side}")
+            u = dataclasses.replace(u, message=f"generator: {self._side}  ·  {u.message}")
         self.callback(u)
 
     def main(self, u: ProgressUpdate) -> None:

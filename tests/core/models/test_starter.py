@@ -236,3 +236,21 @@ def test_the_loader_assembles_the_starter_gguf_on_its_first_use(
     with pytest.raises(Exception) as ei:
         load_generator_parts(other)
     assert not isinstance(ei.value, Assembled) and calls == [target]
+
+
+def test_the_setup_line_keeps_each_count_beside_the_stage_it_counts() -> None:
+    """The snapshot's counts follow its own stage; the generator's stage comes first while
+    it runs (the line read "BM25: building the score matrix · generator: dequantizing the
+    GGUF weights 12,324/12,324", the count being the score matrix's)."""
+    from ragdesk.core.models.starter import _CombinedProgress
+    from ragdesk.core.progress import ProgressUpdate
+
+    seen: list[ProgressUpdate] = []
+    combined = _CombinedProgress(seen.append)
+    combined.side(ProgressUpdate(3, 10, "dequantizing the GGUF weights", None, None))
+    combined.main(ProgressUpdate(6_000, 12_324, "BM25: building the score matrix", 50.0, 9.0))
+    line = seen[-1].describe()
+    assert line.startswith("generator: dequantizing the GGUF weights  ·  BM25: building the "
+                           "score matrix  6,000/12,324")
+    combined.side(ProgressUpdate(10, 10, "dequantizing the GGUF weights", None, None))
+    assert seen[-1].describe().startswith("BM25: building the score matrix  6,000/12,324")
