@@ -127,12 +127,6 @@ def add_answer_options(p: argparse.ArgumentParser) -> None:
                         "bfloat16 where the CPU has native bf16, else float32")
 
 
-def grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
-    """--[no-]grounded, else the setting, else None (automatic: see resolve_grounded)."""
-    got = value if value is not None else ctx.settings.get("grounded")
-    return None if got is None else bool(got)
-
-
 def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
     """The settings' answer options with the flags given on the command line over them,
     checked (an unknown value in the settings is refused before any model loads)."""

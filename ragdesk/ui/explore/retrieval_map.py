@@ -210,9 +210,6 @@ class RetrievalMap(QWidget):
         self.canvas.set_message("")
         self._update_buttons()
 
-    def set_encoder(self, encode: QueryEncoder | None) -> None:
-        self._encode = encode
-
     def show_question(self, question: str, query: np.ndarray | None = None, *,
                       snapshot: VectorSnapshot | str | None = None, k: int | None = None
                       ) -> None:
@@ -291,10 +288,6 @@ class RetrievalMap(QWidget):
     def snapshot_name(self) -> str | None:
         """The name of the snapshot the map shows (None before the first map)."""
         return None if self._map is None else self._map.snapshot
-
-    def show_status(self, text: str) -> None:
-        """A line under the passages (e.g. why "Ask from here" did nothing)."""
-        self._set_status(text)
 
     def projection(self) -> Projection | None:
         return None if self._map is None else self._map.projection
