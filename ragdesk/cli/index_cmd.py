@@ -217,7 +217,7 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.snapshots import import_snapshot
 
     if args.fmt == "docs" or Path(args.source).is_dir():
-        from ragdesk.cli.docs_import import import_docs  # a folder of documents (issue 20)
+        from ragdesk.cli.docs_import import import_docs  # a folder of documents
 
         return import_docs(args, ctx)
 

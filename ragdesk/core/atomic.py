@@ -32,7 +32,7 @@ def temp_name(path: Path) -> Path:
     """A name beside ``path`` that no other writer uses: process, thread and a counter.
 
     A name by process id alone let two threads of one process write the same temporary
-    file and rename it away under each other (issue 18: thousands of lost settings writes).
+    file and rename it away under each other, losing settings writes.
     """
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}-"
                           f"{next(_counter)}")

@@ -1,15 +1,15 @@
 """Tokenizers read straight from ``tokenizer.json`` by the ``tokenizers`` library (Rust).
 
-``AutoTokenizer`` builds some tokenizers again in Python from the file's vocabulary and
-merges: for Gemma 3's 262,144 tokens and 514,906 merges that is a 33 MB ``json.load`` and a
-new BPE model, about 2-3 s of a one-shot ``ragdesk ask``, where ``tokenizers`` reads the same
-file in under a second. AutoTokenizer keeps the file's vocabulary, merges, added tokens,
-post-processor, padding and truncation, and takes the normalizer, pre-tokenizer, decoder and
-model options from the class's ``__init__``. So for the classes listed here, where the file
-holds those same parts (checked on every load against what the class builds), the file is
-wrapped as it is in transformers' ``PreTrainedTokenizerFast``, with the folder's
-``tokenizer_config.json`` settings, its chat template and the class's own defaults (Gemma
-pads on the left); every other tokenizer goes through ``AutoTokenizer``.
+``AutoTokenizer`` builds some tokenizers again in Python from the file's vocabulary and merges:
+for Gemma 3's 262,144 tokens and 514,906 merges that is a 33 MB ``json.load`` and a new BPE
+model, a large share of a one-shot ``ragdesk ask``, where ``tokenizers`` reads the same file
+directly (docs/benchmarks.md has the times). AutoTokenizer keeps the file's vocabulary, merges,
+added tokens, post-processor, padding and truncation, and takes the normalizer, pre-tokenizer,
+decoder and model options from the class's ``__init__``. So for the classes listed here, where
+the file holds those same parts (checked on every load against what the class builds), the file
+is wrapped as it is in transformers' ``PreTrainedTokenizerFast``, with the folder's
+``tokenizer_config.json`` settings, its chat template and the class's own defaults (Gemma pads
+on the left); every other tokenizer goes through ``AutoTokenizer``.
 tests/core/models/test_fast_tokenizers.py holds the two to the same ids, padding, special
 tokens, decoding and chat template.
 """

@@ -1,8 +1,8 @@
 """A causal LM whose weights are the memory-mapped tensors of its ``model.safetensors``.
 
 ``from_pretrained`` maps the file too, but around it resolves the auto classes, checks and
-reports every key and builds the model before filling it (about 1-2 s for the starter's 1 GB
-float32 copy on two loaded cores). Here the model is built with its initialisation switched
+reports every key and builds the model before filling it, which a one-shot ``ask`` pays for
+at every start. Here the model is built with its initialisation switched
 off (its parameters are untouched allocations, which the file's tensors then replace; its
 buffers, such as the rotary frequencies, are computed as usual), and the file's tensors are
 assigned in place: pages are read from the file as the weights are used, and a bfloat16 copy

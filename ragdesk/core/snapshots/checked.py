@@ -3,7 +3,7 @@ stamp each had then.
 
 Hashing every file at every open would make each ``ask`` of a 65 GB snapshot take minutes;
 never hashing let flipped bytes in ``embeddings.npy`` or ``passages.sqlite`` answer silently
-until ``index verify`` (issue 17). So the first open (in any process) hashes the files it
+until ``index verify``. So the first open (in any process) hashes the files it
 reads once and records, for each that matched, its size, mtime, ctime and inode; later opens
 compare those (one ``stat`` per file) and hash again only the files whose stamp changed. A
 write through the file system changes mtime and ctime, a copy or a replacement the inode, so

@@ -226,7 +226,7 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
     with locks.snapshot_lock(data.snapshots_dir, slug):
         lists = _place_lists(folder, variant, built.index)
         # A quantize killed before its rename left its index's (or the manifest's)
-        # temporary file for good (issue 17); a ready snapshot's index files and manifest
+        # temporary file for good; a ready snapshot's index files and manifest
         # are written only under this lock.
         remove_temp_files(folder, lambda target: target.startswith("index.")
                           or target == MANIFEST_FILE)

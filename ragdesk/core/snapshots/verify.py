@@ -136,7 +136,7 @@ def _check_rows_written(folder: Path, manifest: Manifest, report: VerifyReport,
                         cancel: CancelToken | None) -> None:
     """No passage has an all-zero vector: the file is made full of zeros and every batch
     fills its rows, so a zero row is one that no batch wrote; its checksum, taken after,
-    cannot tell (issue 17: a resume with another batch size left 176 such rows)."""
+    cannot tell (a resume with another batch size can leave such rows)."""
     emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
     zero: list[int] = []
     for start in range(0, emb.shape[0], ZERO_CHUNK):
