@@ -175,7 +175,7 @@ def _model_refs(args: argparse.Namespace, ctx: AppContext, snapshot: Any
 
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
-                  json_extra: dict[str, Any]) -> int:
+                  json_extra: dict[str, object]) -> int:
     from ragdesk.core.confidence import confidence_label, shown_text
 
     if args.json:

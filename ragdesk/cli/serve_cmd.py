@@ -191,7 +191,7 @@ def _answer_defaults(ctx: AppContext) -> Any:
     keys = {"mode": "mode", "decoding": "decoding", "n_docs": "n_docs",
             "num_beams": "num_beams", "max_new_tokens": "max_new_tokens",
             "min_new_tokens": "min_new_tokens", "retriever": "retriever"}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for field, key in keys.items():
         got = ctx.settings.get(key)
         if got is not None and type(got) is type(getattr(base, field)):

@@ -243,7 +243,7 @@ class ConversationStore:
         return StoredAnswer(aid, conversation_id, position, answer, pack, opts, now)
 
     @staticmethod
-    def _answers(conn: Connection, where: str, params: dict[str, Any]) -> list[StoredAnswer]:
+    def _answers(conn: Connection, where: str, params: dict[str, object]) -> list[StoredAnswer]:
         rows = conn.execute(text(f"SELECT * FROM answers WHERE {where} ORDER BY position"),
                             params).fetchall()
         if not rows:
@@ -321,7 +321,7 @@ class ConversationStore:
             return []
         # LIKE's own wildcards in what the user typed are literal (escaped with '\').
         clauses = " AND ".join(f"c.title LIKE :w{i} ESCAPE '\\'" for i in range(len(words)))
-        params: dict[str, Any] = {f"w{i}": _like_pattern(w) for i, w in enumerate(words)}
+        params: dict[str, object] = {f"w{i}": _like_pattern(w) for i, w in enumerate(words)}
         params["limit"] = int(limit)
         with self.catalog.transaction() as conn:
             rows = conn.execute(text(
@@ -331,7 +331,7 @@ class ConversationStore:
 
     # ---- export ----------------------------------------------------------------------
 
-    def export_json(self, conversation_id: int) -> dict[str, Any]:
+    def export_json(self, conversation_id: int) -> dict[str, object]:
         conv = self.get(conversation_id)
         return conversation_json(conv.title, conv.created_at,
                                  [a.to_json() for a in self.answers(conversation_id)])
@@ -364,7 +364,7 @@ class ConversationStore:
         if not isinstance(answers, list):
             raise BadInputError("This is not a ragdesk conversation export (it has no list "
                                 "of answers).")
-        parsed: list[tuple[Answer, str | None, dict[str, Any]]] = []
+        parsed: list[tuple[Answer, str | None, dict[str, object]]] = []
         for n, d in enumerate(answers, 1):
             try:
                 options = d.get("options") or {}

@@ -188,7 +188,7 @@ class AnswerOptions:
             abstain=d.abstain if got["abstain"] is None else bool(got["abstain"]),
         )
 
-    def to_settings(self) -> dict[str, Any]:
+    def to_settings(self) -> dict[str, object]:
         """What :meth:`from_settings` reads back (the temperature is per question only)."""
         return {key: getattr(self, field) for field, key in _SETTINGS_KEYS.items()}
 

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 # What a key reads as when the file does not hold it: the answer options' one set of
 # defaults. The model pack has none here on purpose: a pack the user chose must be told apart
 # from no choice (a snapshot's own pack comes before the starter, never before a choice).
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, object] = {
     k: v for k, v in DEFAULT_OPTIONS.to_settings().items() if v is not None}
 
 CORRUPT_SUFFIX = ".corrupt-"
@@ -43,9 +43,9 @@ class Settings:
         self._lock = threading.RLock()
         self._file_lock = FileLock(str(path.with_name(f".{path.name}.lock")))
         # Only what was read or set: the file never freezes a default into a choice.
-        self._values: dict[str, Any] = self._read(first=True)
+        self._values: dict[str, object] = self._read(first=True)
 
-    def _read(self, *, first: bool = False) -> dict[str, Any]:
+    def _read(self, *, first: bool = False) -> dict[str, object]:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -104,13 +104,13 @@ class Settings:
     def set(self, key: str, value: Any) -> None:
         self.update({key: value})
 
-    def update(self, values: dict[str, Any]) -> None:
+    def update(self, values: dict[str, object]) -> None:
         with self._lock, self._locked_file():
             # Another process (or Settings object) may have written since we read the file.
             self._values = {**self._read(), **values}
             self._write()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         with self._lock:
             return {**DEFAULTS, **self._values}
 

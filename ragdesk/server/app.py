@@ -216,7 +216,7 @@ class _Budget:
         return (f"No answer within this server's time budget of {self.seconds:g} s per "
                 "request (the engine was busy with other requests).")
 
-    def truncation(self) -> dict[str, Any]:
+    def truncation(self) -> dict[str, object]:
         return {"truncated": "time_budget", "time_budget_s": self.seconds}
 
 
@@ -430,15 +430,15 @@ class _Stream:
                                    extra=extra))
         return self._end(_stream_error(value, self.budget))
 
-    def _chunk(self, delta: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _chunk(self, delta: dict[str, object], extra: dict[str, object]) -> str:
         return _event(chunk(self.cid, self.model, delta, extra=extra))
 
-    def _end(self, last: dict[str, Any]) -> list[str]:
+    def _end(self, last: dict[str, object]) -> list[str]:
         self.ended = True
         return [_event(last), "data: [DONE]\n\n"]
 
 
-def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, Any]:
+def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, object]:
     if isinstance(exc, Cancelled) and budget.expired:
         return error_body(budget.message(), "server_error", code="time_budget_exceeded")
     if isinstance(exc, RagdeskError):
@@ -447,5 +447,5 @@ def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, Any]:
     return error_body("Internal error; see the server log.", "server_error")
 
 
-def _event(obj: dict[str, Any]) -> str:
+def _event(obj: dict[str, object]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"

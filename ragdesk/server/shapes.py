@@ -27,6 +27,7 @@ from ragdesk.core.options import (
     STYLES,
     check_lengths,
 )
+from ragdesk.core.safe_json import as_int
 from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
 
 
@@ -40,7 +41,7 @@ class RequestError(Exception):
 
 
 def error_body(message: str, kind: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+               code: str | None = None) -> dict[str, object]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -63,7 +64,7 @@ class AskRequest:
     min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
 
 
-def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+def int_option(d: dict[str, object], key: str, default: int, low: int, high: int) -> int:
     value = d.get(key, default)
     if value is None:
         return default
@@ -72,7 +73,7 @@ def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -
     return value
 
 
-def str_option(d: dict[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+def str_option(d: dict[str, object], key: str, default: str, choices: tuple[str, ...]) -> str:
     value = d.get(key, default)
     if value is None:
         return default
@@ -173,7 +174,7 @@ def check_work(req: AskRequest, config: ServerConfig) -> None:
             "work_limit")
 
 
-def _min_new_tokens(d: dict[str, Any], default: int, num_beams: int,
+def _min_new_tokens(d: dict[str, object], default: int, num_beams: int,
                     max_new_tokens: int) -> int:
     """``ragdesk.min_new_tokens``, checked by the rule every front end's answer options are
     checked by (:func:`ragdesk.core.options.check_lengths`), so it is refused here with the
@@ -188,17 +189,17 @@ def _min_new_tokens(d: dict[str, Any], default: int, num_beams: int,
         check_lengths(num_beams, max_new_tokens, value)
     except BadInputError as exc:
         raise RequestError(exc.message, "ragdesk.min_new_tokens") from exc
-    return int(value)
+    return as_int(value)
 
 
-def _optional_bool(d: dict[str, Any], key: str) -> bool | None:
+def _optional_bool(d: dict[str, object], key: str) -> bool | None:
     value = d.get(key)
     if value is None or isinstance(value, bool):
         return value
     raise RequestError(f"'ragdesk.{key}' must be true or false.", f"ragdesk.{key}")
 
 
-def _temperature(d: dict[str, Any]) -> float | None:
+def _temperature(d: dict[str, object]) -> float | None:
     value = d.get("temperature")
     if value is None:
         return None
@@ -223,8 +224,8 @@ def snapshot_of_model(model: str) -> str | None:
 
 
 def citation(rank: int, doc: Any, location: Location | None,
-             root: Path | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+             root: Path | None) -> dict[str, object]:
+    out: dict[str, object] = {
         "index": rank, "id": doc.id, "title": doc.title, "text": doc.text,
         "score": float(doc.score), "prob": float(doc.prob), "snapshot": doc.snapshot,
     }
@@ -235,7 +236,7 @@ def citation(rank: int, doc: Any, location: Location | None,
     return out
 
 
-def token_source(tok: Any) -> dict[str, Any]:
+def token_source(tok: Any) -> dict[str, object]:
     return {"id": int(tok.id), "text": tok.text, "source": int(tok.source),
             "posterior": [round(float(p), 6) for p in tok.posterior]}
 
@@ -245,7 +246,7 @@ def completion_id() -> str:
 
 
 def chat_completion(cid: str, model: str, answer: Any,
-                    citations: list[dict[str, Any]]) -> dict[str, Any]:
+                    citations: list[dict[str, object]]) -> dict[str, Any]:
     n_tokens = len(answer.tokens)
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
@@ -258,7 +259,7 @@ def chat_completion(cid: str, model: str, answer: Any,
     }
 
 
-def answer_info(answer: Any) -> dict[str, Any]:
+def answer_info(answer: Any) -> dict[str, object]:
     """What a client needs beside the content: ``guess`` is the answer's own text, which
     the content replaces with the not-found message when ``abstained``."""
     return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
@@ -268,9 +269,9 @@ def answer_info(answer: Any) -> dict[str, Any]:
             "guess": answer.text, "message": shown_text(answer)}
 
 
-def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None,
-          extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def chunk(cid: str, model: str, delta: dict[str, object], finish: str | None = None,
+          extra: dict[str, object] | None = None) -> dict[str, object]:
+    out: dict[str, object] = {
         "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],

@@ -68,7 +68,7 @@ class History(QObject):
     def __init__(self, backend: Backend, background: Background, sidebar: ConversationsSidebar,
                  chat: ChatView, selection: AnswerSelection, conversation: Conversation, *,
                  wire_card: Callable[[AnswerCard], None], pack: Callable[[], str],
-                 remember: Callable[[dict[str, Any]], None], show: Callable[[str], None],
+                 remember: Callable[[dict[str, object]], None], show: Callable[[str], None],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.backend = backend
@@ -86,7 +86,7 @@ class History(QObject):
         self._gen = 0  # a conversation read after another was opened is dropped
         self._answer_ids: dict[int, int] = {}  # card request id -> stored answer id
         # Answers stopped by leaving their conversation: saved, as stopped, where they began.
-        self._leaving: dict[int, tuple[_Target, str, dict[str, Any]]] = {}
+        self._leaving: dict[int, tuple[_Target, str, dict[str, object]]] = {}
         conversation.chatAnswered.connect(self.save)
         conversation.answerFinished.connect(self._left_finished)
         conversation.answerFailed.connect(lambda rid, _r: self._leaving.pop(rid, None))
@@ -224,7 +224,7 @@ class History(QObject):
         if left is not None and answer.tokens:
             self._store(answer, *left, rid)
 
-    def _store(self, answer: Answer, target: _Target, pack: str, options: dict[str, Any],
+    def _store(self, answer: Answer, target: _Target, pack: str, options: dict[str, object],
                rid: int) -> None:
         store = self.store
 
@@ -276,7 +276,7 @@ class History(QObject):
 def install_history(window: QMainWindow, beside: QDockWidget, ctx: ViewContext,
                     chat: ChatView, selection: AnswerSelection, conversation: Conversation, *,
                     wire_card: Callable[[AnswerCard], None],
-                    remember: Callable[[dict[str, Any]], None],
+                    remember: Callable[[dict[str, object]], None],
                     show: Callable[[str], None]) -> tuple[History, QDockWidget]:
     """The conversations sidebar as a dock left of ``beside`` (the controls), and the
     :class:`History` that keeps the window's chat and the catalog in step."""

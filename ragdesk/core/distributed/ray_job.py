@@ -67,7 +67,7 @@ class ActorSpec:
     shard_rows: int
     environ: dict[str, str]
 
-    def constructor_kwargs(self) -> dict[str, Any]:
+    def constructor_kwargs(self) -> dict[str, object]:
         return {"encoder": self.encoder, "device": "cuda" if self.gpus_per_actor else "cpu",
                 "dtype": self.dtype, "batch_size": self.batch_size,
                 "shard_rows": self.shard_rows, "environ": self.environ}
@@ -79,7 +79,7 @@ def start_ray(ray: Any, address: str | None, spec: ActorSpec) -> None:
     start and the matching :func:`stop_ray`."""
     # A desktop tool does not report usage to Ray's servers unless the user asked for it.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    common: dict[str, object] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address:
         connect(ray, address, common)
         return
@@ -105,7 +105,7 @@ def check_address(address: str) -> None:
     loopback.probe(host, port, address, CONNECT_TIMEOUT_S)
 
 
-def connect(ray: Any, address: str, common: dict[str, Any]) -> None:
+def connect(ray: Any, address: str, common: dict[str, object]) -> None:
     """Join the cluster at ``address`` as given, or fail within CONNECT_TIMEOUT_S: Ray
     itself retries an address where no cluster answers for many minutes."""
     check_address(address)

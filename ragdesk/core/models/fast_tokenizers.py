@@ -48,7 +48,7 @@ def load_tokenizer(folder: Path) -> Any:
     return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
+def _json_object(path: Path) -> dict[str, object] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -56,7 +56,7 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _chat_template(folder: Path, config: dict[str, Any]) -> str | None:
+def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
     """transformers 5 saves the template beside the config; older folders keep it inside."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
@@ -105,7 +105,7 @@ _MODEL_FLAGS = ("byte_fallback", "fuse_unk", "unk_token", "dropout",
                 "continuing_subword_prefix", "end_of_word_suffix", "ignore_merges")
 
 
-def _class_pipeline(cls: Any, settings: dict[str, Any]) -> Any:
+def _class_pipeline(cls: Any, settings: dict[str, object]) -> Any:
     """What the class's ``__init__`` builds around a vocabulary (AutoTokenizer keeps only
     the vocabulary, merges, post-processor, padding and truncation of the file): an instance
     over its default few tokens, with the folder's special tokens."""

@@ -40,7 +40,7 @@ def cache_dir_for(gguf_path: Path) -> Path:
     return gguf_path.with_name(gguf_path.name + ".hf")
 
 
-def _source_stamp(gguf_path: Path) -> dict[str, Any]:
+def _source_stamp(gguf_path: Path) -> dict[str, object]:
     st = gguf_path.stat()
     return {"file": gguf_path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -97,8 +97,8 @@ def _one_gguf_parse() -> Iterator[None]:
     original_cls = gguf.GGUFReader
     original_np = reader_mod.np
     original_load = hf_gguf.load_gguf_checkpoint
-    readers: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
+    readers: dict[str, object] = {}
+    metadata: dict[str, object] = {}
 
     def cached_reader(path: Any, mode: str = "r") -> Any:
         key = f"{os.fspath(path)}|{mode}"
@@ -194,7 +194,7 @@ def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
 # first question follows at once), handed to the next load of the same file and dtype in this
 # process instead of reading the converted copy back (seconds for Gemma's 262k-word
 # tokenizer and 1 GB of float32 weights). Taken by that load, so it is never kept twice.
-_kept: dict[tuple[str, str], tuple[dict[str, Any], Any, Any]] = {}  # stamp, model, tok
+_kept: dict[tuple[str, str], tuple[dict[str, object], Any, Any]] = {}  # stamp, model, tok
 _kept_lock = threading.Lock()
 
 

@@ -38,6 +38,8 @@ from ragdesk.core.models.refs import (
 from ragdesk.core.progress import CancelToken, ProgressCallback
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     import torch
 
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
@@ -143,7 +145,7 @@ class GeneratorParts:
     source: ResolvedRef
 
 
-def _check_loading_info(info: dict[str, Any], resolved: ResolvedRef) -> None:
+def _check_loading_info(info: Mapping[str, Iterable[object]], resolved: ResolvedRef) -> None:
     problems = sorted(str(k) for k in (info.get("missing_keys") or [])) + sorted(
         str(k) for k in (info.get("mismatched_keys") or []))
     if problems:

@@ -49,7 +49,7 @@ def stamp_of(st: os.stat_result) -> dict[str, int]:
             "ino": st.st_ino}
 
 
-def read_verified(folder: Path) -> dict[str, dict[str, Any]]:
+def read_verified(folder: Path) -> dict[str, dict[str, object]]:
     """The stamps recorded in ``folder`` (none when the file is missing or damaged: a
     damaged record only costs hashing again)."""
     try:
@@ -87,7 +87,7 @@ def update_verified(folder: Path, manifest: Manifest, passed: Mapping[str, os.st
                     "checked again at the next open", folder, exc)
 
 
-def unchanged(stamp: dict[str, Any] | None, st: os.stat_result, meta: Mapping[str, Any]) -> bool:
+def unchanged(stamp: dict[str, object] | None, st: os.stat_result, meta: Mapping[str, Any]) -> bool:
     """Whether a file with stat ``st`` is the one that matched ``meta``'s checksum."""
     return stamp is not None and stamp.get("sha256") == meta.get("sha256") and all(
         stamp.get(k) == v for k, v in stamp_of(st).items())

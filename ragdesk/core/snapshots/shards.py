@@ -158,7 +158,7 @@ class EmbeddingShards:
             return np.dtype(np.float16)
         return np.dtype(np.float32)
 
-    def fingerprint(self) -> list[dict[str, Any]]:
+    def fingerprint(self) -> list[dict[str, object]]:
         out = []
         for s in self.shards:
             for p in (s.path, s.ids_path):

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.faiss_variants import (
     FLAT,
     exact_search,
@@ -88,13 +89,13 @@ class Searcher:
 class RerankSearcher(Searcher):
     """Candidates from a compressed FAISS index, re-scored exactly from the embeddings."""
 
-    def __init__(self, emb: np.ndarray, index: Any, variant: str, params: dict[str, Any],
+    def __init__(self, emb: np.ndarray, index: Any, variant: str, params: dict[str, object],
                  index_bytes: int) -> None:
         super().__init__(emb)
         self.index = index
         self.variant = variant
         self.params = dict(params)
-        self.candidates = int(params.get("rerank", 100))
+        self.candidates = as_int(params.get("rerank", 100))
         self.index_bytes = index_bytes
         set_search_params(index, variant, params)
 
@@ -112,7 +113,7 @@ class RerankSearcher(Searcher):
 
 
 def open_searcher(folder: Path, emb: np.ndarray, variant: str, file: str,
-                  params: dict[str, Any]) -> Searcher:
+                  params: dict[str, object]) -> Searcher:
     if variant == FLAT:
         return Searcher(emb)
     path = folder / file

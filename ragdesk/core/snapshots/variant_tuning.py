@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.progress import CancelToken
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.faiss_variants import IVF_PQ, set_search_params, training_sample
 from ragdesk.core.snapshots.variant_search import RerankSearcher
 
@@ -112,7 +113,7 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
     build = searcher.params
     knob_name = "nprobe" if variant == IVF_PQ else "ef_search"
     if knobs is None:
-        limit = int(build["nlist"]) if variant == IVF_PQ else 10**9
+        limit = as_int(build["nlist"]) if variant == IVF_PQ else 10**9
         knobs = tuple(v for v in (NPROBE_GRID if variant == IVF_PQ else EF_GRID) if v <= limit)
     rr_grid = tuple(sorted({min(r, n) for r in (reranks or RERANK_GRID) if r >= k})) \
         or (min(k, n),)

@@ -6,7 +6,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "folder": self.folder, "ok": self.ok,
                 "checked": self.checked, "problems": self.problems}
 

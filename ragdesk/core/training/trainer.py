@@ -129,7 +129,7 @@ class RagTrainer:
         self.q_params = list(encoder.model.parameters())
         self.g_params = [p for p in generator.model.parameters() if p.requires_grad] \
             if config.generator_layers is not None else list(generator.model.parameters())
-        groups: list[dict[str, Any]] = [
+        groups: list[dict[str, object]] = [
             {"params": self.q_params, "lr": config.question_encoder_lr or config.lr},
             {"params": self.g_params}]
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr,
@@ -242,7 +242,7 @@ class RagTrainer:
     def record_evaluation(self, result: EvalResult, label: str,
                           report: Reporter | None = None) -> bool:
         """Store an evaluation, run the collapse guard against the first one; True to stop."""
-        entry: dict[str, Any] = {"label": label, "epoch": self.state.epoch,
+        entry: dict[str, object] = {"label": label, "epoch": self.state.epoch,
                                  "step": self.state.step, **result.to_json(), "collapse": []}
         stop = False
         if report is not None:
