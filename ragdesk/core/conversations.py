@@ -201,7 +201,7 @@ class ConversationStore:
     # ---- answers ---------------------------------------------------------------------
 
     def add_answer(self, conversation_id: int, answer: Answer, *, pack: str | None = None,
-                   options: Mapping[str, Any] | None = None) -> StoredAnswer:
+                   options: Mapping[str, object] | None = None) -> StoredAnswer:
         """Append an answer (with its passages and posteriors) to a conversation."""
         now = utcnow()
         opts = dict(options or {})
@@ -356,7 +356,7 @@ class ConversationStore:
         """A new conversation from a JSON file that :meth:`export_to` wrote."""
         return self.import_json(load_file_bounded(path, max_bytes=IMPORT_MAX_BYTES))
 
-    def import_json(self, data: Mapping[str, Any]) -> ConversationRecord:
+    def import_json(self, data: Mapping[str, object]) -> ConversationRecord:
         """A new conversation from :meth:`export_json`'s output. Every answer is read before
         anything is written: a damaged export adds nothing."""
         check_strings(data)  # SQLite refuses lone surrogates only once half is written

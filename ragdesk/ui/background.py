@@ -38,7 +38,7 @@ def op_background(runner: OpRunner, parent: QObject | None = None, *,
 
         # A write is one short transaction: closing the window waits for it (a saved answer
         # or a rename queued just before closing must not be dropped); reads may be.
-        op: Op[Any] = Op(body, lane=Lane.WRITES if write else Lane.READS, title=title,
+        op: Op[object] = Op(body, lane=Lane.WRITES if write else Lane.READS, title=title,
                          parent=parent, cancellable=not write).success(on_done)
         if on_error is not None:
             def failed(report: ErrorReport) -> None:

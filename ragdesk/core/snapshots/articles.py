@@ -85,7 +85,7 @@ def _wiki_title(title: str) -> str:
     return quote(title.replace(" ", "_"), safe="/:(),'!*")
 
 
-def article_link(source: Mapping[str, Any], title: str, source_id: str | None) -> str | None:
+def article_link(source: Mapping[str, object], title: str, source_id: str | None) -> str | None:
     """The address of a passage's article, when the snapshot's source tells it: Wikipedia
     for the Vital Articles, the dump's own wiki for a MediaWiki dump (its ``<base>``), or a
     source id that is itself a URL or the path of an existing file. (A document snapshot's
