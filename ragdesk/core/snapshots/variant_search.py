@@ -4,8 +4,9 @@ or a compressed FAISS index's candidates re-scored exactly from them (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from ragdesk.core.snapshots.faiss_variants import (
     read_index,
     set_search_params,
 )
+
+if TYPE_CHECKING:
+    import faiss
 
 RERANK_CHUNK = 16  # queries gathered at once: chunk x candidates x dim floats in memory
 
@@ -89,8 +93,8 @@ class Searcher:
 class RerankSearcher(Searcher):
     """Candidates from a compressed FAISS index, re-scored exactly from the embeddings."""
 
-    def __init__(self, emb: np.ndarray, index: Any, variant: str, params: dict[str, object],
-                 index_bytes: int) -> None:
+    def __init__(self, emb: np.ndarray, index: faiss.Index, variant: str,
+                 params: Mapping[str, object], index_bytes: int) -> None:
         super().__init__(emb)
         self.index = index
         self.variant = variant
