@@ -20,7 +20,10 @@ import importlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ _NOT_SETTINGS = frozenset({"tokenizer_class", "backend", "auto_map", "is_local",
 _CLASS_DEFAULTS = ("padding_side", "truncation_side", "model_input_names")
 
 
-def load_tokenizer(folder: Path) -> Any:
+def load_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a model folder: read directly where its class allows it, else
     ``AutoTokenizer`` (never with ``trust_remote_code``)."""
     direct = read_tokenizer_json(folder)
@@ -45,7 +48,9 @@ def load_tokenizer(folder: Path) -> Any:
         return direct
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+        str(folder), trust_remote_code=False)
+    return tokenizer
 
 
 def _json_object(path: Path) -> dict[str, object] | None:
@@ -66,7 +71,7 @@ def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
     return template if isinstance(template, str) else None
 
 
-def read_tokenizer_json(folder: Path) -> Any | None:
+def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
     """``PreTrainedTokenizerFast`` over ``folder/tokenizer.json`` for the classes in
     :data:`DIRECT_CLASSES`; None for any other folder (``AutoTokenizer`` then loads it)."""
     config = _json_object(folder / "tokenizer_config.json")

@@ -14,14 +14,17 @@ tests/core/models/test_mapped_weights.py holds the result equal to ``from_pretra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 WEIGHTS_FILE = "model.safetensors"
 
 
-def load_mapped_causal_lm(folder: Path) -> Any:
+def load_mapped_causal_lm(folder: Path) -> PreTrainedModel:
     """The causal LM in ``folder`` (config.json, one ``model.safetensors``,
     optionally generation_config.json), in eval mode, its weights mapped from the file."""
     from safetensors import safe_open
@@ -31,12 +34,13 @@ def load_mapped_causal_lm(folder: Path) -> Any:
 
     config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     try:
+        # a lazy mapping, which its stubs type as one of tuples
         cls: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
     except KeyError as exc:
         raise MissingModelError(f"{folder} holds a {config.model_type!r} model, not a causal "
                                 "language model.") from exc
     with no_init_weights():
-        model = cls(config)
+        model: PreTrainedModel = cls(config)
     with safe_open(str(folder / WEIGHTS_FILE), "pt") as fh:
         # views of the mapped file (a safe_open handle is not iterable itself)
         state = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
@@ -57,4 +61,5 @@ def load_mapped_causal_lm(folder: Path) -> Any:
     if (folder / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(str(folder),
                                                                    trust_remote_code=False)
-    return model.eval()
+    model.eval()  # in place (transformers leaves its return untyped)
+    return model
