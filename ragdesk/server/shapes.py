@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.confidence.wording import confidence_label, shown_text
 from ragdesk.core.documents import Location, citation_uri
@@ -29,6 +29,9 @@ from ragdesk.core.options import (
 )
 from ragdesk.core.safe_json import as_int
 from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
+
+if TYPE_CHECKING:
+    from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
 
 class RequestError(Exception):
@@ -82,7 +85,7 @@ def str_option(d: dict[str, object], key: str, default: str, choices: tuple[str,
     return str(value)
 
 
-def _question(messages: Any, limit: int) -> str:
+def _question(messages: object, limit: int) -> str:
     """The last user message: ragdesk answers one question (earlier turns are not context
     for a retriever trained on single questions)."""
     if not isinstance(messages, list) or not messages:
@@ -101,7 +104,7 @@ def _question(messages: Any, limit: int) -> str:
     raise RequestError("'messages' holds no user message.", "messages")
 
 
-def _text_of_parts(parts: list[Any]) -> str:
+def _text_of_parts(parts: list[object]) -> str:
     """Content parts joined: the text ones are read, other kinds (images) are skipped, and
     anything that is not a part at all is refused rather than guessed at."""
     texts: list[str] = []
@@ -118,7 +121,7 @@ def _text_of_parts(parts: list[Any]) -> str:
     return " ".join(texts)
 
 
-def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
+def parse_chat(body: object, config: ServerConfig) -> AskRequest:
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
     extra = body.get("ragdesk") or {}
@@ -223,7 +226,7 @@ def snapshot_of_model(model: str) -> str | None:
                        "model_not_found")
 
 
-def citation(rank: int, doc: Any, location: Location | None,
+def citation(rank: int, doc: RetrievedDoc, location: Location | None,
              root: Path | None) -> dict[str, object]:
     out: dict[str, object] = {
         "index": rank, "id": doc.id, "title": doc.title, "text": doc.text,
@@ -236,7 +239,7 @@ def citation(rank: int, doc: Any, location: Location | None,
     return out
 
 
-def token_source(tok: Any) -> dict[str, object]:
+def token_source(tok: AnswerToken) -> dict[str, object]:
     return {"id": int(tok.id), "text": tok.text, "source": int(tok.source),
             "posterior": [round(float(p), 6) for p in tok.posterior]}
 
@@ -245,7 +248,7 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def chat_completion(cid: str, model: str, answer: Any,
+def chat_completion(cid: str, model: str, answer: Answer,
                     citations: list[dict[str, object]]) -> dict[str, Any]:
     n_tokens = len(answer.tokens)
     return {
@@ -259,7 +262,7 @@ def chat_completion(cid: str, model: str, answer: Any,
     }
 
 
-def answer_info(answer: Any) -> dict[str, object]:
+def answer_info(answer: Answer) -> dict[str, object]:
     """What a client needs beside the content: ``guess`` is the answer's own text, which
     the content replaces with the not-found message when ``abstained``."""
     return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
@@ -281,7 +284,7 @@ def chunk(cid: str, model: str, delta: dict[str, object], finish: str | None = N
     return out
 
 
-def parse_retrieve(body: Any, config: ServerConfig) -> tuple[str, int, str | None, str]:
+def parse_retrieve(body: object, config: ServerConfig) -> tuple[str, int, str | None, str]:
     """(query, n_docs, snapshot, retriever) of a ``/v1/retrieve`` request."""
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
