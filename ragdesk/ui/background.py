@@ -22,7 +22,7 @@ OnError = Callable[[str], None]
 
 
 class Background(Protocol):
-    def __call__(self, fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def __call__(self, fn: Callable[[], object], on_done: Callable[[Any], None], *,
                  on_error: OnError | None = None, write: bool = False) -> None: ...
 
 
@@ -31,7 +31,7 @@ def op_background(runner: OpRunner, parent: QObject | None = None, *,
     """A :class:`Background` on ``runner``'s lanes; callbacks stop when ``parent`` is gone.
     Failures without ``on_error`` go to the runner's own handler (the error dialog)."""
 
-    def run(fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def run(fn: Callable[[], object], on_done: Callable[[Any], None], *,
             on_error: OnError | None = None, write: bool = False) -> None:
         def body(_ctx: OpContext) -> Any:
             return fn()

@@ -211,7 +211,7 @@ class ConversationsSidebar(QWidget):
         """The conversations whose name the last search matched."""
         return list(self._named)
 
-    def _run(self, fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def _run(self, fn: Callable[[], object], on_done: Callable[[Any], None], *,
              write: bool = False) -> None:
         self._background(fn, on_done, on_error=self.error.emit, write=write)
 

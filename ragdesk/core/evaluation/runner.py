@@ -55,7 +55,7 @@ class PassageSource(Protocol):
 # (questions, question vectors [n, dim], k) -> top-k hits per question, best first.
 BatchRetriever = Callable[[Sequence[str], np.ndarray, int], list[list[Hit]]]
 # question -> the engine's Answer (anything with .text, .docs and .timings).
-Answerer = Callable[[str], Any]
+Answerer = Callable[[str], object]
 
 
 @dataclass

@@ -296,7 +296,7 @@ class RagTrainer:
         return stop
 
     def _track_best(self, result: EvalResult, label: str,
-                    save_best: Callable[[RagTrainer], Any] | None,
+                    save_best: Callable[[RagTrainer], object] | None,
                     report: Reporter | None) -> None:
         """Keep the models of the evaluation with the best held-out top-K accuracy (K: the
         passages read); the first of equals wins, so the untuned models stay best until
@@ -315,8 +315,8 @@ class RagTrainer:
 
     def run(self, examples: Sequence[Example], eval_examples: Sequence[Example] | None, *,
             generate_eval: bool = True, held_out: bool = False,
-            save: Callable[[RagTrainer], Any] | None = None,
-            save_best: Callable[[RagTrainer], Any] | None = None,
+            save: Callable[[RagTrainer], object] | None = None,
+            save_best: Callable[[RagTrainer], object] | None = None,
             report: Reporter | None = None, progress: ProgressCallback | None = None,
             cancel: CancelToken | None = None, watch: Watcher | None = None) -> TrainState:
         """Train from ``self.state`` to the last epoch; ``save`` writes a checkpoint.
@@ -399,8 +399,8 @@ class RunHooks:
     """What :meth:`RagTrainer.run` calls back, passed along to its parts."""
 
     held_out: bool
-    save: Callable[[RagTrainer], Any] | None
-    save_best: Callable[[RagTrainer], Any] | None
+    save: Callable[[RagTrainer], object] | None
+    save_best: Callable[[RagTrainer], object] | None
     report: Reporter | None
     progress: ProgressCallback | None
     cancel: CancelToken | None
