@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Names and choices only: ragdesk.core.options imports nothing heavy.
 from ragdesk.core.options import (
@@ -35,7 +35,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                              '{"error": ..., "hint": ..., "exit": N})')
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: object) -> None:
     """The CLI's one JSON printer: indented for a person at a terminal, one line for a
     program reading a pipe (``| head -1`` gets the whole document)."""
     if sys.stdout.isatty():

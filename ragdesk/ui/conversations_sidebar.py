@@ -12,7 +12,7 @@ import html
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
+from PySide6.QtCore import QElapsedTimer, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -433,7 +433,7 @@ class ConversationsSidebar(QWidget):
 
     # ---- context menu ----------------------------------------------------------------
 
-    def _context_menu(self, pos: Any) -> None:
+    def _context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is None or item.data(_ANSWER_ID) is not None:
             return

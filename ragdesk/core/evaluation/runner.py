@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -56,6 +56,7 @@ class PassageSource(Protocol):
 BatchRetriever = Callable[[Sequence[str], np.ndarray, int], list[list[Hit]]]
 # question -> the engine's Answer (anything with .text, .docs and .timings).
 Answerer = Callable[[str], object]
+T = TypeVar("T")
 
 
 @dataclass
@@ -130,7 +131,7 @@ class EvalReport:
         return out
 
 
-def _batches(items: Sequence[Any], size: int) -> Iterator[tuple[int, Sequence[Any]]]:
+def _batches(items: Sequence[T], size: int) -> Iterator[tuple[int, Sequence[T]]]:
     for start in range(0, len(items), size):
         yield start, items[start:start + size]
 

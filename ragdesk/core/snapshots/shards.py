@@ -53,7 +53,7 @@ class Shard:
     first_id: int = 0  # .npy shards without: ids first_id .. first_id + rows - 1
 
 
-def _natural_key(path: Path) -> list[Any]:
+def _natural_key(path: Path) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
 
 

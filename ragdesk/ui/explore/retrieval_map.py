@@ -15,11 +15,10 @@ import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QCloseEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -174,7 +173,7 @@ class RetrievalMap(QWidget):
         self._update_buttons()
         self._set_status("")
 
-    def resizeEvent(self, event: Any) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._orient()
 
@@ -318,7 +317,7 @@ class RetrievalMap(QWidget):
         self._seq += 1
         self._map_seq = self._applied = self._seq
 
-    def closeEvent(self, event: Any) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
         super().closeEvent(event)
 
