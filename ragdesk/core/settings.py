@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 
@@ -84,24 +83,24 @@ class Settings:
                         "them again; repair that copy and move it back to keep your old ones.")
         log.warning("%s", self.problem)
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         with self._lock:
             if key in self._values:
                 return self._values[key]
         return DEFAULTS.get(key, default)
 
-    def chosen(self, key: str) -> Any:
+    def chosen(self, key: str) -> object:
         """The value the file holds or this process set; None for a default or nothing."""
         with self._lock:
             return self._values.get(key)
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         with self._lock:
             if key in self._values:
                 return self._values[key]
         return DEFAULTS[key]
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: object) -> None:
         self.update({key: value})
 
     def update(self, values: dict[str, object]) -> None:
