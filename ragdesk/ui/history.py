@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
@@ -31,6 +31,9 @@ from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.conversations_sidebar import ConversationsSidebar
 from ragdesk.ui.selection import AnswerSelection
 from ragdesk.ui.view_context import ViewContext
+
+if TYPE_CHECKING:
+    from ragdesk.core.conversation_types import StoredAnswer
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +180,7 @@ class History(QObject):
         self.sidebar.select(conversation_id)
         self._remember({LAST_KEY: conversation_id})
 
-        def shown(stored: list[Any]) -> None:
+        def shown(stored: list[StoredAnswer]) -> None:
             if gen != self._gen:
                 return
             for s in stored:
@@ -191,7 +194,7 @@ class History(QObject):
     def open_answer(self, conversation_id: int, answer_id: int) -> None:
         self.open(conversation_id, answer_id)
 
-    def _add_stored(self, stored: Any) -> AnswerCard:
+    def _add_stored(self, stored: StoredAnswer) -> AnswerCard:
         a = stored.answer
         params = AnswerOptions.from_settings(stored.options)
         # Negative ids: the ops' ids (positive) name the cards of questions asked now.
@@ -228,7 +231,7 @@ class History(QObject):
                rid: int) -> None:
         store = self.store
 
-        def work() -> Any:
+        def work() -> StoredAnswer:
             # A conversation of its own: an empty one may be another target's already.
             if target.id is None:
                 target.id = store.create().id
@@ -239,7 +242,7 @@ class History(QObject):
                 target.id = store.create().id
                 return store.add_answer(target.id, answer, pack=pack, options=options)
 
-        def stored(s: Any) -> None:
+        def stored(s: StoredAnswer) -> None:
             if target is self._target:
                 self._answer_ids[rid] = s.id
                 self.sidebar.select(s.conversation_id)
