@@ -9,13 +9,15 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
 from ragdesk.cli.train_cmd import cancel_on_ctrl_c
 from ragdesk.core.pack_choice import chosen_pack
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragdesk.core.app import AppContext
     from ragdesk.core.progress import TrainingUpdate
 
@@ -51,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_tune)
 
 
-def _printer() -> Any:
+def _printer() -> Callable[[TrainingUpdate], None]:
     from ragdesk.core.progress import terminal_printer
 
     emit = terminal_printer(sys.stderr)

@@ -141,7 +141,7 @@ def _read_pooling(folder: Path, path: Path) -> str:
     return mode
 
 
-def _read_dense(folder: Path, sub: Path) -> Any:
+def _read_dense(folder: Path, sub: Path) -> torch.nn.Sequential:
     import torch
     from safetensors.torch import load_file
 
