@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     import torch
+    from transformers import PreTrainedTokenizerBase
 
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
 
@@ -139,7 +140,7 @@ class GeneratorParts:
     """A loaded generator before it is wrapped in the engine's generator class."""
 
     model: Any
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     kind: str  # "seq2seq" or "causal"
     name: str
     source: ResolvedRef
