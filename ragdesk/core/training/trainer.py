@@ -26,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 
     from ragdesk.core.encoders import TextEncoder
     from ragdesk.core.engine.generators import Generator
+    from ragdesk.core.projection import VectorSnapshot
     from ragdesk.core.training.data import Example
+    from ragdesk.core.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,12 @@ def pick_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def decoder_blocks(model: Any) -> list[Any]:
+def decoder_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The generator's stack of decoder blocks (BART: decoder.layers, Gemma: layers, GPT-2:
     h): the longest ModuleList of blocks, preferring one inside a decoder."""
     import torch
 
-    found: list[tuple[bool, int, str, Any]] = []
+    found: list[tuple[bool, int, str, torch.nn.ModuleList]] = []
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0 and (
                 name.rsplit(".", 1)[-1] in ("layers", "h", "layer", "block", "blocks")):
@@ -98,7 +100,7 @@ def set_trainable(encoder: TextEncoder, gen: Generator, config: TrainConfig,
 class RagTrainer:
     """Trains one question encoder and one generator against one snapshot index."""
 
-    def __init__(self, encoder: TextEncoder, generator: Generator, index: Any,
+    def __init__(self, encoder: TextEncoder, generator: Generator, index: VectorSnapshot,
                  config: TrainConfig, *, device: str | None = None,
                  state: TrainState | None = None) -> None:
         import torch
@@ -167,7 +169,7 @@ class RagTrainer:
         mask = torch.ones((1, lp.shape[-1]), device=lp.device)
         return rag_nll(self.config.mode, scores, lp, mask, temperature_of(self.index))[0]
 
-    def _check_scores(self, scores: torch.Tensor, hits: Sequence[Any]) -> None:
+    def _check_scores(self, scores: torch.Tensor, hits: Sequence[Hit]) -> None:
         """The stored vectors must give the scores the index gave, or p(z|x) would be wrong."""
         ours = scores.detach().float().cpu().numpy()[0]
         theirs = np.array([h.score for h in hits], dtype=np.float32)
