@@ -25,13 +25,16 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragdesk.core.errors import BadInputError, RagdeskError
 from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NPY = ".npy"
 PARQUET = ".parquet"
@@ -105,7 +108,7 @@ def _npy_shard(path: Path, dim: int, first_id: int) -> Shard:
     return Shard(path, int(arr.shape[0]), arr.dtype, ids_path)
 
 
-def _vector_type(path: Path, schema: Any) -> tuple[np.dtype[Any], int | None]:
+def _vector_type(path: Path, schema: pa.Schema) -> tuple[np.dtype[Any], int | None]:
     """The vectors' dtype and, for fixed-size lists, their length."""
     import pyarrow as pa
 
@@ -198,7 +201,7 @@ class EmbeddingShards:
             ids = ids_col.to_numpy().astype(np.int64, copy=False)
             yield ids, self._vectors(shard, batch.column(1)) if vectors else None
 
-    def _vectors(self, shard: Shard, col: Any) -> np.ndarray:
+    def _vectors(self, shard: Shard, col: pa.Array) -> np.ndarray:
         import pyarrow as pa
 
         if col.null_count:
