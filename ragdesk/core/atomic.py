@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.errors import DiskFullError, disk_full_message, is_disk_full
 
@@ -90,5 +89,5 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: object) -> None:
     write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8"))

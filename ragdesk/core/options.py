@@ -121,7 +121,7 @@ def check_n_docs_value(n_docs: object) -> None:
         raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.")
 
 
-def _optional_bool(value: Any) -> bool | None:
+def _optional_bool(value: object) -> bool | None:
     return None if value is None else bool(value)
 
 

@@ -74,7 +74,7 @@ def check_text(value: str, *, path: Path | str | None = None, line: int | None =
     return value
 
 
-def check_strings(obj: Any, path: Path | str | None = None, line: int | None = None) -> None:
+def check_strings(obj: object, path: Path | str | None = None, line: int | None = None) -> None:
     """Refuse a parsed JSON value holding a string (or key) that is not text."""
     # Iterative: the depth is bounded already, but this walks every value of a large line.
     stack = [obj]

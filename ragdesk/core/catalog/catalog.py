@@ -51,7 +51,7 @@ class Catalog(CatalogFile):
         timeout_ms = int(busy_timeout_s * 1000)
 
         @event.listens_for(self.engine, "connect")
-        def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
             # Manage transactions ourselves so BEGIN IMMEDIATE takes the write lock up front.
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
