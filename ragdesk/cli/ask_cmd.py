@@ -23,8 +23,9 @@ from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
+    from ragdesk.core.engine.generators import Generator
     from ragdesk.core.options import AnswerOptions
-    from ragdesk.core.types import Answer
+    from ragdesk.core.types import Answer, AnswerToken
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -112,7 +113,7 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
     streamed: list[str] = []
     _stream_to_stdout = _StdoutStream()
 
-    def on_token(tok: Any) -> None:
+    def on_token(tok: AnswerToken) -> None:
         marks.setdefault("first", time.perf_counter())
         if not args.json:
             streamed.append(tok.text)
@@ -136,7 +137,7 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
         "pack": pack_name, "precision": _precision_of(gen), "load_s": loading})
 
 
-def _print_timings(ans: Answer, gen: Any, marks: dict[str, float], t_start: float) -> None:
+def _print_timings(ans: Answer, gen: Generator, marks: dict[str, float], t_start: float) -> None:
     t, m = ans.timings, marks
     ttft = f"; first token after {m['first'] - m['ask']:.2f} s" if "first" in m else ""
     print(f"ragdesk: checks {m['checked'] - t_start:.2f} s; loaded the question encoder in "
@@ -175,7 +176,7 @@ def _model_refs(args: argparse.Namespace, ctx: AppContext, snapshot: Any
 
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
-                  json_extra: dict[str, Any]) -> int:
+                  json_extra: dict[str, object]) -> int:
     from ragdesk.core.confidence import confidence_label, shown_text
 
     if args.json:
@@ -212,7 +213,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
     streamed: list[str] = []
     _stream_to_stdout = _StdoutStream()
 
-    def on_token(tok: Any) -> None:
+    def on_token(tok: AnswerToken) -> None:
         if not args.json:
             streamed.append(tok.text)
             _stream_to_stdout(tok)
@@ -232,7 +233,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
     return _print_answer(args, ans, bool(streamed), {"server": url})
 
 
-def _precision_of(gen: Any) -> str:
+def _precision_of(gen: object) -> str:
     return str(getattr(gen, "precision", "float32"))
 
 
@@ -263,14 +264,14 @@ class _StdoutStream:
 
         self.text = StreamedText()
 
-    def __call__(self, tok: Any) -> None:
+    def __call__(self, tok: AnswerToken) -> None:
         piece = self.text.piece(tok.text)
         if piece:
             sys.stdout.write(terminal_safe(piece, newlines=True))
             sys.stdout.flush()
 
 
-def _print_sources(ans: Any) -> None:
+def _print_sources(ans: Answer) -> None:
     what = {"token": "RAG-Token", "together": "passages read together"}.get(
         ans.mode, f"RAG-Sequence ({ans.decoding})")
     if ans.retriever:

@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Names and choices only: ragdesk.core.options imports nothing heavy.
 from ragdesk.core.options import (
@@ -35,7 +35,7 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
                              '{"error": ..., "hint": ..., "exit": N})')
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: object) -> None:
     """The CLI's one JSON printer: indented for a person at a terminal, one line for a
     program reading a pipe (``| head -1`` gets the whole document)."""
     if sys.stdout.isatty():
@@ -125,12 +125,6 @@ def add_answer_options(p: argparse.ArgumentParser) -> None:
                         "instructions, answers rarely differ) or int8 (faster still, answers "
                         f"differ more often); default: the setting {PRECISION_KEY!r}, else "
                         "bfloat16 where the CPU has native bf16, else float32")
-
-
-def grounded_setting(value: bool | None, ctx: AppContext) -> bool | None:
-    """--[no-]grounded, else the setting, else None (automatic: see resolve_grounded)."""
-    got = value if value is not None else ctx.settings.get("grounded")
-    return None if got is None else bool(got)
 
 
 def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:

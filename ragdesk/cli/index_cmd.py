@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli import calibrate_cmd
 from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
@@ -15,8 +15,11 @@ from ragdesk.core.progress import terminal_printer
 from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ragdesk.core.app import AppContext
     from ragdesk.core.encoders import EncoderPrecision
+    from ragdesk.core.progress import ProgressCallback
 
 IMPORT_EPILOG = """\
 formats (detected from the file, or given with --format):
@@ -173,7 +176,7 @@ def _register_small(isub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     calibrate_cmd.register(isub)
 
 
-def _progress() -> Any:
+def _progress() -> ProgressCallback:
     return terminal_printer(sys.stderr)
 
 
@@ -217,7 +220,7 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.snapshots import import_snapshot
 
     if args.fmt == "docs" or Path(args.source).is_dir():
-        from ragdesk.cli.docs_import import import_docs  # a folder of documents (issue 20)
+        from ragdesk.cli.docs_import import import_docs  # a folder of documents
 
         return import_docs(args, ctx)
 
@@ -258,7 +261,7 @@ def cmd_quantize(args: argparse.Namespace, ctx: AppContext) -> int:
     return 0
 
 
-def _question_vectors(args: argparse.Namespace, ctx: AppContext) -> Any:
+def _question_vectors(args: argparse.Namespace, ctx: AppContext) -> np.ndarray:
     from ragdesk.core.encoders import ST_FAMILY, load_encoder
     from ragdesk.core.errors import BadInputError
     from ragdesk.core.snapshots import open_snapshot

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
 from ragdesk.core.units import human_bytes
 
@@ -170,7 +171,7 @@ def cmd_download(args: argparse.Namespace, ctx: AppContext) -> int:
     spec = BUILTIN_PACKS.get(args.pack) or get_pack(ctx.catalog, args.pack, ctx.data)
     folders = download_spec(spec, progress=_mb_printer())
     if args.use:
-        ctx.settings.set("model_pack", spec.name)
+        ctx.settings.set(SETTINGS_KEY, spec.name)
     if args.json:
         print_json({"pack": spec.name, "folders": [str(f) for f in folders],
                     "chosen": bool(args.use)})
@@ -190,7 +191,7 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
                        passage_encoder=args.passage_encoder, generator=args.generator,
                        copy=args.copy, replace=args.replace, progress=terminal_printer())
     if args.use:
-        ctx.settings.set("model_pack", spec.name)
+        ctx.settings.set(SETTINGS_KEY, spec.name)
     if args.json:
         print_json({**spec.to_json(), "chosen": bool(args.use)})
         return 0
@@ -211,10 +212,10 @@ def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
     removed = remove_pack(ctx.catalog, args.name, ctx.data)
     was_chosen = chosen_pack(ctx.settings) == args.name
     if was_chosen:
-        ctx.settings.set("model_pack", "starter")
+        ctx.settings.set(SETTINGS_KEY, STARTER)
     if args.json:
         print_json({"removed": args.name, "deleted": [str(p) for p in removed],
-                    "chosen": "starter" if was_chosen else chosen_pack(ctx.settings)})
+                    "chosen": STARTER if was_chosen else chosen_pack(ctx.settings)})
         return 0
     for p in removed:
         print(f"deleted {terminal_safe(p)}")
@@ -250,7 +251,7 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
         gguf = (starter.ensure_gguf(starter.gguf_path(ctx.data), progress=printer)
                 if args.skip_generator else starter.prepare_generator(ctx.data, progress=printer))
         if not args.no_use:
-            ctx.settings.set("model_pack", "starter")
+            ctx.settings.set(SETTINGS_KEY, STARTER)
         print_json({"snapshot": record.to_json() if record is not None else None,
                     "generator": str(gguf), "chosen": not args.no_use})
         return 0
@@ -266,7 +267,7 @@ def cmd_setup_starter(args: argparse.Namespace, ctx: AppContext) -> int:
         gguf = starter.prepare_generator(ctx.data, progress=printer)
     print(f"generator: {terminal_safe(gguf)}")
     if not args.no_use:
-        ctx.settings.set("model_pack", "starter")
+        ctx.settings.set(SETTINGS_KEY, STARTER)
         print("`ask` and the app now use the starter pack.")
     return 0
 
@@ -289,7 +290,7 @@ def cmd_setup_reader(args: argparse.Namespace, ctx: AppContext) -> int:
         model, tokenizer = load_gguf_causal_lm(gguf, progress=printer)
         del model, tokenizer
     if args.use:
-        ctx.settings.set("model_pack", reader.READER)
+        ctx.settings.set(SETTINGS_KEY, reader.READER)
     if args.json:
         print_json({"pack": reader.READER, "generator": str(gguf), "downloaded": needed,
                     "chosen": bool(args.use), "provenance": reader.provenance(ctx.data)})

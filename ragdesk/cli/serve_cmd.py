@@ -8,12 +8,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import add_json_option, print_json, terminal_safe
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ragdesk.core.app import AppContext
+    from ragdesk.core.engine.api import Engine
+    from ragdesk.server.config import AnswerDefaults
 
 API_KEY_ENV = "RAGDESK_API_KEY"
 
@@ -128,7 +132,7 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     passive_openmp_waits()
     data_dir = ctx.data.root
 
-    def loader() -> Any:
+    def loader() -> Engine:
         if not args.verbose:
             # transformers draws a "Loading weights" bar per model; the ready line says it.
             from transformers.utils import logging as hf_logging
@@ -162,8 +166,8 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     return 0
 
 
-def load_checked_engine(data_dir: Any, snapshot: str | None, pack: str | None,
-                        question_encoder: str | None, generator: str | None) -> Any:
+def load_checked_engine(data_dir: Path, snapshot: str | None, pack: str | None,
+                        question_encoder: str | None, generator: str | None) -> Engine:
     """``ragdesk.load_engine``, and a check that its question encoder fits the snapshot
     (a mismatch would otherwise fail every request)."""
     import ragdesk
@@ -183,7 +187,7 @@ def load_checked_engine(data_dir: Any, snapshot: str | None, pack: str | None,
     return engine
 
 
-def _answer_defaults(ctx: AppContext) -> Any:
+def _answer_defaults(ctx: AppContext) -> AnswerDefaults:
     """The answer options a request leaves out: the settings, as for `ragdesk ask`."""
     from ragdesk.server.config import AnswerDefaults
 
@@ -191,7 +195,7 @@ def _answer_defaults(ctx: AppContext) -> Any:
     keys = {"mode": "mode", "decoding": "decoding", "n_docs": "n_docs",
             "num_beams": "num_beams", "max_new_tokens": "max_new_tokens",
             "min_new_tokens": "min_new_tokens", "retriever": "retriever"}
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     for field, key in keys.items():
         got = ctx.settings.get(key)
         if got is not None and type(got) is type(getattr(base, field)):

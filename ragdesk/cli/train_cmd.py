@@ -13,6 +13,8 @@ from ragdesk.core.options import PRECISIONS
 from ragdesk.core.progress import CancelToken
 
 if TYPE_CHECKING:
+    from types import FrameType
+
     from ragdesk.core.app import AppContext
 
 EPILOG = """\
@@ -130,7 +132,7 @@ def cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
     """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
     token = CancelToken()
 
-    def handler(signum: int, _frame: Any) -> None:
+    def handler(signum: int, _frame: FrameType | None) -> None:
         if token.cancelled:
             raise KeyboardInterrupt
         token.cancel()

@@ -9,12 +9,15 @@ import dataclasses
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
 from ragdesk.cli.train_cmd import cancel_on_ctrl_c
+from ragdesk.core.pack_choice import chosen_pack
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ragdesk.core.app import AppContext
     from ragdesk.core.progress import TrainingUpdate
 
@@ -50,7 +53,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_tune)
 
 
-def _printer() -> Any:
+def _printer() -> Callable[[TrainingUpdate], None]:
     from ragdesk.core.progress import terminal_printer
 
     emit = terminal_printer(sys.stderr)
@@ -72,7 +75,7 @@ def cmd_tune(args: argparse.Namespace, ctx: AppContext) -> int:
     given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr),
                                ("held_out", args.held_out)) if v is not None}
     choices = dataclasses.replace(TuneChoices(), **given)
-    pack = args.pack or str(ctx.settings.get("model_pack") or "starter")
+    pack = args.pack or chosen_pack(ctx.settings)
     cancel, previous = cancel_on_ctrl_c()
     try:
         r = run_tune(ctx.data, ctx.catalog, TuneJob(args.questions, pack, args.snapshot, choices),

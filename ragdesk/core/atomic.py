@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.errors import DiskFullError, disk_full_message, is_disk_full
 
@@ -32,7 +31,7 @@ def temp_name(path: Path) -> Path:
     """A name beside ``path`` that no other writer uses: process, thread and a counter.
 
     A name by process id alone let two threads of one process write the same temporary
-    file and rename it away under each other (issue 18: thousands of lost settings writes).
+    file and rename it away under each other, losing settings writes.
     """
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}-"
                           f"{next(_counter)}")
@@ -90,5 +89,5 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def write_json_atomic(path: Path, obj: Any) -> None:
+def write_json_atomic(path: Path, obj: object) -> None:
     write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode("utf-8"))

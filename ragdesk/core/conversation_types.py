@@ -6,7 +6,6 @@ them without reaching into the store."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from ragdesk.core.types import Answer
 
@@ -36,10 +35,10 @@ class StoredAnswer:
     position: int  # 0-based order in its conversation
     answer: Answer
     pack: str | None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, object] = field(default_factory=dict)
     created_at: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = self.answer.to_json()
         d.update(pack=self.pack, options=self.options, created=self.created_at)
         return d

@@ -201,7 +201,7 @@ class ConversationStore:
     # ---- answers ---------------------------------------------------------------------
 
     def add_answer(self, conversation_id: int, answer: Answer, *, pack: str | None = None,
-                   options: Mapping[str, Any] | None = None) -> StoredAnswer:
+                   options: Mapping[str, object] | None = None) -> StoredAnswer:
         """Append an answer (with its passages and posteriors) to a conversation."""
         now = utcnow()
         opts = dict(options or {})
@@ -243,7 +243,7 @@ class ConversationStore:
         return StoredAnswer(aid, conversation_id, position, answer, pack, opts, now)
 
     @staticmethod
-    def _answers(conn: Connection, where: str, params: dict[str, Any]) -> list[StoredAnswer]:
+    def _answers(conn: Connection, where: str, params: dict[str, object]) -> list[StoredAnswer]:
         rows = conn.execute(text(f"SELECT * FROM answers WHERE {where} ORDER BY position"),
                             params).fetchall()
         if not rows:
@@ -321,7 +321,7 @@ class ConversationStore:
             return []
         # LIKE's own wildcards in what the user typed are literal (escaped with '\').
         clauses = " AND ".join(f"c.title LIKE :w{i} ESCAPE '\\'" for i in range(len(words)))
-        params: dict[str, Any] = {f"w{i}": _like_pattern(w) for i, w in enumerate(words)}
+        params: dict[str, object] = {f"w{i}": _like_pattern(w) for i, w in enumerate(words)}
         params["limit"] = int(limit)
         with self.catalog.transaction() as conn:
             rows = conn.execute(text(
@@ -331,7 +331,7 @@ class ConversationStore:
 
     # ---- export ----------------------------------------------------------------------
 
-    def export_json(self, conversation_id: int) -> dict[str, Any]:
+    def export_json(self, conversation_id: int) -> dict[str, object]:
         conv = self.get(conversation_id)
         return conversation_json(conv.title, conv.created_at,
                                  [a.to_json() for a in self.answers(conversation_id)])
@@ -356,7 +356,7 @@ class ConversationStore:
         """A new conversation from a JSON file that :meth:`export_to` wrote."""
         return self.import_json(load_file_bounded(path, max_bytes=IMPORT_MAX_BYTES))
 
-    def import_json(self, data: Mapping[str, Any]) -> ConversationRecord:
+    def import_json(self, data: Mapping[str, object]) -> ConversationRecord:
         """A new conversation from :meth:`export_json`'s output. Every answer is read before
         anything is written: a damaged export adds nothing."""
         check_strings(data)  # SQLite refuses lone surrogates only once half is written
@@ -364,7 +364,7 @@ class ConversationStore:
         if not isinstance(answers, list):
             raise BadInputError("This is not a ragdesk conversation export (it has no list "
                                 "of answers).")
-        parsed: list[tuple[Answer, str | None, dict[str, Any]]] = []
+        parsed: list[tuple[Answer, str | None, dict[str, object]]] = []
         for n, d in enumerate(answers, 1):
             try:
                 options = d.get("options") or {}

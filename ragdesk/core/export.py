@@ -90,7 +90,7 @@ def answer_from_json(d: Mapping[str, Any]) -> Answer:
 
 
 def conversation_json(title: str, created: str, answers: Sequence[Mapping[str, Any]]
-                      ) -> dict[str, Any]:
+                      ) -> dict[str, object]:
     """The JSON export of a conversation; ``answers`` are :meth:`Answer.to_json` dicts with
     the store's ``pack``, ``options`` and ``created`` added."""
     return {"format": JSON_FORMAT, "version": JSON_VERSION, "title": title,

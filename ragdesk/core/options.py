@@ -121,7 +121,7 @@ def check_n_docs_value(n_docs: object) -> None:
         raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.")
 
 
-def _optional_bool(value: Any) -> bool | None:
+def _optional_bool(value: object) -> bool | None:
     return None if value is None else bool(value)
 
 
@@ -188,7 +188,7 @@ class AnswerOptions:
             abstain=d.abstain if got["abstain"] is None else bool(got["abstain"]),
         )
 
-    def to_settings(self) -> dict[str, Any]:
+    def to_settings(self) -> dict[str, object]:
         """What :meth:`from_settings` reads back (the temperature is per question only)."""
         return {key: getattr(self, field) for field, key in _SETTINGS_KEYS.items()}
 

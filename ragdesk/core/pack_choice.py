@@ -8,7 +8,7 @@ importing the models package there would load numpy and cost the start half a se
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
 SETTINGS_KEY = "model_pack"
 STARTER = "starter"
@@ -17,7 +17,7 @@ STARTER = "starter"
 class SettingsReader(Protocol):
     """What reading the choice needs of ``ragdesk.core.settings.Settings``."""
 
-    def get(self, key: str, default: Any = None) -> Any: ...
+    def get(self, key: str, default: object = None) -> object: ...
 
 
 def chosen_pack(settings: SettingsReader) -> str:

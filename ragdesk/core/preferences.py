@@ -18,7 +18,6 @@ import tempfile
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.atomic import write_bytes_atomic
 from ragdesk.core.devices import DEVICE_ENV
@@ -63,7 +62,7 @@ class Preferences:
     threads: int = 0  # 0: as many as PyTorch chooses
     hf_cache: str = ""  # "": huggingface_hub's own default (~/.cache/huggingface/hub)
     theme: str = "system"
-    answer: dict[str, Any] = field(
+    answer: dict[str, object] = field(
         default_factory=lambda: {k: DEFAULTS.get(k) for k in ANSWER_KEYS})
 
 
@@ -173,7 +172,7 @@ def save_preferences(settings: Settings, old: Preferences, new: Preferences) -> 
     :func:`restart_needed`. Validate first: this writes what it is given."""
     new = normalized(new)
     changed = changed_fields(old, new)
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     if "device" in changed:
         values[DEVICE_KEY] = new.device
     if "threads" in changed:

@@ -20,7 +20,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -129,8 +129,8 @@ def fit_projection(vectors: np.ndarray, *, sample: int = FIT_SAMPLE, seed: int =
 def snapshot_key(snapshot: VectorSnapshot) -> Hashable:
     """What identifies a snapshot's vectors: its name and size, plus its manifest's creation
     time where it has one (a re-import under the same name gets a new key)."""
-    manifest: Any = getattr(snapshot, "manifest", None)
-    created: Any = None
+    manifest: object = getattr(snapshot, "manifest", None)
+    created: object = None
     if isinstance(manifest, dict):
         created = manifest.get("created")
     elif manifest is not None:

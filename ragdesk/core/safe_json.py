@@ -29,6 +29,15 @@ _TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 # Only an escape can put a lone surrogate into a parsed string from strictly decoded text.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
+def as_int(value: object) -> int:
+    """``int(value)`` for a value read from JSON, whose type only a check can tell: a number
+    or a numeric string converts as ``int`` converts it; anything else raises ``TypeError``,
+    as ``int`` would."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"int() argument must be a string or a number, not {type(value).__name__!r}")
+
+
 def check_depth(text: str, max_depth: int = MAX_DEPTH, *, path: Path | str | None = None,
                 line: int | None = None, hint: str | None = None) -> None:
     """Refuse JSON text nested deeper than ``max_depth`` without parsing it."""
@@ -65,7 +74,7 @@ def check_text(value: str, *, path: Path | str | None = None, line: int | None =
     return value
 
 
-def check_strings(obj: Any, path: Path | str | None = None, line: int | None = None) -> None:
+def check_strings(obj: object, path: Path | str | None = None, line: int | None = None) -> None:
     """Refuse a parsed JSON value holding a string (or key) that is not text."""
     # Iterative: the depth is bounded already, but this walks every value of a large line.
     stack = [obj]

@@ -242,8 +242,10 @@ class Session:
             generator = generator or spec.generator
         # Through the module: a test that forbids loading (monkeypatch) reaches every caller.
         qenc = loading.load_question_encoder(str(question_encoder))
-        gen = loading.load_generator(str(generator),
-                                     precision=self.app.settings.get(PRECISION_KEY))
+        # a setting of another type is refused by its text, as any unknown precision is
+        precision = self.app.settings.get(PRECISION_KEY)
+        gen = loading.load_generator(
+            str(generator), precision=None if precision is None else str(precision))
         log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name,
                  gen.kind)
         return Engine(qenc, gen, library=self.library, snapshot=snapshot, on_close=on_close)

@@ -17,7 +17,6 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock
 
@@ -29,7 +28,7 @@ log = logging.getLogger(__name__)
 # What a key reads as when the file does not hold it: the answer options' one set of
 # defaults. The model pack has none here on purpose: a pack the user chose must be told apart
 # from no choice (a snapshot's own pack comes before the starter, never before a choice).
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: dict[str, object] = {
     k: v for k, v in DEFAULT_OPTIONS.to_settings().items() if v is not None}
 
 CORRUPT_SUFFIX = ".corrupt-"
@@ -43,9 +42,9 @@ class Settings:
         self._lock = threading.RLock()
         self._file_lock = FileLock(str(path.with_name(f".{path.name}.lock")))
         # Only what was read or set: the file never freezes a default into a choice.
-        self._values: dict[str, Any] = self._read(first=True)
+        self._values: dict[str, object] = self._read(first=True)
 
-    def _read(self, *, first: bool = False) -> dict[str, Any]:
+    def _read(self, *, first: bool = False) -> dict[str, object]:
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -84,33 +83,33 @@ class Settings:
                         "them again; repair that copy and move it back to keep your old ones.")
         log.warning("%s", self.problem)
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> object:
         with self._lock:
             if key in self._values:
                 return self._values[key]
         return DEFAULTS.get(key, default)
 
-    def chosen(self, key: str) -> Any:
+    def chosen(self, key: str) -> object:
         """The value the file holds or this process set; None for a default or nothing."""
         with self._lock:
             return self._values.get(key)
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: str) -> object:
         with self._lock:
             if key in self._values:
                 return self._values[key]
         return DEFAULTS[key]
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: object) -> None:
         self.update({key: value})
 
-    def update(self, values: dict[str, Any]) -> None:
+    def update(self, values: dict[str, object]) -> None:
         with self._lock, self._locked_file():
             # Another process (or Settings object) may have written since we read the file.
             self._values = {**self._read(), **values}
             self._write()
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         with self._lock:
             return {**DEFAULTS, **self._values}
 

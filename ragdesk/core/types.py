@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -85,7 +84,7 @@ class Answer:
     # The confidence model's inputs, kept for evaluation and the inspector.
     features: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         for t, tok in zip(d["tokens"], self.tokens, strict=True):
             t["source"] = tok.source

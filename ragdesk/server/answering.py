@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.documents import locate
 from ragdesk.core.documents.citations import document_root
@@ -15,9 +15,14 @@ from ragdesk.core.session import retrieve_from_ready
 from ragdesk.core.types import Hit
 from ragdesk.server.shapes import AskRequest, citation
 
+if TYPE_CHECKING:
+    from ragdesk.core.engine.api import Engine
+    from ragdesk.core.engine.attribution import TokenCallback
+    from ragdesk.core.types import Answer, RetrievedDoc
 
-def retrieve_with_citations(engine: Any, question: str, n_docs: int, snapshot: str | None,
-                            retriever: str) -> tuple[list[Any], list[dict[str, Any]]]:
+
+def retrieve_with_citations(engine: Engine, question: str, n_docs: int, snapshot: str | None,
+                            retriever: str) -> tuple[list[RetrievedDoc], list[dict[str, object]]]:
     """The passages for ``question`` and their citations (file, page, heading for a folder
     snapshot), in rank order."""
     index = engine.snapshot_index(snapshot)  # taken once: a switch meanwhile does not matter
@@ -29,9 +34,9 @@ def retrieve_with_citations(engine: Any, question: str, n_docs: int, snapshot: s
     return docs, cites
 
 
-def answer(engine: Any, req: AskRequest, docs: list[Any],
-           on_token: Callable[[Any], None] | None = None,
-           cancel: CancelToken | None = None) -> Any:
+def answer(engine: Engine, req: AskRequest, docs: list[RetrievedDoc],
+           on_token: TokenCallback | None = None,
+           cancel: CancelToken | None = None) -> Answer:
     hits = [Hit(d.id, d.title, d.text, d.score) for d in docs]
     return engine.ask_from_docs(req.question, hits, answer_options(req),
                                 snapshot_name=docs[0].snapshot if docs else None,
@@ -50,10 +55,10 @@ def answer_options(req: AskRequest) -> AnswerOptions:
     return dataclasses.replace(DEFAULT_OPTIONS, **given)
 
 
-def ask(engine: Any, req: AskRequest, on_token: Callable[[Any], None] | None = None,
+def ask(engine: Engine, req: AskRequest, on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
-        on_citations: Callable[[list[dict[str, Any]]], None] | None = None,
-        ) -> tuple[Any, list[dict[str, Any]]]:
+        on_citations: Callable[[list[dict[str, object]]], None] | None = None,
+        ) -> tuple[Answer, list[dict[str, object]]]:
     """Retrieve, report the citations (a stream sends them before the first token), answer.
 
     A request whose client left while it waited in the queue is dropped here, unanswered."""

@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -50,6 +50,11 @@ from ragdesk.server.shapes import (
     token_source,
 )
 
+if TYPE_CHECKING:
+    from ragdesk.core.engine.api import Engine
+    from ragdesk.core.types import RetrievedDoc
+
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]
 DISCONNECT_POLL_S = 0.25
@@ -171,7 +176,7 @@ class _Guard:
         return None
 
 
-async def _json_body(request: Request, config: ServerConfig) -> Any:
+async def _json_body(request: Request, config: ServerConfig) -> object:
     limit = config.max_body_bytes
     size = 0
     parts: list[bytes] = []
@@ -216,7 +221,7 @@ class _Budget:
         return (f"No answer within this server's time budget of {self.seconds:g} s per "
                 "request (the engine was busy with other requests).")
 
-    def truncation(self) -> dict[str, Any]:
+    def truncation(self) -> dict[str, object]:
         return {"truncated": "time_budget", "time_budget_s": self.seconds}
 
 
@@ -309,7 +314,7 @@ async def _retrieve(request: Request, host: EngineHost, config: ServerConfig) ->
                                                         config)
     budget = _Budget(config.request_timeout_s)
 
-    def work(engine: Any) -> Any:
+    def work(engine: Engine) -> tuple[list[RetrievedDoc], list[dict[str, object]]]:
         budget.cancel.raise_if_cancelled()  # it waited out its budget in the queue
         return answering.retrieve_with_citations(engine, query, n_docs, snapshot, retriever)
 
@@ -333,14 +338,17 @@ def _unanswered(budget: _Budget) -> Response:
 def _model_ids(host: EngineHost) -> list[str]:
     ids = [MODEL_ID]
     try:
-        catalog = host.engine.library.catalog
+        # a library that finds snapshots by name has a catalog; another lists no more
+        catalog = getattr(host.engine.library, "catalog", None)
+        if catalog is None:
+            return ids
         ids += [f"{MODEL_ID}/{s.name}" for s in catalog.list_snapshots() if s.state == "ready"]
     except (EngineUnavailable, AttributeError, RagdeskError):
         pass  # while loading, only the default model is listed
     return ids
 
 
-async def _run_watched(request: Request, job: Future[Any], cancel: CancelToken) -> Any:
+async def _run_watched(request: Request, job: Future[T], cancel: CancelToken) -> T | None:
     """Wait for ``job``; if the client goes away meanwhile (it timed out in the queue, say),
     cancel it so that the engine moves on to requests someone still waits for. None: it
     was cancelled (by the client leaving or by its time budget) before it produced
@@ -369,7 +377,7 @@ async def _stream_chat(host: EngineHost, req: AskRequest, budget: _Budget) -> Re
     def put(kind: str, value: Any) -> None:
         loop.call_soon_threadsafe(events.put_nowait, (kind, value))
 
-    def work(engine: Any) -> None:
+    def work(engine: Engine) -> None:
         try:
             ans, _ = answering.ask(engine, req, lambda t: put("token", t), budget.cancel,
                                    lambda cites: put("citations", cites))
@@ -430,15 +438,15 @@ class _Stream:
                                    extra=extra))
         return self._end(_stream_error(value, self.budget))
 
-    def _chunk(self, delta: dict[str, Any], extra: dict[str, Any]) -> str:
+    def _chunk(self, delta: dict[str, object], extra: dict[str, object]) -> str:
         return _event(chunk(self.cid, self.model, delta, extra=extra))
 
-    def _end(self, last: dict[str, Any]) -> list[str]:
+    def _end(self, last: dict[str, object]) -> list[str]:
         self.ended = True
         return [_event(last), "data: [DONE]\n\n"]
 
 
-def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, Any]:
+def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, object]:
     if isinstance(exc, Cancelled) and budget.expired:
         return error_body(budget.message(), "server_error", code="time_budget_exceeded")
     if isinstance(exc, RagdeskError):
@@ -447,5 +455,5 @@ def _stream_error(exc: BaseException, budget: _Budget) -> dict[str, Any]:
     return error_body("Internal error; see the server log.", "server_error")
 
 
-def _event(obj: dict[str, Any]) -> str:
+def _event(obj: dict[str, object]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n"

@@ -8,7 +8,10 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from ragdesk.core.engine.api import Engine
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +27,10 @@ class QueueFull(Exception):
 
 
 class EngineHost:
-    def __init__(self, loader: Callable[[], Any], queue_limit: int) -> None:
+    def __init__(self, loader: Callable[[], Engine], queue_limit: int) -> None:
         self._loader = loader
         self.queue_limit = queue_limit
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self.error: str | None = None
         self._loaded = threading.Event()
         self._admit = threading.Lock()
@@ -60,7 +63,7 @@ class EngineHost:
         return "failed" if self._engine is None else "ready"
 
     @property
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         if not self._loaded.is_set():
             raise EngineUnavailable("The engine is still loading its models; try again in a "
                                     "moment.")
@@ -74,7 +77,7 @@ class EngineHost:
     def in_flight(self) -> int:
         return self._in_flight
 
-    def submit(self, fn: Callable[[Any], T]) -> Future[T]:
+    def submit(self, fn: Callable[[Engine], T]) -> Future[T]:
         """Run ``fn(engine)`` on the engine thread; refused at once when the queue is full."""
         engine = self.engine
         with self._admit:

@@ -10,16 +10,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragdesk.server.app import create_app
 from ragdesk.server.config import ServerConfig, check_bind
 from ragdesk.server.host import EngineHost
 
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp
+
+    from ragdesk.core.engine.api import Engine
+
 log = logging.getLogger(__name__)
 
 
-def _uvicorn_config(app: Any, config: ServerConfig) -> Any:
+def _uvicorn_config(app: ASGIApp, config: ServerConfig) -> uvicorn.Config:
     import uvicorn
 
     from ragdesk.server.protocol import guarded_protocol
@@ -36,7 +42,7 @@ def _uvicorn_config(app: Any, config: ServerConfig) -> Any:
         h11_max_incomplete_event_size=config.max_header_bytes)
 
 
-def serve(config: ServerConfig, loader: Callable[[], Any],
+def serve(config: ServerConfig, loader: Callable[[], Engine],
           on_ready: Callable[[str], None] | None = None) -> None:
     """Serve until interrupted. The engine loads in the background; until it is ready,
     questions get 503 and ``/health`` says ``loading``."""
@@ -55,7 +61,8 @@ def serve(config: ServerConfig, loader: Callable[[], Any],
         host.close()
 
 
-def _announce(server: Any, config: ServerConfig, on_ready: Callable[[str], None]) -> None:
+def _announce(server: uvicorn.Server, config: ServerConfig,
+              on_ready: Callable[[str], None]) -> None:
     while not server.started and not server.should_exit:
         time.sleep(0.05)
     if server.started:
@@ -72,7 +79,7 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def _bound_port(server: Any, asked: int) -> int:
+def _bound_port(server: uvicorn.Server, asked: int) -> int:
     """The port listened on: the one asked for, or the one the system chose for port 0."""
     try:
         return int(server.servers[0].sockets[0].getsockname()[1])
@@ -84,11 +91,11 @@ def _bound_port(server: Any, asked: int) -> int:
 class Running:
     url: str  # http://127.0.0.1:PORT
     host: EngineHost
-    server: Any
+    server: uvicorn.Server
 
 
 @contextlib.contextmanager
-def serve_in_thread(config: ServerConfig, loader: Callable[[], Any],
+def serve_in_thread(config: ServerConfig, loader: Callable[[], Engine],
                     wait_loaded: bool = True) -> Iterator[Running]:
     """The server on a free port of ``config.host`` (port 0), stopped on exit."""
     import uvicorn

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.confidence.wording import confidence_label, shown_text
 from ragdesk.core.documents import Location, citation_uri
@@ -27,7 +27,11 @@ from ragdesk.core.options import (
     STYLES,
     check_lengths,
 )
+from ragdesk.core.safe_json import as_int
 from ragdesk.server.config import MODEL_ID, TEMPERATURE_RANGE, ServerConfig
+
+if TYPE_CHECKING:
+    from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
 
 class RequestError(Exception):
@@ -40,7 +44,7 @@ class RequestError(Exception):
 
 
 def error_body(message: str, kind: str, param: str | None = None,
-               code: str | None = None) -> dict[str, Any]:
+               code: str | None = None) -> dict[str, object]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
@@ -63,7 +67,7 @@ class AskRequest:
     min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
 
 
-def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
+def int_option(d: dict[str, object], key: str, default: int, low: int, high: int) -> int:
     value = d.get(key, default)
     if value is None:
         return default
@@ -72,7 +76,7 @@ def int_option(d: dict[str, Any], key: str, default: int, low: int, high: int) -
     return value
 
 
-def str_option(d: dict[str, Any], key: str, default: str, choices: tuple[str, ...]) -> str:
+def str_option(d: dict[str, object], key: str, default: str, choices: tuple[str, ...]) -> str:
     value = d.get(key, default)
     if value is None:
         return default
@@ -81,7 +85,7 @@ def str_option(d: dict[str, Any], key: str, default: str, choices: tuple[str, ..
     return str(value)
 
 
-def _question(messages: Any, limit: int) -> str:
+def _question(messages: object, limit: int) -> str:
     """The last user message: ragdesk answers one question (earlier turns are not context
     for a retriever trained on single questions)."""
     if not isinstance(messages, list) or not messages:
@@ -100,7 +104,7 @@ def _question(messages: Any, limit: int) -> str:
     raise RequestError("'messages' holds no user message.", "messages")
 
 
-def _text_of_parts(parts: list[Any]) -> str:
+def _text_of_parts(parts: list[object]) -> str:
     """Content parts joined: the text ones are read, other kinds (images) are skipped, and
     anything that is not a part at all is refused rather than guessed at."""
     texts: list[str] = []
@@ -117,7 +121,7 @@ def _text_of_parts(parts: list[Any]) -> str:
     return " ".join(texts)
 
 
-def parse_chat(body: Any, config: ServerConfig) -> AskRequest:
+def parse_chat(body: object, config: ServerConfig) -> AskRequest:
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
     extra = body.get("ragdesk") or {}
@@ -173,7 +177,7 @@ def check_work(req: AskRequest, config: ServerConfig) -> None:
             "work_limit")
 
 
-def _min_new_tokens(d: dict[str, Any], default: int, num_beams: int,
+def _min_new_tokens(d: dict[str, object], default: int, num_beams: int,
                     max_new_tokens: int) -> int:
     """``ragdesk.min_new_tokens``, checked by the rule every front end's answer options are
     checked by (:func:`ragdesk.core.options.check_lengths`), so it is refused here with the
@@ -188,17 +192,17 @@ def _min_new_tokens(d: dict[str, Any], default: int, num_beams: int,
         check_lengths(num_beams, max_new_tokens, value)
     except BadInputError as exc:
         raise RequestError(exc.message, "ragdesk.min_new_tokens") from exc
-    return int(value)
+    return as_int(value)
 
 
-def _optional_bool(d: dict[str, Any], key: str) -> bool | None:
+def _optional_bool(d: dict[str, object], key: str) -> bool | None:
     value = d.get(key)
     if value is None or isinstance(value, bool):
         return value
     raise RequestError(f"'ragdesk.{key}' must be true or false.", f"ragdesk.{key}")
 
 
-def _temperature(d: dict[str, Any]) -> float | None:
+def _temperature(d: dict[str, object]) -> float | None:
     value = d.get("temperature")
     if value is None:
         return None
@@ -222,9 +226,9 @@ def snapshot_of_model(model: str) -> str | None:
                        "model_not_found")
 
 
-def citation(rank: int, doc: Any, location: Location | None,
-             root: Path | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def citation(rank: int, doc: RetrievedDoc, location: Location | None,
+             root: Path | None) -> dict[str, object]:
+    out: dict[str, object] = {
         "index": rank, "id": doc.id, "title": doc.title, "text": doc.text,
         "score": float(doc.score), "prob": float(doc.prob), "snapshot": doc.snapshot,
     }
@@ -235,7 +239,7 @@ def citation(rank: int, doc: Any, location: Location | None,
     return out
 
 
-def token_source(tok: Any) -> dict[str, Any]:
+def token_source(tok: AnswerToken) -> dict[str, object]:
     return {"id": int(tok.id), "text": tok.text, "source": int(tok.source),
             "posterior": [round(float(p), 6) for p in tok.posterior]}
 
@@ -244,8 +248,8 @@ def completion_id() -> str:
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def chat_completion(cid: str, model: str, answer: Any,
-                    citations: list[dict[str, Any]]) -> dict[str, Any]:
+def chat_completion(cid: str, model: str, answer: Answer,
+                    citations: list[dict[str, object]]) -> dict[str, Any]:
     n_tokens = len(answer.tokens)
     return {
         "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
@@ -258,7 +262,7 @@ def chat_completion(cid: str, model: str, answer: Any,
     }
 
 
-def answer_info(answer: Any) -> dict[str, Any]:
+def answer_info(answer: Answer) -> dict[str, object]:
     """What a client needs beside the content: ``guess`` is the answer's own text, which
     the content replaces with the not-found message when ``abstained``."""
     return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
@@ -268,9 +272,9 @@ def answer_info(answer: Any) -> dict[str, Any]:
             "guess": answer.text, "message": shown_text(answer)}
 
 
-def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None,
-          extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def chunk(cid: str, model: str, delta: dict[str, object], finish: str | None = None,
+          extra: dict[str, object] | None = None) -> dict[str, object]:
+    out: dict[str, object] = {
         "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
@@ -280,7 +284,7 @@ def chunk(cid: str, model: str, delta: dict[str, Any], finish: str | None = None
     return out
 
 
-def parse_retrieve(body: Any, config: ServerConfig) -> tuple[str, int, str | None, str]:
+def parse_retrieve(body: object, config: ServerConfig) -> tuple[str, int, str | None, str]:
     """(query, n_docs, snapshot, retriever) of a ``/v1/retrieve`` request."""
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")

@@ -41,7 +41,9 @@ if TYPE_CHECKING:
     from ragdesk.core.paths import DataDir
     from ragdesk.core.session import Session
     from ragdesk.core.snapshots import SnapshotLibrary
-    from ragdesk.core.snapshots.quantize import QuantizeResult
+
+    # re-exported for the library's annotations: what a quantize job hands back
+    from ragdesk.core.snapshots.quantize import QuantizeResult as QuantizeResult
 
     # re-exported for the tune dialog's annotations: the values a tuning job shows
     from ragdesk.core.training.tune import QuestionCheck as QuestionCheck

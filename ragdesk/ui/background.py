@@ -11,7 +11,7 @@ lane); tests and tools may pass any other callable with the same behaviour.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from PySide6.QtCore import QObject
 
@@ -19,10 +19,11 @@ from ragdesk.ui.ops import Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
 
 OnError = Callable[[str], None]
+T = TypeVar("T")
 
 
 class Background(Protocol):
-    def __call__(self, fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def __call__(self, fn: Callable[[], T], on_done: Callable[[T], None], *,
                  on_error: OnError | None = None, write: bool = False) -> None: ...
 
 
@@ -31,14 +32,14 @@ def op_background(runner: OpRunner, parent: QObject | None = None, *,
     """A :class:`Background` on ``runner``'s lanes; callbacks stop when ``parent`` is gone.
     Failures without ``on_error`` go to the runner's own handler (the error dialog)."""
 
-    def run(fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def run(fn: Callable[[], T], on_done: Callable[[T], None], *,
             on_error: OnError | None = None, write: bool = False) -> None:
-        def body(_ctx: OpContext) -> Any:
+        def body(_ctx: OpContext) -> T:
             return fn()
 
         # A write is one short transaction: closing the window waits for it (a saved answer
         # or a rename queued just before closing must not be dropped); reads may be.
-        op: Op[Any] = Op(body, lane=Lane.WRITES if write else Lane.READS, title=title,
+        op: Op[T] = Op(body, lane=Lane.WRITES if write else Lane.READS, title=title,
                          parent=parent, cancellable=not write).success(on_done)
         if on_error is not None:
             def failed(report: ErrorReport) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from PySide6.QtCore import QElapsedTimer, Qt, QTimer, Signal
+from PySide6.QtCore import QElapsedTimer, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -47,6 +47,7 @@ class ConversationSource(Protocol):
     def restore(self, conversation_id: int) -> ConversationRecord: ...
 
 
+T = TypeVar("T")
 SEARCH_DELAY_MS = 200  # a search starts this long after the last key press
 UNDO_MS = 15_000  # how long the "Deleted … Undo" bar stays (the data stays until purged)
 _ID = Qt.ItemDataRole.UserRole
@@ -211,7 +212,7 @@ class ConversationsSidebar(QWidget):
         """The conversations whose name the last search matched."""
         return list(self._named)
 
-    def _run(self, fn: Callable[[], Any], on_done: Callable[[Any], None], *,
+    def _run(self, fn: Callable[[], T], on_done: Callable[[T], None], *,
              write: bool = False) -> None:
         self._background(fn, on_done, on_error=self.error.emit, write=write)
 
@@ -433,7 +434,7 @@ class ConversationsSidebar(QWidget):
 
     # ---- context menu ----------------------------------------------------------------
 
-    def _context_menu(self, pos: Any) -> None:
+    def _context_menu(self, pos: QPoint) -> None:
         item = self.list.itemAt(pos)
         if item is None or item.data(_ANSWER_ID) is not None:
             return

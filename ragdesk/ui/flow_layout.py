@@ -4,7 +4,7 @@ example), optionally centring each line."""
 from __future__ import annotations
 
 from PySide6.QtCore import QMargins, QPoint, QRect, QSize, Qt
-from PySide6.QtWidgets import QLayout, QLayoutItem, QSizePolicy, QWidget
+from PySide6.QtWidgets import QLayout, QLayoutItem, QWidget
 
 
 class FlowLayout(QLayout):
@@ -85,6 +85,3 @@ class FlowLayout(QLayout):
         bottom = y - self._spacing if any(lines) else y
         return bottom - rect.y() + m.bottom()
 
-
-def fixed_policy() -> QSizePolicy:
-    return QSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QDockWidget, QFileDialog, QMainWindow, QWidget
@@ -31,6 +31,9 @@ from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.conversations_sidebar import ConversationsSidebar
 from ragdesk.ui.selection import AnswerSelection
 from ragdesk.ui.view_context import ViewContext
+
+if TYPE_CHECKING:
+    from ragdesk.core.conversation_types import StoredAnswer
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +71,7 @@ class History(QObject):
     def __init__(self, backend: Backend, background: Background, sidebar: ConversationsSidebar,
                  chat: ChatView, selection: AnswerSelection, conversation: Conversation, *,
                  wire_card: Callable[[AnswerCard], None], pack: Callable[[], str],
-                 remember: Callable[[dict[str, Any]], None], show: Callable[[str], None],
+                 remember: Callable[[dict[str, object]], None], show: Callable[[str], None],
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.backend = backend
@@ -86,7 +89,7 @@ class History(QObject):
         self._gen = 0  # a conversation read after another was opened is dropped
         self._answer_ids: dict[int, int] = {}  # card request id -> stored answer id
         # Answers stopped by leaving their conversation: saved, as stopped, where they began.
-        self._leaving: dict[int, tuple[_Target, str, dict[str, Any]]] = {}
+        self._leaving: dict[int, tuple[_Target, str, dict[str, object]]] = {}
         conversation.chatAnswered.connect(self.save)
         conversation.answerFinished.connect(self._left_finished)
         conversation.answerFailed.connect(lambda rid, _r: self._leaving.pop(rid, None))
@@ -177,7 +180,7 @@ class History(QObject):
         self.sidebar.select(conversation_id)
         self._remember({LAST_KEY: conversation_id})
 
-        def shown(stored: list[Any]) -> None:
+        def shown(stored: list[StoredAnswer]) -> None:
             if gen != self._gen:
                 return
             for s in stored:
@@ -191,7 +194,7 @@ class History(QObject):
     def open_answer(self, conversation_id: int, answer_id: int) -> None:
         self.open(conversation_id, answer_id)
 
-    def _add_stored(self, stored: Any) -> AnswerCard:
+    def _add_stored(self, stored: StoredAnswer) -> AnswerCard:
         a = stored.answer
         params = AnswerOptions.from_settings(stored.options)
         # Negative ids: the ops' ids (positive) name the cards of questions asked now.
@@ -224,11 +227,11 @@ class History(QObject):
         if left is not None and answer.tokens:
             self._store(answer, *left, rid)
 
-    def _store(self, answer: Answer, target: _Target, pack: str, options: dict[str, Any],
+    def _store(self, answer: Answer, target: _Target, pack: str, options: dict[str, object],
                rid: int) -> None:
         store = self.store
 
-        def work() -> Any:
+        def work() -> StoredAnswer:
             # A conversation of its own: an empty one may be another target's already.
             if target.id is None:
                 target.id = store.create().id
@@ -239,7 +242,7 @@ class History(QObject):
                 target.id = store.create().id
                 return store.add_answer(target.id, answer, pack=pack, options=options)
 
-        def stored(s: Any) -> None:
+        def stored(s: StoredAnswer) -> None:
             if target is self._target:
                 self._answer_ids[rid] = s.id
                 self.sidebar.select(s.conversation_id)
@@ -276,7 +279,7 @@ class History(QObject):
 def install_history(window: QMainWindow, beside: QDockWidget, ctx: ViewContext,
                     chat: ChatView, selection: AnswerSelection, conversation: Conversation, *,
                     wire_card: Callable[[AnswerCard], None],
-                    remember: Callable[[dict[str, Any]], None],
+                    remember: Callable[[dict[str, object]], None],
                     show: Callable[[str], None]) -> tuple[History, QDockWidget]:
     """The conversations sidebar as a dock left of ``beside`` (the controls), and the
     :class:`History` that keeps the window's chat and the catalog in step."""

@@ -10,7 +10,6 @@ both.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
@@ -91,7 +91,7 @@ class IndexManagerDialog(QDialog):
         self.snapshots: list[SnapshotInfo] = []
         self.import_dialog: ImportDialog | None = None
         self.quantize_dialog: QuantizeDialog | None = None
-        self.confirm_box: Any = None
+        self.confirm_box: QMessageBox | None = None
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(14, 14, 14, 12)

@@ -6,7 +6,6 @@ without reaching past :mod:`ragdesk.ui.backend`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 # ragdesk.core.documents.DOCUMENTS_FILE (a folder snapshot's record); importing that package
 # to list the snapshots would cost the first listing a second.
@@ -157,4 +156,4 @@ class VerifyReport:
     name: str
     ok: bool
     text: str
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
@@ -22,6 +22,9 @@ from ragdesk.ui.infos import FolderImportSummary, PackInfo, SnapshotInfo, Verify
 from ragdesk.ui.ops import FailureHandler, Lane, Op, OpContext, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.state import AppState
+
+if TYPE_CHECKING:
+    from ragdesk.ui.backend import QuantizeResult
 
 log = logging.getLogger(__name__)
 
@@ -160,8 +163,8 @@ class Library(QObject):
         return _then(op, on_done).run(self.ops)
 
     def start_quantize(self, name: str, variant: str, *,
-                       on_done: Callable[[Any], None] | None = None,
-                       on_failure: OnFailure | None = None) -> Op[Any]:
+                       on_done: Callable[[QuantizeResult], None] | None = None,
+                       on_failure: OnFailure | None = None) -> Op[QuantizeResult]:
         op = self._job(f"Building {variant} for {name}",
                        lambda c: self.backend.quantize(name, variant, c.progress, c.cancel),
                        on_failure)

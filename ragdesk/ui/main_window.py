@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
@@ -59,6 +59,7 @@ from ragdesk.ui.window_upkeep import install_upkeep
 if TYPE_CHECKING:
     from ragdesk.ui.first_run import FirstRunDialog
     from ragdesk.ui.index_manager import IndexManagerDialog
+    from ragdesk.ui.infos import SnapshotInfo
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ class MainWindow(QMainWindow):
         self.library.reload_snapshots()
         self.history.start(self.settings.get(LAST_KEY))
 
-    def _snapshots_changed(self, snapshots: list[Any]) -> None:
+    def _snapshots_changed(self, snapshots: list[SnapshotInfo]) -> None:
         self.update_status()
         if self.state.usable_snapshots():
             self.conversation.preload(self.state.pack)

@@ -33,7 +33,7 @@ from enum import Enum
 from typing import Any, Generic, TypeVar
 
 import shiboken6
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, SignalInstance
 
 from ragdesk.core.errors import Cancelled
 from ragdesk.core.progress import CancelToken, ProgressCallback, ProgressUpdate
@@ -246,7 +246,7 @@ class _Task(QRunnable):
             _emit(bridge.finished, op, result)
 
 
-def _emit(signal: Any, *args: object) -> None:
+def _emit(signal: SignalInstance, *args: object) -> None:
     # RuntimeError: the runner is gone (its window was deleted); nobody is listening.
     with contextlib.suppress(RuntimeError):
         signal.emit(*args)

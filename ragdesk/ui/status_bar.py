@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import html
 import logging
-from typing import Any
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
@@ -58,12 +57,12 @@ class StatusLine:
             "answers use keyword search (BM25) until it is done." if pending else "")
         self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
 
-    def _job_finished(self, op: Op[Any], _result: object) -> None:
+    def _job_finished(self, op: Op[object], _result: object) -> None:
         self.job.finish(op)
         self.text.setText(f"{op.title}: done.")
         log.info("job finished: %s", op.title)
 
-    def _job_failed(self, op: Op[Any], report: ErrorReport) -> None:
+    def _job_failed(self, op: Op[object], report: ErrorReport) -> None:
         # Only the line: the error itself is reported once, by the op's owner or the runner.
         self.job.finish(op)
         outcome = "cancelled" if report.cancelled else "failed"

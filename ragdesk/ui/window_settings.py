@@ -5,7 +5,6 @@ thread never waits on the disk."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from PySide6.QtCore import QByteArray, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
@@ -33,7 +32,7 @@ class SettingsWriter(QObject):
         self._timer.setInterval(PARAMS_SETTLE_MS)
         self._timer.timeout.connect(self.flush_params)
 
-    def write(self, values: dict[str, Any]) -> None:
+    def write(self, values: dict[str, object]) -> None:
         def failed(report: ErrorReport) -> None:
             log.warning("could not save the settings %s: %s", sorted(values), report.message)
 
@@ -83,6 +82,6 @@ def restore_layout(window: QMainWindow, settings: Settings) -> None:
                            Qt.Orientation.Vertical)
 
 
-def layout_values(window: QMainWindow) -> dict[str, Any]:
+def layout_values(window: QMainWindow) -> dict[str, object]:
     return {"window_geometry": bytes(window.saveGeometry().toBase64().data()).decode("ascii"),
             "window_state": bytes(window.saveState().toBase64().data()).decode("ascii")}

@@ -51,7 +51,7 @@ class Catalog(CatalogFile):
         timeout_ms = int(busy_timeout_s * 1000)
 
         @event.listens_for(self.engine, "connect")
-        def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
+        def _on_connect(dbapi_conn: sqlite3.Connection, _record: object) -> None:
             # Manage transactions ourselves so BEGIN IMMEDIATE takes the write lock up front.
             dbapi_conn.isolation_level = None
             cur = dbapi_conn.cursor()
@@ -207,7 +207,7 @@ class Catalog(CatalogFile):
         bytes: int,
         bytes_per_passage: float | None = None,
         recall_at_20: float | None = None,
-        params: dict[str, Any] | None = None,
+        params: dict[str, object] | None = None,
     ) -> None:
         with self.transaction() as conn:
             sid = conn.execute(
@@ -302,7 +302,7 @@ class Catalog(CatalogFile):
 
     def update_job(self, job_id: int, *, done: int | None = None, total: int | None = None,
                    state: str | None = None, message: str | None = None) -> None:
-        fields: dict[str, Any] = {"updated_at": utcnow()}
+        fields: dict[str, object] = {"updated_at": utcnow()}
         if done is not None:
             fields["done"] = done
         if total is not None:
@@ -327,7 +327,7 @@ class Catalog(CatalogFile):
 
     def add_model_pack(self, name: str, kind: str, *, question_encoder: str | None,
                        passage_encoder: str | None, generator: str | None,
-                       generator_kind: str | None, details: dict[str, Any] | None = None,
+                       generator_kind: str | None, details: dict[str, object] | None = None,
                        replace: bool = False) -> None:
         with self.transaction() as conn:
             exists = conn.execute(

@@ -9,7 +9,6 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
 
 
 class SnapshotState(str, Enum):
@@ -59,7 +58,7 @@ class IndexVariantRecord:
     bytes: int
     bytes_per_passage: float | None
     recall_at_20: float | None
-    params: dict[str, Any]
+    params: dict[str, object]
     created_at: str
 
 
@@ -87,7 +86,7 @@ class SnapshotRecord:
         """Whether questions can be asked of it now (ready, or BM25-ready while encoding)."""
         return self.state == SnapshotState.READY.value or self.stage == STAGE_SPARSE
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name,
             "slug": self.slug,
@@ -139,5 +138,5 @@ class ModelPackRecord:
     passage_encoder: str | None
     generator: str | None
     generator_kind: str | None
-    details: dict[str, Any]
+    details: dict[str, object]
     created_at: str

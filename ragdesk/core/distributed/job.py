@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
@@ -29,6 +29,9 @@ from ragdesk.core.encoders import FAST_ENV, EncoderInfo, load_encoder
 from ragdesk.core.errors import AlreadyExistsError, BadInputError, RagdeskError
 from ragdesk.core.progress import ProgressCallback
 from ragdesk.core.snapshots.sources import open_source
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def encode_passages(opts: EncodeOptions, progress: ProgressCallback | None = Non
                             first_shard_seconds=None if first_at is None else first_at - t0)
 
 
-def _run(ray: Any, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: int,
+def _run(ray: ModuleType, opts: EncodeOptions, plan: ShardPlan, done: set[int], dim: int,
          progress: ProgressCallback | None) -> tuple[int, int, float | None]:
     """Shards written, passages encoded, and when (``time.monotonic()``) the first shard
     came back."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -59,13 +58,13 @@ class ShardPlan:
         return folder / f"{name}{NPY}", folder / f"{name}{IDS_SUFFIX}"
 
 
-def job_record(source: dict[str, Any], encoder: dict[str, Any], plan: ShardPlan,
-               dtype: str) -> dict[str, Any]:
+def job_record(source: dict[str, object], encoder: dict[str, object], plan: ShardPlan,
+               dtype: str) -> dict[str, object]:
     return {"source": source, "encoder": encoder, "passages": plan.passages,
             "shard_rows": plan.shard_rows, "dtype": dtype}
 
 
-def claim_folder(folder: Path, record: dict[str, Any]) -> None:
+def claim_folder(folder: Path, record: dict[str, object]) -> None:
     """Record the job in ``folder``, or check that it is the job recorded there."""
     path = folder / JOB_FILE
     if path.exists():
@@ -107,7 +106,7 @@ def finished_shards(folder: Path, plan: ShardPlan, dim: int, dtype: str) -> set[
     return done
 
 
-def recorded_passages(folder: Path, source: dict[str, Any]) -> int | None:
+def recorded_passages(folder: Path, source: dict[str, object]) -> int | None:
     """The passage count an earlier run of the same source recorded (a resume need not read
     the whole source once more just to count it)."""
     try:

@@ -19,10 +19,10 @@ import inspect
 import logging
 import os
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.distributed import loopback
 from ragdesk.core.distributed.actor import PassageEncoder
@@ -31,6 +31,13 @@ from ragdesk.core.distributed.reader import unfinished_shards
 from ragdesk.core.distributed.writer import write_returned
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.progress import Progress, ProgressCallback
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    import pyarrow as pa
+    from ray.data import Dataset, Datasource, ReadTask
+    from ray.data.block import BlockMetadata
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +52,7 @@ LOCAL_HOST = "127.0.0.1"
 CONNECT_TIMEOUT_S = 15.0
 
 
-def import_ray() -> Any:
+def import_ray() -> ModuleType:
     try:
         import ray
         import ray.data
@@ -67,19 +74,19 @@ class ActorSpec:
     shard_rows: int
     environ: dict[str, str]
 
-    def constructor_kwargs(self) -> dict[str, Any]:
+    def constructor_kwargs(self) -> dict[str, object]:
         return {"encoder": self.encoder, "device": "cuda" if self.gpus_per_actor else "cpu",
                 "dtype": self.dtype, "batch_size": self.batch_size,
                 "shard_rows": self.shard_rows, "environ": self.environ}
 
 
-def start_ray(ray: Any, address: str | None, spec: ActorSpec) -> None:
+def start_ray(ray: ModuleType, address: str | None, spec: ActorSpec) -> None:
     """Connect to the cluster at ``address``, or start a local one on 127.0.0.1 sized for
     the actors (plus one CPU, see READ_CPUS). Use :func:`ray_session` to get both the
     start and the matching :func:`stop_ray`."""
     # A desktop tool does not report usage to Ray's servers unless the user asked for it.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": True}
+    common: dict[str, object] = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address:
         connect(ray, address, common)
         return
@@ -105,7 +112,7 @@ def check_address(address: str) -> None:
     loopback.probe(host, port, address, CONNECT_TIMEOUT_S)
 
 
-def connect(ray: Any, address: str, common: dict[str, Any]) -> None:
+def connect(ray: ModuleType, address: str, common: dict[str, object]) -> None:
     """Join the cluster at ``address`` as given, or fail within CONNECT_TIMEOUT_S: Ray
     itself retries an address where no cluster answers for many minutes."""
     check_address(address)
@@ -120,12 +127,12 @@ def connect(ray: Any, address: str, common: dict[str, Any]) -> None:
         raise
 
 
-def stop_ray(ray: Any) -> None:
+def stop_ray(ray: ModuleType) -> None:
     ray.shutdown()
 
 
 @contextlib.contextmanager
-def ray_session(ray: Any, address: str | None, spec: ActorSpec) -> Iterator[None]:
+def ray_session(ray: ModuleType, address: str | None, spec: ActorSpec) -> Iterator[None]:
     """Ray started (or joined) for one job, and shut down after it."""
     start_ray(ray, address, spec)
     try:
@@ -134,23 +141,24 @@ def ray_session(ray: Any, address: str | None, spec: ActorSpec) -> Iterator[None
         stop_ray(ray)
 
 
-def _block_metadata(ray_data: Any, rows: int, path: Path) -> Any:
+def _block_metadata(ray_data: ModuleType, rows: int, path: Path) -> BlockMetadata:
     """BlockMetadata across Ray versions (its fields changed between 2.40 and 2.60)."""
-    cls = ray_data.block.BlockMetadata
+    cls: Any = ray_data.block.BlockMetadata  # called with the fields this version has
     values = {"num_rows": rows, "size_bytes": None, "schema": None,
               "input_files": [str(path)], "exec_stats": None, "task_exec_stats": None}
     names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})
+    meta: BlockMetadata = cls(**{k: v for k, v in values.items() if k in names})
+    return meta
 
 
 def passage_datasource(ray_data: Any, source: Path, fmt: str | None, plan: ShardPlan,
-                       skip: Collection[int]) -> Any:
+                       skip: Collection[int]) -> Datasource:
     """A datasource with one read task that streams the source's unfinished shards, one
     row (shard, start, titles, texts) per shard."""
     todo = plan.count - len(skip)
     skipped = frozenset(skip)
 
-    def read() -> Iterator[Any]:
+    def read() -> Iterator[pa.Table]:
         import pyarrow as pa
 
         for shard in unfinished_shards(source, fmt, plan, skipped):
@@ -165,20 +173,20 @@ def passage_datasource(ray_data: Any, source: Path, fmt: str | None, plan: Shard
         def estimate_inmemory_data_size(self) -> int | None:
             return None
 
-        def get_read_tasks(self, parallelism: int, **_: Any) -> list[Any]:
+        def get_read_tasks(self, parallelism: int, **_: object) -> list[ReadTask]:
             return [ray_data.ReadTask(read, _block_metadata(ray_data, todo, source))]
 
     return PassageSource()
 
 
-def _read(ray_data: Any, datasource: Any) -> Any:
-    read = ray_data.read_datasource
+def _read(ray_data: ModuleType, datasource: Datasource) -> Dataset:
+    read: Callable[..., Dataset] = ray_data.read_datasource  # its signature varies by version
     if "num_cpus" in inspect.signature(read).parameters:
         return read(datasource, override_num_blocks=1, num_cpus=READ_CPUS)
     return read(datasource, override_num_blocks=1, ray_remote_args={"num_cpus": READ_CPUS})
 
 
-def build_dataset(ray: Any, datasource: Any, spec: ActorSpec) -> Any:
+def build_dataset(ray: ModuleType, datasource: Datasource, spec: ActorSpec) -> Dataset:
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False  # ragdesk prints its own progress line
     # A block is one row, so one shard: the unit an actor takes (Ray would otherwise pack
@@ -186,14 +194,13 @@ def build_dataset(ray: Any, datasource: Any, spec: ActorSpec) -> Any:
     # the unit of back-pressure (the read runs a few shards ahead of the actors, no more).
     ctx.target_max_block_size = 1
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # its plan and stats, per run
-    gpus = {"num_gpus": spec.gpus_per_actor} if spec.gpus_per_actor else {}
     return _read(ray.data, datasource).map_batches(
         PassageEncoder, fn_constructor_kwargs=spec.constructor_kwargs(), batch_size=1,
         batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=spec.actors),
-        num_cpus=ACTOR_CPUS, **gpus)
+        num_cpus=ACTOR_CPUS, num_gpus=spec.gpus_per_actor or None)  # None: no GPU asked
 
 
-def run_pool(ray: Any, datasource: Any, spec: ActorSpec, out: Path, plan: ShardPlan,
+def run_pool(ray: ModuleType, datasource: Datasource, spec: ActorSpec, out: Path, plan: ShardPlan,
              progress: Progress) -> tuple[int, float | None]:
     """Drive the dataset to its end, writing each shard as it comes back; the shards
     written, and when (``time.monotonic()``) the first came back."""

@@ -10,7 +10,6 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -121,7 +120,7 @@ def _manifest(build: Path, spec: SnapshotSpec, n: int, progress: ProgressCallbac
     names = [PASSAGES_FILE, EMBEDDINGS_FILE, DOCUMENTS_FILE]
     stats: dict[str, os.stat_result] = {}
     files = checksum_files(build, names, "checksumming", progress, cancel, stats)
-    source: dict[str, Any] = {"label": str(spec.root), "format": DOCS_FORMAT,
+    source: dict[str, object] = {"label": str(spec.root), "format": DOCS_FORMAT,
                               "size": spec.source_bytes, "limit": None}
     manifest = Manifest(
         name=spec.name, slug=spec.slug, created=utcnow(), source=source, passages=n,

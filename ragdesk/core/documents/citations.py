@@ -8,7 +8,6 @@ import functools
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.documents.folder import DOCUMENTS_FILE, read_folder_record
 from ragdesk.core.documents.model import Location
@@ -41,7 +40,7 @@ def locate_in_folder(snapshot_folder: Path, ids: Sequence[int]) -> dict[int, Loc
     return out
 
 
-def locate(snapshot: Any, ids: Sequence[int]) -> dict[int, Location]:
+def locate(snapshot: object, ids: Sequence[int]) -> dict[int, Location]:
     """:func:`locate_in_folder` for an opened ``SnapshotIndex`` (anything with ``.folder``)."""
     folder = getattr(snapshot, "folder", None)
     return locate_in_folder(Path(folder), ids) if folder is not None else {}
@@ -74,7 +73,7 @@ def citation_uri(root: Path, location: Location) -> str:
     return uri
 
 
-def citation_uris(snapshot: Any, ids: Sequence[int]) -> dict[int, str]:
+def citation_uris(snapshot: object, ids: Sequence[int]) -> dict[int, str]:
     """``file:`` URIs (at the page or anchor) of the passages ``ids`` of an opened snapshot
     that come from documents; what a "open the cited file" action needs."""
     locations = locate(snapshot, ids)

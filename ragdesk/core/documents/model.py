@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from ragdesk.core.errors import RagdeskError
 
@@ -36,7 +35,7 @@ class Location:
     anchor: str | None = None
 
     def to_json(self) -> str:
-        d: dict[str, Any] = {"path": self.path}
+        d: dict[str, object] = {"path": self.path}
         for key in ("page", "heading", "anchor"):
             value = getattr(self, key)
             if value is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.encoders.identity import DPR_FAMILY, ST_FAMILY
 from ragdesk.core.errors import BadInputError, MissingModelError
@@ -35,7 +34,7 @@ def resolve_model_path(model: str | os.PathLike[str]) -> tuple[Path, str, str | 
     return Path(folder), model_id, revision
 
 
-def read_json(path: Path) -> dict[str, Any]:
+def read_json(path: Path) -> dict[str, object]:
     try:
         data = load_file_bounded(path)
     except BadInputError as exc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
 
 from ragdesk.core.cpu import cpu_has_native_bf16
 from ragdesk.core.encoders.identity import DPR_FAMILY, EncoderInfo
@@ -42,7 +41,7 @@ class EncoderPrecision:
         return {"passages": self.passages, "questions": self.questions}
 
     @classmethod
-    def from_json(cls, d: Any) -> EncoderPrecision:
+    def from_json(cls, d: object) -> EncoderPrecision:
         if not isinstance(d, dict):
             raise ValueError(f"the encoder precision is not an object: {d!r}")
         return cls(passages=str(d["passages"]), questions=str(d["questions"]))

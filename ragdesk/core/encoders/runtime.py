@@ -22,6 +22,7 @@ from ragdesk.core.encoders.st_layout import SentenceHead, read_st_layout
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.kernels import FusedBertKernel, pool_tokens
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int
 
 if TYPE_CHECKING:
     import torch
@@ -273,7 +274,7 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
     limit = max_length or min(512, int(getattr(tokenizer, "model_max_length", 512) or 512))
     st_cfg = folder / "sentence_bert_config.json"
     if max_length is None and family == ST_FAMILY and st_cfg.exists():
-        limit = int(read_json(st_cfg).get("max_seq_length", limit))
+        limit = as_int(read_json(st_cfg).get("max_seq_length", limit))
     model_id, revision = stable_id(folder, model_id, revision)
     info = EncoderInfo(id=model_id, revision=revision, family=family, pooling=pooling,
                        normalize=normalize, dim=dim)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.encoders.folders import read_json
 from ragdesk.core.errors import BadInputError, MissingModelError
-from ragdesk.core.safe_json import load_file_bounded
+from ragdesk.core.safe_json import as_int, load_file_bounded
 
 if TYPE_CHECKING:
     import torch
@@ -53,7 +53,7 @@ class SentenceHead:
             pooled = layer(pooled)
         return pooled
 
-    def save(self, folder: Path, first_idx: int) -> list[dict[str, Any]]:
+    def save(self, folder: Path, first_idx: int) -> list[dict[str, object]]:
         """Write the Dense layers as sentence-transformers does; their ``modules.json`` rows."""
         from safetensors.torch import save_file
 
@@ -141,7 +141,7 @@ def _read_pooling(folder: Path, path: Path) -> str:
     return mode
 
 
-def _read_dense(folder: Path, sub: Path) -> Any:
+def _read_dense(folder: Path, sub: Path) -> torch.nn.Sequential:
     import torch
     from safetensors.torch import load_file
 
@@ -152,7 +152,7 @@ def _read_dense(folder: Path, sub: Path) -> Any:
                            f"{' and a residual' * bool(cfg.get('use_residual'))}")
     if not (sub / "model.safetensors").is_file():  # pytorch_model.bin is a pickle
         raise _unsupported(folder, "a Dense layer whose weights are not in safetensors")
-    linear = torch.nn.Linear(int(cfg["in_features"]), int(cfg["out_features"]),
+    linear = torch.nn.Linear(as_int(cfg["in_features"]), as_int(cfg["out_features"]),
                              bias=bool(cfg.get("bias", True)))
     try:
         linear.load_state_dict({k.removeprefix("linear."): v

@@ -133,7 +133,7 @@ class GreedySearch:
     """``_sample`` without sampling: argmax of the processed scores, rows finish on EOS."""
 
     def __init__(self, rows: int, settings: GenerationSettings, *, max_new_tokens: int,
-                 min_new_tokens: int, extras_dim: int, extra_processors: Sequence[Any] = ()
+                 min_new_tokens: int, extras_dim: int, extra_processors: Sequence[object] = ()
                  ) -> None:
         import torch
 
@@ -194,7 +194,7 @@ class BeamSearch:
 
     def __init__(self, batch_size: int, num_beams: int, settings: GenerationSettings, *,
                  max_new_tokens: int, min_new_tokens: int, extras_dim: int,
-                 extra_processors: Sequence[Any] = ()) -> None:
+                 extra_processors: Sequence[object] = ()) -> None:
         import torch
 
         self.settings = settings

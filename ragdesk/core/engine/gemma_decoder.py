@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
 
-def supports(model: Any) -> bool:
+def supports(model: object) -> bool:
     cfg = getattr(model, "config", None)
     return (type(model).__name__ == "Gemma3ForCausalLM"
             and getattr(cfg, "model_type", None) == "gemma3_text"

@@ -43,6 +43,7 @@ from ragdesk.core.options import DEFAULT_STYLE, Style, check_precision
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedTokenizerBase
 
 TITLE_SEP = " / "
 DOC_SEP = " // "
@@ -59,7 +60,7 @@ def rag_input_text(title: str, text: str, question: str, prefix: str | None = No
     return ((prefix or "") + title + title_sep + text + doc_sep + question).replace("  ", " ")
 
 
-def _special_wrapping(tokenizer: Any) -> tuple[list[int], list[int]]:
+def _special_wrapping(tokenizer: PreTrainedTokenizerBase) -> tuple[list[int], list[int]]:
     """The special tokens the tokenizer puts before and after a single text."""
     probe = tokenizer("x", add_special_tokens=False)["input_ids"]
     full = tokenizer("x", add_special_tokens=True)["input_ids"]
@@ -126,7 +127,7 @@ class Generator(ABC):
 
     kind: str
 
-    def __init__(self, model: Any, tokenizer: Any, name: str) -> None:
+    def __init__(self, model: Any, tokenizer: PreTrainedTokenizerBase, name: str) -> None:
         if tokenizer is None:
             raise MissingModelError(f"The generator {name!r} has no tokenizer.")
         self.model = model
@@ -179,7 +180,7 @@ class Seq2SeqGenerator(Generator):
 
     kind = "seq2seq"
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, *,
+    def __init__(self, model: Any, tokenizer: PreTrainedTokenizerBase, name: str, *,
                  max_combined_length: int = MAX_COMBINED_LENGTH,
                  title_sep: str = TITLE_SEP, doc_sep: str = DOC_SEP,
                  lean_decoder: bool | None = None, packed_weights: bool | None = None) -> None:
@@ -263,7 +264,7 @@ class CausalLMGenerator(Generator):
 
     kind = "causal"
 
-    def __init__(self, model: Any, tokenizer: Any, name: str, *,
+    def __init__(self, model: Any, tokenizer: PreTrainedTokenizerBase, name: str, *,
                  max_passage_tokens: int = MAX_COMBINED_LENGTH,
                  use_chat_template: bool | None = None, stop_at_newline: bool = True,
                  no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
@@ -323,8 +324,9 @@ class CausalLMGenerator(Generator):
         tok = self.tokenizer
         text_ids = tok(passage.text, add_special_tokens=False)["input_ids"]
         if len(text_ids) > self.max_passage_tokens:
+            # str(): the stubs' decode also covers batches (a list); one sequence is text
             passage = PassageText(passage.title,
-                                  tok.decode(text_ids[:self.max_passage_tokens]))
+                                  str(tok.decode(text_ids[:self.max_passage_tokens])))
         add_special = not self.use_chat_template
         ids: list[int] = tok(self.prompt_text(question, passage, style),
                              add_special_tokens=add_special)["input_ids"]
@@ -356,7 +358,7 @@ class CausalLMGenerator(Generator):
         cut = []
         for p in passages:
             ids = tok(p.text, add_special_tokens=False)["input_ids"]
-            text = tok.decode(ids[:self.max_passage_tokens]) if len(ids) > \
+            text = str(tok.decode(ids[:self.max_passage_tokens])) if len(ids) > \
                 self.max_passage_tokens else p.text
             cut.append((p.title, text))
         if self.use_chat_template:
@@ -384,7 +386,7 @@ class CausalLMGenerator(Generator):
 _NEWLINE_MARKS = ("\n", "\u010a", "<0x0A>")
 
 
-def newline_token_ids(tokenizer: Any) -> frozenset[int]:
+def newline_token_ids(tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
     """Ids of the tokens whose decoded text contains a newline.
 
     Decoding a whole vocabulary one token at a time takes seconds for large ones (Gemma:

@@ -51,7 +51,7 @@ class CausalContext(PassageContext):
         input_ids, mask, positions = input_ids.to(dev), mask.to(dev), positions.to(dev)
         self.mask = mask
         self.next_position = positions[:, -1] + 1
-        kwargs: dict[str, Any] = {"logits_to_keep": 1} if logits_to_keep else {}
+        kwargs: dict[str, object] = {"logits_to_keep": 1} if logits_to_keep else {}
         with torch.inference_mode():
             out = gen.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                             use_cache=True, return_dict=True, **kwargs)

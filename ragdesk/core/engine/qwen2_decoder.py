@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
 
 
-def supports(model: Any) -> bool:
+def supports(model: object) -> bool:
     cfg = getattr(model, "config", None)
     return (type(model).__name__ == "Qwen2ForCausalLM"
             and getattr(cfg, "model_type", None) == "qwen2"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_posteriors
 from ragdesk.core.engine.contracts import PassageContext, PassageText
@@ -129,7 +129,7 @@ class _Search:
     distribution, K decoder rows (one per passage) per hypothesis."""
 
     def __init__(self, ctx: PassageContext, generator: Generator, opts: AnswerRequest,
-                 marg: _Marginal, constraint: Sequence[Any], emitter: TokenEmitter,
+                 marg: _Marginal, constraint: Sequence[object], emitter: TokenEmitter,
                  cancel: CancelToken | None) -> None:
         self.ctx, self.opts, self.marg = ctx, opts, marg
         self.settings = generator.settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ragdesk.core.engine.contracts import PassageText
 from ragdesk.core.errors import BadInputError
@@ -30,6 +30,17 @@ from ragdesk.core.options import (
 from ragdesk.core.types import Hit
 
 
+class GeneratorInfo(Protocol):
+    """What a request is checked against: the generator's kind (for grounding) and name
+    (for messages); a position limit is read where the generator has one."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class AnswerRequest:
     """One question to answer and how; build it with :meth:`checked`."""
@@ -41,7 +52,8 @@ class AnswerRequest:
     snapshot: str | None = None  # the snapshot the passages come from, for the answer
 
     @classmethod
-    def checked(cls, question: str, options: AnswerOptions, generator: Any) -> AnswerRequest:
+    def checked(cls, question: str, options: AnswerOptions, generator: GeneratorInfo
+                ) -> AnswerRequest:
         """Check the question and every option the engine uses (the retriever is looked up
         by name where it runs, since plugins register their own), and that the answer fits
         the generator's positions, before any work."""
@@ -83,7 +95,7 @@ class AnswerRequest:
         return self.options.style
 
 
-def check_fits(generator: Any, max_new_tokens: int) -> None:
+def check_fits(generator: GeneratorInfo, max_new_tokens: int) -> None:
     """Refuse an answer longer than the generator's positions reach (BART's learned
     position table ends at 1,024, the tiny one's at 512: past it, an IndexError deep in the
     model), before any work."""
@@ -108,7 +120,7 @@ def passages_of(docs: Sequence[Hit]) -> list[PassageText]:
     return [PassageText(d.title, d.text) for d in docs]
 
 
-def keyword_request(generator: Any, question: str, mode: str, *, decoding: str = "fast",
+def keyword_request(generator: GeneratorInfo, question: str, mode: str, *, decoding: str = "fast",
                     num_beams: int, max_new_tokens: int, min_new_tokens: int, style: str,
                     grounded: bool, temperature: float, snapshot: str | None
                     ) -> AnswerRequest:

@@ -36,7 +36,7 @@ class CalibrationReport:
     mean_top1_before: float
     mean_top1_after: float
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"temperature": self.fit.temperature, "questions_used": self.fit.questions,
                 "questions": self.questions, "docs": self.docs,
                 "log_likelihood": self.fit.log_likelihood,

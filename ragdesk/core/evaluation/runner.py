@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -55,7 +55,8 @@ class PassageSource(Protocol):
 # (questions, question vectors [n, dim], k) -> top-k hits per question, best first.
 BatchRetriever = Callable[[Sequence[str], np.ndarray, int], list[list[Hit]]]
 # question -> the engine's Answer (anything with .text, .docs and .timings).
-Answerer = Callable[[str], Any]
+Answerer = Callable[[str], object]
+T = TypeVar("T")
 
 
 @dataclass
@@ -65,7 +66,7 @@ class QuestionResult:
     answers: list[str]
     answerable: bool | None
     first_hit_rank: int | None  # 0-based rank of the first passage with an answer
-    docs: list[dict[str, Any]]  # the passages cited in --out
+    docs: list[dict[str, object]]  # the passages cited in --out
     prediction: str | None = None
     em: float | None = None
     f1: float | None = None
@@ -79,7 +80,7 @@ class QuestionResult:
     features: dict[str, float] = field(default_factory=dict)
     source: int | None = None  # the passage the answer is shown as quoted from (rank)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"line": self.line, "question": self.question, "answers": self.answers,
                 "prediction": self.prediction, "em": self.em, "f1": self.f1,
                 "confidence": self.confidence, "abstained": self.abstained,
@@ -95,10 +96,10 @@ class EvalReport:
     ks: tuple[int, ...]
     retrieval_only: bool
     timings: dict[str, float]
-    config: dict[str, Any]
+    config: dict[str, object]
     abstain: bool = True  # whether the answers were allowed to say "not found"
 
-    def _summary(self, rows: list[QuestionResult]) -> dict[str, Any]:
+    def _summary(self, rows: list[QuestionResult]) -> dict[str, object]:
         def mean(vals: list[float]) -> float | None:
             return float(np.mean(vals)) if vals else None
 
@@ -118,7 +119,7 @@ class EvalReport:
                 [r.abstained for r in rows] if self.abstain else None) if answered else None,
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         out = self._summary(self.results)
         known = [r for r in self.results if r.answerable is not None]
         if len(known) == len(self.results):
@@ -130,7 +131,7 @@ class EvalReport:
         return out
 
 
-def _batches(items: Sequence[Any], size: int) -> Iterator[tuple[int, Sequence[Any]]]:
+def _batches(items: Sequence[T], size: int) -> Iterator[tuple[int, Sequence[T]]]:
     for start in range(0, len(items), size):
         yield start, items[start:start + size]
 
@@ -209,7 +210,7 @@ def evaluate(
     ks: Iterable[int] = DEFAULT_KS,
     cite: int = 5,
     batch_size: int = 64,
-    config: dict[str, Any] | None = None,
+    config: dict[str, object] | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     answerable_only: bool = False,
@@ -338,8 +339,8 @@ class _Run:
             r.source = summarize_sources(ans).primary
 
 
-def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, Any]:
-    d: dict[str, Any] = {"rank": rank, "id": int(hit.id), "title": hit.title,
+def _doc_json(rank: int, hit: Any, contains_answer: bool) -> dict[str, object]:
+    d: dict[str, object] = {"rank": rank, "id": int(hit.id), "title": hit.title,
                          "text": hit.text, "score": float(hit.score),
                          "has_answer": contains_answer}
     prob = getattr(hit, "prob", None)

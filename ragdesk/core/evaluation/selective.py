@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -64,7 +63,7 @@ def expected_calibration_error(confidence: Sequence[float], right: Sequence[bool
 
 
 def given_figures(given: Sequence[bool], right: Sequence[bool],
-                  answerable: Sequence[bool | None]) -> dict[str, Any]:
+                  answerable: Sequence[bool | None]) -> dict[str, object]:
     """What a user sees: the answers given (not abstained) and how many of them are right,
     the right answers kept, and abstention on the questions the snapshot cannot answer."""
     g = np.asarray(given, dtype=bool)
@@ -108,7 +107,7 @@ def choose_threshold(confidence: Sequence[float], right: Sequence[bool],
 
 def selective_summary(confidence: Sequence[float | None], right: Sequence[bool],
                       answerable: Sequence[bool | None], abstained: Sequence[bool] | None,
-                      bins: int = 10) -> dict[str, Any] | None:
+                      bins: int = 10) -> dict[str, object] | None:
     """The confidence figures of an evaluation (None when no answer has a confidence);
     ``abstained`` None: the run did not abstain, so there are no "given" figures."""
     marks = list(abstained) if abstained is not None else [False] * len(confidence)

@@ -1,15 +1,15 @@
 """Tokenizers read straight from ``tokenizer.json`` by the ``tokenizers`` library (Rust).
 
-``AutoTokenizer`` builds some tokenizers again in Python from the file's vocabulary and
-merges: for Gemma 3's 262,144 tokens and 514,906 merges that is a 33 MB ``json.load`` and a
-new BPE model, about 2-3 s of a one-shot ``ragdesk ask``, where ``tokenizers`` reads the same
-file in under a second. AutoTokenizer keeps the file's vocabulary, merges, added tokens,
-post-processor, padding and truncation, and takes the normalizer, pre-tokenizer, decoder and
-model options from the class's ``__init__``. So for the classes listed here, where the file
-holds those same parts (checked on every load against what the class builds), the file is
-wrapped as it is in transformers' ``PreTrainedTokenizerFast``, with the folder's
-``tokenizer_config.json`` settings, its chat template and the class's own defaults (Gemma
-pads on the left); every other tokenizer goes through ``AutoTokenizer``.
+``AutoTokenizer`` builds some tokenizers again in Python from the file's vocabulary and merges:
+for Gemma 3's 262,144 tokens and 514,906 merges that is a 33 MB ``json.load`` and a new BPE
+model, a large share of a one-shot ``ragdesk ask``, where ``tokenizers`` reads the same file
+directly (docs/benchmarks.md has the times). AutoTokenizer keeps the file's vocabulary, merges,
+added tokens, post-processor, padding and truncation, and takes the normalizer, pre-tokenizer,
+decoder and model options from the class's ``__init__``. So for the classes listed here, where
+the file holds those same parts (checked on every load against what the class builds), the file
+is wrapped as it is in transformers' ``PreTrainedTokenizerFast``, with the folder's
+``tokenizer_config.json`` settings, its chat template and the class's own defaults (Gemma pads
+on the left); every other tokenizer goes through ``AutoTokenizer``.
 tests/core/models/test_fast_tokenizers.py holds the two to the same ids, padding, special
 tokens, decoding and chat template.
 """
@@ -20,7 +20,10 @@ import importlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +40,7 @@ _NOT_SETTINGS = frozenset({"tokenizer_class", "backend", "auto_map", "is_local",
 _CLASS_DEFAULTS = ("padding_side", "truncation_side", "model_input_names")
 
 
-def load_tokenizer(folder: Path) -> Any:
+def load_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
     """The tokenizer of a model folder: read directly where its class allows it, else
     ``AutoTokenizer`` (never with ``trust_remote_code``)."""
     direct = read_tokenizer_json(folder)
@@ -45,10 +48,12 @@ def load_tokenizer(folder: Path) -> Any:
         return direct
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+        str(folder), trust_remote_code=False)
+    return tokenizer
 
 
-def _json_object(path: Path) -> dict[str, Any] | None:
+def _json_object(path: Path) -> dict[str, object] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -56,7 +61,7 @@ def _json_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _chat_template(folder: Path, config: dict[str, Any]) -> str | None:
+def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
     """transformers 5 saves the template beside the config; older folders keep it inside."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
@@ -66,7 +71,7 @@ def _chat_template(folder: Path, config: dict[str, Any]) -> str | None:
     return template if isinstance(template, str) else None
 
 
-def read_tokenizer_json(folder: Path) -> Any | None:
+def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
     """``PreTrainedTokenizerFast`` over ``folder/tokenizer.json`` for the classes in
     :data:`DIRECT_CLASSES`; None for any other folder (``AutoTokenizer`` then loads it)."""
     config = _json_object(folder / "tokenizer_config.json")
@@ -105,7 +110,7 @@ _MODEL_FLAGS = ("byte_fallback", "fuse_unk", "unk_token", "dropout",
                 "continuing_subword_prefix", "end_of_word_suffix", "ignore_merges")
 
 
-def _class_pipeline(cls: Any, settings: dict[str, Any]) -> Any:
+def _class_pipeline(cls: Any, settings: dict[str, object]) -> Any:
     """What the class's ``__init__`` builds around a vocabulary (AutoTokenizer keeps only
     the vocabulary, merges, post-processor, padding and truncation of the file): an instance
     over its default few tokens, with the folder's special tokens."""

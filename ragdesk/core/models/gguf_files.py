@@ -21,7 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ragdesk.core.errors import MissingModelError, RagdeskError
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
@@ -30,6 +30,9 @@ from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    LoadedLM: TypeAlias = tuple[PreTrainedModel, PreTrainedTokenizerBase]
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def cache_dir_for(gguf_path: Path) -> Path:
     return gguf_path.with_name(gguf_path.name + ".hf")
 
 
-def _source_stamp(gguf_path: Path) -> dict[str, Any]:
+def _source_stamp(gguf_path: Path) -> dict[str, object]:
     st = gguf_path.stat()
     return {"file": gguf_path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
@@ -97,8 +100,8 @@ def _one_gguf_parse() -> Iterator[None]:
     original_cls = gguf.GGUFReader
     original_np = reader_mod.np
     original_load = hf_gguf.load_gguf_checkpoint
-    readers: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
+    readers: dict[str, object] = {}
+    metadata: dict[str, object] = {}
 
     def cached_reader(path: Any, mode: str = "r") -> Any:
         key = f"{os.fspath(path)}|{mode}"
@@ -129,13 +132,13 @@ def _one_gguf_parse() -> Iterator[None]:
 
 
 def _load_from_gguf(gguf_path: Path, dtype: torch.dtype, prog: Progress,
-                    cancel: CancelToken | None) -> tuple[Any, Any]:
+                    cancel: CancelToken | None) -> LoadedLM:
     with _one_gguf_parse():
         return _load_from_gguf_once(gguf_path, dtype, prog, cancel)
 
 
 def _load_from_gguf_once(gguf_path: Path, dtype: torch.dtype, prog: Progress,
-                         cancel: CancelToken | None) -> tuple[Any, Any]:
+                         cancel: CancelToken | None) -> LoadedLM:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder, name = str(gguf_path.parent), gguf_path.name
@@ -161,7 +164,8 @@ def _load_from_gguf_once(gguf_path: Path, dtype: torch.dtype, prog: Progress,
     return model.eval(), tokenizer
 
 
-def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
+def _write_cache(gguf_path: Path, model: PreTrainedModel,
+                 tokenizer: PreTrainedTokenizerBase) -> None:
     """Save the converted model next to the GGUF, atomically (staging folder + rename)."""
     from safetensors.torch import save_model
 
@@ -194,11 +198,13 @@ def _write_cache(gguf_path: Path, model: Any, tokenizer: Any) -> None:
 # first question follows at once), handed to the next load of the same file and dtype in this
 # process instead of reading the converted copy back (seconds for Gemma's 262k-word
 # tokenizer and 1 GB of float32 weights). Taken by that load, so it is never kept twice.
-_kept: dict[tuple[str, str], tuple[dict[str, Any], Any, Any]] = {}  # stamp, model, tok
+# (stamp, model, tokenizer) by (file, dtype)
+_kept: dict[tuple[str, str],
+            tuple[dict[str, object], PreTrainedModel, PreTrainedTokenizerBase]] = {}
 _kept_lock = threading.Lock()
 
 
-def _kept_key(gguf_path: Path, dtype: Any) -> tuple[str, str]:
+def _kept_key(gguf_path: Path, dtype: torch.dtype) -> tuple[str, str]:
     return str(gguf_path.resolve()), str(dtype)
 
 
@@ -211,7 +217,7 @@ def load_gguf_causal_lm(
     cancel: CancelToken | None = None,
     keep: bool = False,
     on_loaded: Callable[[], None] | None = None,
-) -> tuple[Any, Any]:
+) -> LoadedLM:
     """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache.
 
     ``keep``: also keep the result for the next load of this file in this process.
@@ -235,7 +241,11 @@ def load_gguf_causal_lm(
             tokenizer = load_tokenizer(cache)
             model = load_mapped_causal_lm(cache)  # float32, as converted
             prog.set(3, f"loaded {gguf_path.name}")
-            return (model if dtype == torch.float32 else model.to(dtype)), tokenizer
+            if dtype == torch.float32:
+                return model, tokenizer
+            # transformers wraps ``to`` with functools.wraps, which its stubs cannot bind
+            to: Callable[..., PreTrainedModel] = model.to
+            return to(dtype), tokenizer
         except (OSError, ValueError, KeyError, TypeError, MissingModelError) as exc:
             log.warning("The converted copy %s is unusable (%s); converting the GGUF again.",
                         cache, exc)

@@ -422,7 +422,7 @@ def import_pack(
 def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
               parts: dict[str, str], q_info: EncoderInfo, generator_kind: str,
               copied: list[str], replace: bool, copy_token: str | None = None) -> PackSpec:
-    details: dict[str, Any] = {
+    details: dict[str, object] = {
         "source": str(Path(path).expanduser().resolve()) if path is not None else None,
         "copied": copied,
         "question_encoder_info": q_info.to_json(),

@@ -38,7 +38,10 @@ from ragdesk.core.models.refs import (
 from ragdesk.core.progress import CancelToken, ProgressCallback
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
     import torch
+    from transformers import PreTrainedTokenizerBase
 
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
 
@@ -137,13 +140,13 @@ class GeneratorParts:
     """A loaded generator before it is wrapped in the engine's generator class."""
 
     model: Any
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     kind: str  # "seq2seq" or "causal"
     name: str
     source: ResolvedRef
 
 
-def _check_loading_info(info: dict[str, Any], resolved: ResolvedRef) -> None:
+def _check_loading_info(info: Mapping[str, Iterable[object]], resolved: ResolvedRef) -> None:
     problems = sorted(str(k) for k in (info.get("missing_keys") or [])) + sorted(
         str(k) for k in (info.get("mismatched_keys") or []))
     if problems:

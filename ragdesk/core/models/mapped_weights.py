@@ -1,8 +1,8 @@
 """A causal LM whose weights are the memory-mapped tensors of its ``model.safetensors``.
 
 ``from_pretrained`` maps the file too, but around it resolves the auto classes, checks and
-reports every key and builds the model before filling it (about 1-2 s for the starter's 1 GB
-float32 copy on two loaded cores). Here the model is built with its initialisation switched
+reports every key and builds the model before filling it, which a one-shot ``ask`` pays for
+at every start. Here the model is built with its initialisation switched
 off (its parameters are untouched allocations, which the file's tensors then replace; its
 buffers, such as the rotary frequencies, are computed as usual), and the file's tensors are
 assigned in place: pages are read from the file as the weights are used, and a bfloat16 copy
@@ -14,14 +14,17 @@ tests/core/models/test_mapped_weights.py holds the result equal to ``from_pretra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 WEIGHTS_FILE = "model.safetensors"
 
 
-def load_mapped_causal_lm(folder: Path) -> Any:
+def load_mapped_causal_lm(folder: Path) -> PreTrainedModel:
     """The causal LM in ``folder`` (config.json, one ``model.safetensors``,
     optionally generation_config.json), in eval mode, its weights mapped from the file."""
     from safetensors import safe_open
@@ -31,12 +34,13 @@ def load_mapped_causal_lm(folder: Path) -> Any:
 
     config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
     try:
+        # a lazy mapping, which its stubs type as one of tuples
         cls: Any = MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
     except KeyError as exc:
         raise MissingModelError(f"{folder} holds a {config.model_type!r} model, not a causal "
                                 "language model.") from exc
     with no_init_weights():
-        model = cls(config)
+        model: PreTrainedModel = cls(config)
     with safe_open(str(folder / WEIGHTS_FILE), "pt") as fh:
         # views of the mapped file (a safe_open handle is not iterable itself)
         state = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
@@ -57,4 +61,5 @@ def load_mapped_causal_lm(folder: Path) -> Any:
     if (folder / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(str(folder),
                                                                    trust_remote_code=False)
-    return model.eval()
+    model.eval()  # in place (transformers leaves its return untyped)
+    return model

@@ -75,7 +75,7 @@ class PackSpec:
     encoder_dim: int | None = None
     default_mode: str | None = None  # "sequence" / "token" for the paper's checkpoints
     approx_bytes: int | None = None  # download size, for packs not installed yet
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
     def parts(self) -> list[tuple[str, str]]:
         out = [(ROLE_QUESTION, self.question_encoder)]
@@ -95,7 +95,7 @@ class PackSpec:
                 repos.append(ref)
         return repos
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
             "name": self.name, "kind": self.kind, "question_encoder": self.question_encoder,
             "passage_encoder": self.passage_encoder, "generator": self.generator,
@@ -263,7 +263,7 @@ class PackStatus:
                 out.append(p.path)
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = self.spec.to_json()
         d.update({
             "installed": self.installed, "size_bytes": self.size_bytes,
@@ -391,7 +391,8 @@ def remove_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> lis
     catalog.remove_model_pack(name)
     models_dir = _data_for(catalog, data).models_dir.resolve()
     removed: list[Path] = []
-    for copied in spec.details.get("copied", []) or []:
+    copies = spec.details.get("copied") or []
+    for copied in copies if isinstance(copies, list) else []:
         p = Path(copied).resolve()
         if p.is_relative_to(models_dir) and p != models_dir and p.exists():
             if p.is_dir():

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ragdesk.core.errors import Cancelled, DiskFullError, MissingModelError
 from ragdesk.core.paths import DataDir
@@ -55,7 +55,7 @@ class PartedGGUF:
     model: str  # what the file holds, for people
     upstream: str
     license: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, object] = field(default_factory=dict)
 
     def package_name(self, n: int) -> str:
         return self.package.format(n=n)
@@ -401,9 +401,9 @@ def remove_reader(data: DataDir, artifact: PartedGGUF = QWEN_READER) -> list[Pat
     return removed
 
 
-def provenance(data: DataDir, artifact: PartedGGUF = QWEN_READER) -> dict[str, Any] | None:
+def provenance(data: DataDir, artifact: PartedGGUF = QWEN_READER) -> dict[str, object] | None:
     try:
-        out: dict[str, Any] = json.loads(
+        out: dict[str, object] = json.loads(
             provenance_path(gguf_path(data, artifact)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None

@@ -42,7 +42,7 @@ class HasFolder(Protocol):
     size: int
 
 
-def snapshot_source(snapshot: Any) -> dict[str, Any]:
+def snapshot_source(snapshot: Any) -> dict[str, object]:
     """The manifest's ``source`` of a ready snapshot, or the build state's of a staged one."""
     manifest = getattr(snapshot, "manifest", None)
     if manifest is not None:
@@ -85,7 +85,7 @@ def _wiki_title(title: str) -> str:
     return quote(title.replace(" ", "_"), safe="/:(),'!*")
 
 
-def article_link(source: Mapping[str, Any], title: str, source_id: str | None) -> str | None:
+def article_link(source: Mapping[str, object], title: str, source_id: str | None) -> str | None:
     """The address of a passage's article, when the snapshot's source tells it: Wikipedia
     for the Vital Articles, the dump's own wiki for a MediaWiki dump (its ``<base>``), or a
     source id that is itself a URL or the path of an existing file. (A document snapshot's
@@ -117,7 +117,8 @@ def article_around(snapshot: HasFolder, passage_id: int, *,
     if not 0 <= passage_id < snapshot.size:
         raise KeyError(f"passage id {passage_id} is outside 0..{snapshot.size - 1}")
     source = snapshot_source(snapshot)
-    fmt = source.get("format")
+    fmt_value = source.get("format")
+    fmt = fmt_value if isinstance(fmt_value, str) else None
     reader = PassageReader(Path(snapshot.folder) / PASSAGES_FILE)
     try:
         # One row more on each side than can be shown, to tell whether the article goes on.

@@ -10,7 +10,6 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.atomic import write_json_atomic
 from ragdesk.core.encoders import EncoderInfo
@@ -29,7 +28,7 @@ class Calibration:
     log_likelihood: float | None = None
     log_likelihood_at_1: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
 

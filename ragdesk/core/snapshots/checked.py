@@ -3,7 +3,7 @@ stamp each had then.
 
 Hashing every file at every open would make each ``ask`` of a 65 GB snapshot take minutes;
 never hashing let flipped bytes in ``embeddings.npy`` or ``passages.sqlite`` answer silently
-until ``index verify`` (issue 17). So the first open (in any process) hashes the files it
+until ``index verify``. So the first open (in any process) hashes the files it
 reads once and records, for each that matched, its size, mtime, ctime and inode; later opens
 compare those (one ``stat`` per file) and hash again only the files whose stamp changed. A
 write through the file system changes mtime and ctime, a copy or a replacement the inode, so
@@ -24,11 +24,11 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.atomic import remove_temp_files, write_json_atomic
 from ragdesk.core.errors import CorruptSnapshotError, RagdeskError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, Manifest, sha256_file
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 
@@ -49,7 +49,7 @@ def stamp_of(st: os.stat_result) -> dict[str, int]:
             "ino": st.st_ino}
 
 
-def read_verified(folder: Path) -> dict[str, dict[str, Any]]:
+def read_verified(folder: Path) -> dict[str, dict[str, object]]:
     """The stamps recorded in ``folder`` (none when the file is missing or damaged: a
     damaged record only costs hashing again)."""
     try:
@@ -87,23 +87,24 @@ def update_verified(folder: Path, manifest: Manifest, passed: Mapping[str, os.st
                     "checked again at the next open", folder, exc)
 
 
-def unchanged(stamp: dict[str, Any] | None, st: os.stat_result, meta: Mapping[str, Any]) -> bool:
+def unchanged(stamp: dict[str, object] | None, st: os.stat_result,
+              meta: Mapping[str, object]) -> bool:
     """Whether a file with stat ``st`` is the one that matched ``meta``'s checksum."""
     return stamp is not None and stamp.get("sha256") == meta.get("sha256") and all(
         stamp.get(k) == v for k, v in stamp_of(st).items())
 
 
-def file_problem(folder: Path, name: str, meta: Mapping[str, Any], progress: Progress | None,
+def file_problem(folder: Path, name: str, meta: Mapping[str, object], progress: Progress | None,
                  cancel: CancelToken | None) -> str | None:
     """What is wrong with the manifest's file ``name`` (None: its size and checksum match)."""
     path = folder / name
     if not path.is_file():
         return f"{name}: missing."
     size = path.stat().st_size
-    if size != int(meta["size"]):
+    if size != as_int(meta["size"]):
         if progress is not None:
-            progress.update(int(meta["size"]))
-        return f"{name}: {size:,} bytes, the manifest says {int(meta['size']):,}."
+            progress.update(as_int(meta["size"]))
+        return f"{name}: {size:,} bytes, the manifest says {as_int(meta['size']):,}."
     digest = sha256_file(path, progress, cancel)
     if digest != meta["sha256"]:
         return (f"{name}: checksum mismatch (expected {str(meta['sha256'])[:12]}…, found "

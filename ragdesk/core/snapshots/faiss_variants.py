@@ -19,10 +19,10 @@ from __future__ import annotations
 import itertools
 import math
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from ragdesk.core.atomic import fsync_dir
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError, DiskFullError, is_disk_full
 from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int
+
+if TYPE_CHECKING:
+    import faiss
 
 FLAT = "flat"
 HNSW_SQ8 = "hnsw-sq8"
@@ -90,7 +94,7 @@ def pq_bytes(dim: int, target: int) -> int:
     return max(fast) if fast else _divisor_at_most(dim, max(1, target))
 
 
-def default_params(variant: str, n: int, dim: int) -> dict[str, Any]:
+def default_params(variant: str, n: int, dim: int) -> dict[str, int]:
     """Build parameters that suit ``n`` vectors of ``dim`` dimensions."""
     if variant == HNSW_SQ8:
         return {"M": 32, "ef_construction": 80}
@@ -110,13 +114,13 @@ def default_params(variant: str, n: int, dim: int) -> dict[str, Any]:
     return {}
 
 
-def factory_string(variant: str, params: dict[str, Any]) -> str:
+def factory_string(variant: str, params: Mapping[str, object]) -> str:
     if variant == HNSW_SQ8:
-        return f"HNSW{int(params['M'])},SQ8"
+        return f"HNSW{as_int(params['M'])},SQ8"
     if variant == IVF_PQ:
         # "np": no polysemous training, which only helps Hamming-distance filtering (unused
         # here) and makes training some 50x slower.
-        return f"IVF{int(params['nlist'])},PQ{int(params['m'])}x{int(params['nbits'])}np"
+        return f"IVF{as_int(params['nlist'])},PQ{as_int(params['m'])}x{as_int(params['nbits'])}np"
     raise ValueError(f"{variant} has no FAISS factory string")
 
 
@@ -144,9 +148,9 @@ def training_sample(emb: np.ndarray, n_train: int, seed: int = 0) -> np.ndarray:
     return out
 
 
-def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
+def build_index(variant: str, params: Mapping[str, object], emb: np.ndarray,
                 progress: ProgressCallback | None = None,
-                cancel: CancelToken | None = None, ondisk: Path | None = None) -> Any:
+                cancel: CancelToken | None = None, ondisk: Path | None = None) -> faiss.Index:
     """Train (on a seeded sample) and fill a FAISS index from the embeddings, in chunks.
 
     ``ondisk`` (ivf-pq): the inverted lists go to that file instead of memory
@@ -155,15 +159,15 @@ def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
     import faiss
 
     n, dim = emb.shape
-    index: Any = faiss.index_factory(dim, factory_string(variant, params),
-                                     faiss.METRIC_INNER_PRODUCT)
+    index = faiss.index_factory(dim, factory_string(variant, params),
+                            faiss.METRIC_INNER_PRODUCT)
     prog = Progress(n, f"building {variant}", progress)
     if variant == IVF_PQ:
-        nlist, nbits = int(params["nlist"]), int(params["nbits"])
+        nlist, nbits = as_int(params["nlist"]), as_int(params["nbits"])
         n_train = min(n, max(64 * nlist, 64 * (1 << nbits), 65536))
     else:
         n_train = min(n, 65536)
-        index.hnsw.efConstruction = int(params.get("ef_construction", 80))
+        _hnsw(index).efConstruction = as_int(params.get("ef_construction", 80))
     prog.set(0, f"training {variant} on {min(n, n_train):,} vectors")
     index.train(training_sample(emb, n_train))
     if ondisk is not None and variant == IVF_PQ:
@@ -172,7 +176,7 @@ def build_index(variant: str, params: dict[str, Any], emb: np.ndarray,
     return index
 
 
-def _fill(index: Any, emb: np.ndarray, start: int, stop: int, prog: Progress,
+def _fill(index: faiss.Index, emb: np.ndarray, start: int, stop: int, prog: Progress,
           cancel: CancelToken | None, ids: bool = False) -> None:
     """Add rows ``start:stop``; ``ids``: as ids ``start..`` (an index that does not start
     at row 0, as a block of an on-disk build), not as the index's next ids."""
@@ -187,8 +191,8 @@ def _fill(index: Any, emb: np.ndarray, start: int, stop: int, prog: Progress,
         prog.set(e, "adding")
 
 
-def fill_on_disk(trained: Any, emb: np.ndarray, ivfdata: Path, prog: Progress,
-                 cancel: CancelToken | None) -> Any:
+def fill_on_disk(trained: faiss.Index, emb: np.ndarray, ivfdata: Path, prog: Progress,
+                 cancel: CancelToken | None) -> faiss.Index:
     """Fill an empty trained IVF index with inverted lists kept in the file ``ivfdata``
     (FAISS OnDiskInvertedLists, as ``faiss.contrib.ondisk.merge_ondisk`` builds them):
     ``ONDISK_BLOCK`` vectors at a time go into a copy of the index written beside it, and
@@ -239,7 +243,7 @@ def ondisk_supported() -> bool:
     return hasattr(faiss, "OnDiskInvertedLists")
 
 
-def _ondisk_lists(index: Any) -> Any:
+def _ondisk_lists(index: faiss.Index) -> Any:
     import faiss
 
     fa: Any = faiss
@@ -253,19 +257,19 @@ def _ondisk_lists(index: Any) -> Any:
     return lists if isinstance(lists, fa.OnDiskInvertedLists) else None
 
 
-def ondisk_file(index: Any) -> Path | None:
+def ondisk_file(index: faiss.Index) -> Path | None:
     """The file holding an index's inverted lists, when they are on disk."""
     lists = _ondisk_lists(index)
     return None if lists is None else Path(lists.filename)
 
 
-def point_to(index: Any, ivfdata: Path) -> None:
+def point_to(index: faiss.Index, ivfdata: Path) -> None:
     """Make an on-disk index name ``ivfdata`` as its lists' file (after a rename): only the
     name counts, since it is read with IO_FLAG_ONDISK_SAME_DIR (``read_index``)."""
     _ondisk_lists(index).filename = str(ivfdata)
 
 
-def write_index(index: Any, path: Path) -> None:
+def write_index(index: faiss.Index, path: Path) -> None:
     """Write next to ``path`` and rename over it, so readers never see half a file."""
     import faiss
 
@@ -285,7 +289,7 @@ def write_index(index: Any, path: Path) -> None:
     fsync_dir(path.parent)
 
 
-def read_index(path: Path, ondisk: bool = False) -> Any:
+def read_index(path: Path, ondisk: bool = False) -> faiss.Index:
     """Read an index; large ones are memory-mapped (inverted lists and flat codes).
 
     ``ondisk``: its inverted lists are in a file of their own, looked for beside the index
@@ -337,13 +341,22 @@ def quiet_stdout(active: bool = True) -> Iterator[None]:
         os.close(devnull)
 
 
-def set_search_params(index: Any, variant: str, params: dict[str, Any]) -> None:
+def _hnsw(index: faiss.Index) -> faiss.HNSW:
+    """The graph of an hnsw-sq8 index (FAISS hands back its concrete class, IndexHNSWSQ)."""
+    import faiss
+
+    if not isinstance(index, faiss.IndexHNSW):
+        raise TypeError(f"{type(index).__name__} is not an HNSW index")
+    return index.hnsw
+
+
+def set_search_params(index: faiss.Index, variant: str, params: Mapping[str, object]) -> None:
     import faiss
 
     if variant == IVF_PQ and "nprobe" in params:
-        faiss.extract_index_ivf(index).nprobe = int(params["nprobe"])
+        faiss.extract_index_ivf(index).nprobe = as_int(params["nprobe"])
     elif variant == HNSW_SQ8 and "ef_search" in params:
-        index.hnsw.efSearch = int(params["ef_search"])
+        _hnsw(index).efSearch = as_int(params["ef_search"])
 
 
 # ---- search --------------------------------------------------------------------------

@@ -80,8 +80,8 @@ class ImportPlan:
         """Whether the vectors come with the import (nothing is encoded)."""
         return self.precomputed is not None or self.shards is not None
 
-    def fingerprint(self) -> dict[str, Any]:
-        emb: dict[str, Any] | None = None
+    def fingerprint(self) -> dict[str, object]:
+        emb: dict[str, object] | None = None
         if self.shards is not None:
             emb = {"path": str(self.shards.folder), "shards": self.shards.fingerprint()}
         elif self.precomputed_path is not None:

@@ -54,7 +54,7 @@ class RecoveryReport:
 def mark_ready(catalog: Catalog, name: str, manifest: Manifest) -> None:
     """Catalog entries for a snapshot whose complete folder is in place: its index variants
     first, then "ready". A kill between them leaves a row not ready yet, which the next
-    ``recover`` completes; the other order left "ready" with no variant rows (issue 17)."""
+    ``recover`` completes; the other order left "ready" with no variant rows."""
     record_variants(catalog, name, manifest)
     info = manifest.encoder
     catalog.update_snapshot(name, state=SnapshotState.READY, passages=manifest.passages,
@@ -152,7 +152,7 @@ def _finish_removals(data: DataDir, catalog: Catalog, by_slug: dict[str, Snapsho
 def _close_finished_jobs(data: DataDir, catalog: Catalog,
                          by_slug: dict[str, SnapshotRecord]) -> None:
     """Import jobs still "running" for a snapshot that is ready and that no process imports:
-    killed after the catalog rows, before the job's "done" (issue 17: running forever)."""
+    killed after the catalog rows, before the job's "done" (else shown as running forever)."""
     ready = {r.id: r for r in by_slug.values() if r.state == SnapshotState.READY.value}
     for job in catalog.list_jobs(state="running"):
         rec = ready.get(job.snapshot_id) if job.snapshot_id is not None else None

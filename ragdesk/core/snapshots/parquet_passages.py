@@ -9,16 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import BadInputError, RagdeskError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 BATCH_ROWS = 4096
 TEXT, TITLE, ID = "text", "title", "id"
 PARQUET_HINT = "A parquet passage file has a `text` column and may have `title` and `id`."
 
 
-def _parquet_file(path: Path) -> Any:
+def _parquet_file(path: Path) -> pq.ParquetFile:
     try:
         import pyarrow.parquet as pq
     except ImportError as exc:
@@ -31,7 +35,7 @@ def _parquet_file(path: Path) -> Any:
         raise BadInputError(f"is not a readable parquet file ({exc}).", path=path) from exc
 
 
-def _columns(path: Path, schema: Any) -> list[str]:
+def _columns(path: Path, schema: pa.Schema) -> list[str]:
     import pyarrow as pa
 
     names = schema.names

@@ -11,9 +11,10 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ragdesk.core.catalog import Catalog
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots import faiss_variants as fv
 from ragdesk.core.snapshots import locks
 from ragdesk.core.snapshots import variant_search as vs
@@ -35,6 +37,9 @@ from ragdesk.core.snapshots.manifest import (
     sha256_file,
     write_manifest,
 )
+
+if TYPE_CHECKING:
+    import faiss
 
 # ivf-pq "ondisk": 1 keeps the inverted lists in a file of their own (fv.fill_on_disk)
 BUILD_KEYS = {fv.IVF_PQ: ("nlist", "m", "nbits", "ondisk"),
@@ -52,17 +57,17 @@ class QuantizeResult:
     bytes: int
     bytes_per_passage: float
     recall_at_20: float
-    params: dict[str, Any]
+    params: dict[str, object]
     build_s: float
     tuned_on: str = ""
-    tuning: list[dict[str, Any]] = field(default_factory=list)
+    tuning: list[dict[str, float]] = field(default_factory=list)
     target_recall: float = DEFAULT_TARGET_RECALL
     # Set when the measured recall is below the target: the variant was still built and
     # recorded (it may be the best this snapshot allows), but its answers miss passages
     # that exact search finds, and the user has to hear it.
     warning: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"snapshot": self.snapshot, "variant": self.variant, "file": self.file,
                 "bytes": self.bytes, "bytes_per_passage": self.bytes_per_passage,
                 "recall_at_20": self.recall_at_20, "params": self.params,
@@ -77,7 +82,7 @@ def quantize_snapshot(
     name: str,
     variant: str,
     *,
-    params: dict[str, Any] | None = None,
+    params: dict[str, object] | None = None,
     target_recall: float = DEFAULT_TARGET_RECALL,
     queries: int = DEFAULT_QUERIES,
     make_default: bool = False,
@@ -107,7 +112,7 @@ def quantize_snapshot(
     prog.set(0)
     sample, tuned_on = _tuning_queries(emb, query_vectors, queries, name)
     _, exact_ids = fv.exact_search(emb, sample, vt.RECALL_K, release=True)
-    tuning: list[dict[str, Any]] = []
+    tuning: list[dict[str, float]] = []
     if variant == fv.FLAT:
         entry = manifest.variants[fv.FLAT]
         file, nbytes, chosen, recall, build_s = entry.file, entry.bytes, {}, 1.0, 0.0
@@ -129,8 +134,8 @@ def quantize_snapshot(
                           recall_warning(variant, recall, target_recall, params, chosen))
 
 
-def recall_warning(variant: str, recall: float, target: float, given: dict[str, Any],
-                   chosen: dict[str, Any]) -> str:
+def recall_warning(variant: str, recall: float, target: float, given: dict[str, object],
+                   chosen: dict[str, object]) -> str:
     """What to tell the user when ``recall`` fell short of ``target`` ("" when it did not)."""
     if recall >= target or variant == fv.FLAT:
         return ""
@@ -161,14 +166,14 @@ def _tuning_queries(emb: np.ndarray, query_vectors: np.ndarray | None, queries: 
 class _Built:
     """A built index and the search settings tuned for it."""
 
-    index: Any
-    chosen: dict[str, Any]
+    index: faiss.Index
+    chosen: dict[str, object]
     recall: float
-    tuning: list[dict[str, Any]]
+    tuning: list[dict[str, float]]
     build_s: float
 
 
-def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sample: np.ndarray,
+def _build_and_tune(variant: str, params: dict[str, object], emb: np.ndarray, sample: np.ndarray,
                     exact_ids: np.ndarray, target_recall: float, prog: Progress,
                     progress: ProgressCallback | None, cancel: CancelToken | None,
                     folder: Path) -> _Built:
@@ -179,7 +184,7 @@ def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sampl
                             f"{SEARCH_KEYS[variant]} and rerank.")
     n, dim = emb.shape
     build = fv.default_params(variant, n, dim)
-    build.update({k: int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
+    build.update({k: as_int(v) for k, v in params.items() if k in BUILD_KEYS[variant]})
     if not build.get("ondisk"):
         build.pop("ondisk", None)
     _check_build(variant, build, n, dim)
@@ -199,8 +204,8 @@ def _build_and_tune(variant: str, params: dict[str, Any], emb: np.ndarray, sampl
     prog.set(0, f"measuring recall@20 of {variant}")
     res = vt.tune(
         searcher, sample, exact_ids, target=target_recall,
-        knobs=(int(params[knob]),) if knob in params else None,
-        reranks=(int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)
+        knobs=(as_int(params[knob]),) if knob in params else None,
+        reranks=(as_int(params["rerank"]),) if "rerank" in params else None, cancel=cancel)
     return _Built(index, {**build, **res.params}, res.recall, res.table, build_s)
 
 
@@ -226,7 +231,7 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
     with locks.snapshot_lock(data.snapshots_dir, slug):
         lists = _place_lists(folder, variant, built.index)
         # A quantize killed before its rename left its index's (or the manifest's)
-        # temporary file for good (issue 17); a ready snapshot's index files and manifest
+        # temporary file for good; a ready snapshot's index files and manifest
         # are written only under this lock.
         remove_temp_files(folder, lambda target: target.startswith("index.")
                           or target == MANIFEST_FILE)
@@ -254,7 +259,7 @@ def _store_variant(data: DataDir, slug: str, folder: Path, variant: str, built: 
     return file, nbytes
 
 
-def _place_lists(folder: Path, variant: str, index: Any) -> str | None:
+def _place_lists(folder: Path, variant: str, index: faiss.Index) -> str | None:
     """Give an on-disk index's lists file its name for good, one no earlier build used:
     a reader of the index it replaces still has the old lists, and a crash before the
     index's own rename leaves the old index with its own lists."""
@@ -294,7 +299,7 @@ def read_question_texts(path: Path, limit: int | None = None) -> list[str]:
     return out
 
 
-def _check_build(variant: str, build: dict[str, Any], n: int, dim: int) -> None:
+def _check_build(variant: str, build: Mapping[str, int], n: int, dim: int) -> None:
     if variant == fv.IVF_PQ:
         nlist, m, nbits = int(build["nlist"]), int(build["m"]), int(build["nbits"])
         if not 1 <= nlist <= n:

@@ -25,13 +25,16 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragdesk.core.errors import BadInputError, RagdeskError
 from ragdesk.core.pages import release_pages
 from ragdesk.core.progress import CancelToken
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 NPY = ".npy"
 PARQUET = ".parquet"
@@ -53,7 +56,7 @@ class Shard:
     first_id: int = 0  # .npy shards without: ids first_id .. first_id + rows - 1
 
 
-def _natural_key(path: Path) -> list[Any]:
+def _natural_key(path: Path) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
 
 
@@ -105,7 +108,7 @@ def _npy_shard(path: Path, dim: int, first_id: int) -> Shard:
     return Shard(path, int(arr.shape[0]), arr.dtype, ids_path)
 
 
-def _vector_type(path: Path, schema: Any) -> tuple[np.dtype[Any], int | None]:
+def _vector_type(path: Path, schema: pa.Schema) -> tuple[np.dtype[Any], int | None]:
     """The vectors' dtype and, for fixed-size lists, their length."""
     import pyarrow as pa
 
@@ -158,7 +161,7 @@ class EmbeddingShards:
             return np.dtype(np.float16)
         return np.dtype(np.float32)
 
-    def fingerprint(self) -> list[dict[str, Any]]:
+    def fingerprint(self) -> list[dict[str, object]]:
         out = []
         for s in self.shards:
             for p in (s.path, s.ids_path):
@@ -198,7 +201,7 @@ class EmbeddingShards:
             ids = ids_col.to_numpy().astype(np.int64, copy=False)
             yield ids, self._vectors(shard, batch.column(1)) if vectors else None
 
-    def _vectors(self, shard: Shard, col: Any) -> np.ndarray:
+    def _vectors(self, shard: Shard, col: pa.Array) -> np.ndarray:
         import pyarrow as pa
 
         if col.null_count:

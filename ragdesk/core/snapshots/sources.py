@@ -185,7 +185,7 @@ class Source:
         self.size = path.stat().st_size
         self.bytes_read = 0
 
-    def fingerprint(self) -> dict[str, Any]:
+    def fingerprint(self) -> dict[str, object]:
         st = self.path.stat()
         return {"path": str(self.path), "format": self.fmt, "size": st.st_size,
                 "mtime_ns": st.st_mtime_ns}

@@ -113,6 +113,6 @@ class StagedSnapshot:
                 self._passages.close()
 
 
-def has_dense(snapshot: Any) -> bool:
+def has_dense(snapshot: object) -> bool:
     """Whether ``snapshot`` can search by vector (False for a :class:`StagedSnapshot`)."""
     return bool(getattr(snapshot, "has_dense", True))

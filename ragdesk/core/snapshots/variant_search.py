@@ -4,11 +4,13 @@ or a compressed FAISS index's candidates re-scored exactly from them (see
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.faiss_variants import (
     FLAT,
     exact_search,
@@ -16,6 +18,9 @@ from ragdesk.core.snapshots.faiss_variants import (
     read_index,
     set_search_params,
 )
+
+if TYPE_CHECKING:
+    import faiss
 
 RERANK_CHUNK = 16  # queries gathered at once: chunk x candidates x dim floats in memory
 
@@ -88,13 +93,13 @@ class Searcher:
 class RerankSearcher(Searcher):
     """Candidates from a compressed FAISS index, re-scored exactly from the embeddings."""
 
-    def __init__(self, emb: np.ndarray, index: Any, variant: str, params: dict[str, Any],
-                 index_bytes: int) -> None:
+    def __init__(self, emb: np.ndarray, index: faiss.Index, variant: str,
+                 params: Mapping[str, object], index_bytes: int) -> None:
         super().__init__(emb)
         self.index = index
         self.variant = variant
         self.params = dict(params)
-        self.candidates = int(params.get("rerank", 100))
+        self.candidates = as_int(params.get("rerank", 100))
         self.index_bytes = index_bytes
         set_search_params(index, variant, params)
 
@@ -112,7 +117,7 @@ class RerankSearcher(Searcher):
 
 
 def open_searcher(folder: Path, emb: np.ndarray, variant: str, file: str,
-                  params: dict[str, Any]) -> Searcher:
+                  params: dict[str, object]) -> Searcher:
     if variant == FLAT:
         return Searcher(emb)
     path = folder / file

@@ -4,13 +4,13 @@ questions sampled from the passages, and the search knobs (``nprobe`` / ``ef_sea
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ragdesk.core.progress import CancelToken
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.faiss_variants import IVF_PQ, set_search_params, training_sample
 from ragdesk.core.snapshots.variant_search import RerankSearcher
 
@@ -80,17 +80,17 @@ def found_at_depth(candidates: np.ndarray, exact: np.ndarray, k: int = RECALL_K
 
 @dataclass(frozen=True)
 class TuneResult:
-    params: dict[str, Any]  # search parameters chosen: nprobe or ef_search, and rerank
+    params: dict[str, int]  # search parameters chosen: nprobe or ef_search, and rerank
     recall: float
-    table: list[dict[str, Any]]  # every point tried: params, recall, cost
+    table: list[dict[str, float]]  # every point tried: params, recall, cost
 
 
-def _cost(variant: str, build: dict[str, Any], knob: int, rr: int, n: int, dim: int) -> float:
+def _cost(variant: str, build: Mapping[str, object], knob: int, rr: int, n: int, dim: int) -> float:
     """Rough work per query: codes scanned + exact rows read (a random read costs more)."""
     if variant == IVF_PQ:
-        scanned = knob * n / max(1, int(build["nlist"])) * int(build["m"])
+        scanned = knob * n / max(1, as_int(build["nlist"])) * as_int(build["m"])
     else:
-        scanned = knob * int(build["M"]) * dim / 4
+        scanned = knob * as_int(build["M"]) * dim / 4
     return scanned + rr * dim * 4
 
 
@@ -98,7 +98,7 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
          target: float, k: int = RECALL_K, knobs: tuple[int, ...] | None = None,
          reranks: tuple[int, ...] | None = None,
          cancel: CancelToken | None = None,
-         on_point: Callable[[dict[str, Any]], None] | None = None) -> TuneResult:
+         on_point: Callable[[dict[str, float]], None] | None = None) -> TuneResult:
     """Cheapest (probes or ef, rerank) whose recall@k on ``queries`` reaches ``target``.
 
     One candidate search per probe setting serves every rerank depth: candidate lists come
@@ -112,12 +112,12 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
     build = searcher.params
     knob_name = "nprobe" if variant == IVF_PQ else "ef_search"
     if knobs is None:
-        limit = int(build["nlist"]) if variant == IVF_PQ else 10**9
+        limit = as_int(build["nlist"]) if variant == IVF_PQ else 10**9
         knobs = tuple(v for v in (NPROBE_GRID if variant == IVF_PQ else EF_GRID) if v <= limit)
     rr_grid = tuple(sorted({min(r, n) for r in (reranks or RERANK_GRID) if r >= k})) \
         or (min(k, n),)
-    table: list[dict[str, Any]] = []
-    best: dict[str, Any] | None = None
+    table: list[dict[str, float]] = []
+    best: dict[str, float] | None = None
     for knob in knobs:
         if cancel is not None:
             cancel.raise_if_cancelled()
@@ -129,7 +129,7 @@ def tune(searcher: RerankSearcher, queries: np.ndarray, exact_ids: np.ndarray, *
         set_search_params(searcher.index, variant, {knob_name: knob})
         found = found_at_depth(searcher.candidates_for(queries, max(depths)), exact_ids, k)
         for rr in depths:
-            point = {knob_name: knob, "rerank": rr, "recall": found[rr],
+            point: dict[str, float] = {knob_name: knob, "rerank": rr, "recall": found[rr],
                      "cost": _cost(variant, build, knob, rr, n, dim)}
             table.append(point)
             if on_point is not None:

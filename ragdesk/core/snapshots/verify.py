@@ -6,7 +6,6 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"name": self.name, "folder": self.folder, "ok": self.ok,
                 "checked": self.checked, "problems": self.problems}
 
@@ -136,7 +135,7 @@ def _check_rows_written(folder: Path, manifest: Manifest, report: VerifyReport,
                         cancel: CancelToken | None) -> None:
     """No passage has an all-zero vector: the file is made full of zeros and every batch
     fills its rows, so a zero row is one that no batch wrote; its checksum, taken after,
-    cannot tell (issue 17: a resume with another batch size left 176 such rows)."""
+    cannot tell (a resume with another batch size can leave such rows)."""
     emb = np.load(folder / EMBEDDINGS_FILE, mmap_mode="r")
     zero: list[int] = []
     for start in range(0, emb.shape[0], ZERO_CHUNK):

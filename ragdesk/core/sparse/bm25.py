@@ -13,13 +13,16 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.sparse.tokenize import TOKENIZER_VERSION, bm25_tokens
+
+if TYPE_CHECKING:
+    import bm25s
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +54,7 @@ class BM25Meta:
 class BM25Index:
     """Passages are numbered 0..num_docs-1 in the order they were given to :meth:`build`."""
 
-    def __init__(self, model: Any, meta: BM25Meta) -> None:
+    def __init__(self, model: bm25s.BM25, meta: BM25Meta) -> None:
         self._model = model
         self.meta = meta
         self._vocab: dict[str, int] = model.vocab_dict

@@ -19,7 +19,6 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -91,7 +90,7 @@ def bm25_folder(snapshot: PassageSource) -> Path:
     return Path(snapshot.folder) / BM25_DIRNAME
 
 
-def _source(snapshot: PassageSource) -> dict[str, Any]:
+def _source(snapshot: PassageSource) -> dict[str, object]:
     return {"snapshot": snapshot.name, "size": int(snapshot.size),
             "created": snapshot.created, "format": SPARSE_FORMAT}
 

@@ -47,7 +47,7 @@ def save_question_encoder(encoder: TextEncoder, folder: Path) -> None:
     info = encoder.info
     if info.family != "sentence-transformers":
         return
-    modules: list[dict[str, Any]] = [
+    modules: list[dict[str, object]] = [
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
         {"idx": 1, "name": "1", "path": "1_Pooling",
          "type": "sentence_transformers.models.Pooling"},
@@ -90,7 +90,7 @@ def save_models(folder: Path, encoder: TextEncoder, gen: Generator,
 
 
 def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor],
-                                                               list[dict[str, Any]]]:
+                                                               list[dict[str, object]]]:
     """The optimizer's per-parameter state as flat tensors, and its (JSON-able) groups."""
     import torch
 
@@ -104,10 +104,10 @@ def optimizer_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torch
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, path: Path,
-                         param_groups: list[dict[str, Any]]) -> None:
+                         param_groups: list[dict[str, object]]) -> None:
     from safetensors.torch import load_file
 
-    state: dict[int, dict[str, Any]] = {}
+    state: dict[int, dict[str, object]] = {}
     for key, tensor in load_file(str(path)).items():
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = tensor
@@ -147,7 +147,7 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
 
 
 def write_checkpoint(out_dir: Path, step: int, encoder: TextEncoder, gen: Generator,
-                     optimizer: torch.optim.Optimizer, state: dict[str, Any],
+                     optimizer: torch.optim.Optimizer, state: dict[str, object],
                      keep: int = 1, with_generator: bool = True) -> Path:
     """Write ``checkpoint-<step>`` atomically, then drop all but the newest ``keep``."""
     from safetensors.torch import save_file

@@ -29,6 +29,7 @@ from ragdesk.core.training.guard import RetrievalStats, retrieval_stats
 if TYPE_CHECKING:
     from ragdesk.core.encoders import TextEncoder
     from ragdesk.core.engine.generators import Generator
+    from ragdesk.core.projection import VectorSnapshot
     from ragdesk.core.training.data import Example
     from ragdesk.core.types import Hit
 
@@ -89,7 +90,7 @@ def gold_ranks(examples: Sequence[Example], hits: Sequence[Sequence[Hit]]) -> li
     return ranks
 
 
-def answerable(encoder: TextEncoder, index: Any, examples: Sequence[Example],
+def answerable(encoder: TextEncoder, index: VectorSnapshot, examples: Sequence[Example],
                depth: int) -> list[int]:
     """The indices of the questions with a gold answer among the top ``depth`` passages the
     encoder retrieves for them: the only ones a retrieved passage can teach."""
@@ -99,7 +100,7 @@ def answerable(encoder: TextEncoder, index: Any, examples: Sequence[Example],
     return [i for i, r in enumerate(ranks) if r is not None]
 
 
-def evaluate(encoder: TextEncoder, generator: Generator | None, index: Any,
+def evaluate(encoder: TextEncoder, generator: Generator | None, index: VectorSnapshot,
              examples: Sequence[Example], *, n_docs: int, mode: str,
              ks: Sequence[int] = (1, 5, 20), em_limit: int | None = None,
              max_new_tokens: int = 32, progress: ProgressCallback | None = None,

@@ -179,7 +179,7 @@ def _causal_logprobs(gen: Any, question: str, passages: Sequence[PassageText],
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     # Only the last T positions predict answer tokens; asking for just those keeps a large
     # vocabulary (Gemma: 262k) from materializing logits for the whole prompt.
-    kwargs: dict[str, Any] = {"logits_to_keep": t} if gen._logits_to_keep else {}
+    kwargs: dict[str, object] = {"logits_to_keep": t} if gen._logits_to_keep else {}
     out = gen.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
                     position_ids=positions.to(device), use_cache=False, return_dict=True,
                     **kwargs)

@@ -133,7 +133,7 @@ def train_pack(
         index.close()
 
 
-def _report_reader(config: TrainConfig, generator: Any, report: Reporter | None) -> None:
+def _report_reader(config: TrainConfig, generator: object, report: Reporter | None) -> None:
     if report is not None and config.generator_frozen:
         how = ("the engine's inference path" if config.inference_reader
                else "its differentiable forward")
@@ -264,7 +264,8 @@ def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
         details=details), replace=True).name
 
 
-def _check_target_name(catalog: Catalog, name: str, out_dir: Path, check: Any) -> None:
+def _check_target_name(catalog: Catalog, name: str, out_dir: Path,
+                       check: Callable[[str], object]) -> None:
     """Fail before hours of training, not after, when the pack name is taken by another run."""
     check(name)
     for rec in catalog.list_model_packs():

@@ -26,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 
     from ragdesk.core.encoders import TextEncoder
     from ragdesk.core.engine.generators import Generator
+    from ragdesk.core.projection import VectorSnapshot
     from ragdesk.core.training.data import Example
+    from ragdesk.core.types import Hit
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +66,12 @@ def pick_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def decoder_blocks(model: Any) -> list[Any]:
+def decoder_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The generator's stack of decoder blocks (BART: decoder.layers, Gemma: layers, GPT-2:
     h): the longest ModuleList of blocks, preferring one inside a decoder."""
     import torch
 
-    found: list[tuple[bool, int, str, Any]] = []
+    found: list[tuple[bool, int, str, torch.nn.ModuleList]] = []
     for name, mod in model.named_modules():
         if isinstance(mod, torch.nn.ModuleList) and len(mod) > 0 and (
                 name.rsplit(".", 1)[-1] in ("layers", "h", "layer", "block", "blocks")):
@@ -98,7 +100,7 @@ def set_trainable(encoder: TextEncoder, gen: Generator, config: TrainConfig,
 class RagTrainer:
     """Trains one question encoder and one generator against one snapshot index."""
 
-    def __init__(self, encoder: TextEncoder, generator: Generator, index: Any,
+    def __init__(self, encoder: TextEncoder, generator: Generator, index: VectorSnapshot,
                  config: TrainConfig, *, device: str | None = None,
                  state: TrainState | None = None) -> None:
         import torch
@@ -129,7 +131,7 @@ class RagTrainer:
         self.q_params = list(encoder.model.parameters())
         self.g_params = [p for p in generator.model.parameters() if p.requires_grad] \
             if config.generator_layers is not None else list(generator.model.parameters())
-        groups: list[dict[str, Any]] = [
+        groups: list[dict[str, object]] = [
             {"params": self.q_params, "lr": config.question_encoder_lr or config.lr},
             {"params": self.g_params}]
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr,
@@ -167,7 +169,7 @@ class RagTrainer:
         mask = torch.ones((1, lp.shape[-1]), device=lp.device)
         return rag_nll(self.config.mode, scores, lp, mask, temperature_of(self.index))[0]
 
-    def _check_scores(self, scores: torch.Tensor, hits: Sequence[Any]) -> None:
+    def _check_scores(self, scores: torch.Tensor, hits: Sequence[Hit]) -> None:
         """The stored vectors must give the scores the index gave, or p(z|x) would be wrong."""
         ours = scores.detach().float().cpu().numpy()[0]
         theirs = np.array([h.score for h in hits], dtype=np.float32)
@@ -242,7 +244,7 @@ class RagTrainer:
     def record_evaluation(self, result: EvalResult, label: str,
                           report: Reporter | None = None) -> bool:
         """Store an evaluation, run the collapse guard against the first one; True to stop."""
-        entry: dict[str, Any] = {"label": label, "epoch": self.state.epoch,
+        entry: dict[str, object] = {"label": label, "epoch": self.state.epoch,
                                  "step": self.state.step, **result.to_json(), "collapse": []}
         stop = False
         if report is not None:
@@ -296,7 +298,7 @@ class RagTrainer:
         return stop
 
     def _track_best(self, result: EvalResult, label: str,
-                    save_best: Callable[[RagTrainer], Any] | None,
+                    save_best: Callable[[RagTrainer], object] | None,
                     report: Reporter | None) -> None:
         """Keep the models of the evaluation with the best held-out top-K accuracy (K: the
         passages read); the first of equals wins, so the untuned models stay best until
@@ -315,8 +317,8 @@ class RagTrainer:
 
     def run(self, examples: Sequence[Example], eval_examples: Sequence[Example] | None, *,
             generate_eval: bool = True, held_out: bool = False,
-            save: Callable[[RagTrainer], Any] | None = None,
-            save_best: Callable[[RagTrainer], Any] | None = None,
+            save: Callable[[RagTrainer], object] | None = None,
+            save_best: Callable[[RagTrainer], object] | None = None,
             report: Reporter | None = None, progress: ProgressCallback | None = None,
             cancel: CancelToken | None = None, watch: Watcher | None = None) -> TrainState:
         """Train from ``self.state`` to the last epoch; ``save`` writes a checkpoint.
@@ -399,8 +401,8 @@ class RunHooks:
     """What :meth:`RagTrainer.run` calls back, passed along to its parts."""
 
     held_out: bool
-    save: Callable[[RagTrainer], Any] | None
-    save_best: Callable[[RagTrainer], Any] | None
+    save: Callable[[RagTrainer], object] | None
+    save_best: Callable[[RagTrainer], object] | None
     report: Reporter | None
     progress: ProgressCallback | None
     cancel: CancelToken | None

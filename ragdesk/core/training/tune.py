@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.atomic import write_bytes_atomic, write_json_atomic
 from ragdesk.core.errors import BadInputError
@@ -239,7 +239,7 @@ def _pack_name(catalog: Catalog, folder: Path, base: PackSpec) -> str:
     pack; otherwise ``<base>-tuned``, numbered past the names other jobs hold."""
     job_file = folder / JOB_FILE
     if job_file.is_file():
-        saved: dict[str, Any] = json.loads(job_file.read_text(encoding="utf-8"))
+        saved: dict[str, object] = json.loads(job_file.read_text(encoding="utf-8"))
         return str(saved["name"])
     taken = {rec.name for rec in catalog.list_model_packs()}
     name, n = f"{base.name}-tuned", 1

@@ -15,11 +15,10 @@ import html
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QCloseEvent, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -174,7 +173,7 @@ class RetrievalMap(QWidget):
         self._update_buttons()
         self._set_status("")
 
-    def resizeEvent(self, event: Any) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._orient()
 
@@ -209,9 +208,6 @@ class RetrievalMap(QWidget):
         self._set_retrieved([])
         self.canvas.set_message("")
         self._update_buttons()
-
-    def set_encoder(self, encode: QueryEncoder | None) -> None:
-        self._encode = encode
 
     def show_question(self, question: str, query: np.ndarray | None = None, *,
                       snapshot: VectorSnapshot | str | None = None, k: int | None = None
@@ -292,10 +288,6 @@ class RetrievalMap(QWidget):
         """The name of the snapshot the map shows (None before the first map)."""
         return None if self._map is None else self._map.snapshot
 
-    def show_status(self, text: str) -> None:
-        """A line under the passages (e.g. why "Ask from here" did nothing)."""
-        self._set_status(text)
-
     def projection(self) -> Projection | None:
         return None if self._map is None else self._map.projection
 
@@ -325,7 +317,7 @@ class RetrievalMap(QWidget):
         self._seq += 1
         self._map_seq = self._applied = self._seq
 
-    def closeEvent(self, event: Any) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.shutdown()
         super().closeEvent(event)
 
