@@ -10,8 +10,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
+    QDialog,
     QHBoxLayout,
     QLabel,
     QMessageBox,
@@ -115,6 +117,23 @@ def fit_height(dialog: QWidget, exact: bool = False) -> None:
     if need > dialog.height() or (exact and need < dialog.height()):
         screen = dialog.screen().availableGeometry().height() if dialog.screen() else need
         dialog.resize(dialog.width(), min(need, screen - 40))
+
+
+class FittedDialog(QDialog):
+    """A dialog whose height follows its wrapped texts (see :func:`fit_height`): grown on
+    every layout change, fitted exactly when shown (Qt sizes a dialog by its texts' heights
+    at their preferred width, narrower than the minimum width: too tall, with the rest
+    spread between the rows)."""
+
+    def event(self, e: QEvent) -> bool:
+        handled = super().event(e)
+        if e.type() == QEvent.Type.LayoutRequest:
+            fit_height(self)
+        return handled
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        fit_height(self, exact=True)
 
 
 def describe_progress(u: ProgressUpdate, compact: bool = False) -> str:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QFont, QShowEvent
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QButtonGroup,
     QCheckBox,
     QComboBox,
-    QDialog,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -24,7 +23,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.units import human_bytes
 from ragdesk.ui.backend import Backend
-from ragdesk.ui.dialogs import JobPanel, fit_height, report_html, set_flagged_text
+from ragdesk.ui.dialogs import FittedDialog, JobPanel, report_html, set_flagged_text
 from ragdesk.ui.infos import PackInfo
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.models_dialog import CANCELLED_TEXT, PackOffer
@@ -37,7 +36,7 @@ PAPER_PACKS = ("rag-sequence-nq", "rag-token-nq", "dpr-bart")
 READER_PACK = "reader-1.5b"
 
 
-class FirstRunDialog(QDialog):
+class FirstRunDialog(FittedDialog):
     def __init__(self, parent: QWidget, state: AppState, library: Library, backend: Backend,
                  open_import: Callable[[], object]) -> None:
         super().__init__(parent)
@@ -134,20 +133,6 @@ class FirstRunDialog(QDialog):
         head.addLayout(title_box, 1)
         return head
 
-    def event(self, e: QEvent) -> bool:
-        handled = super().event(e)
-        if e.type() == QEvent.Type.LayoutRequest:
-            self._fit_height()
-        return handled
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        # Qt sizes a dialog by its texts' heights at their preferred width, narrower than
-        # the minimum width: too tall, with the rest spread between the options.
-        self._fit_height(exact=True)
-
-    def _fit_height(self, exact: bool = False) -> None:
-        fit_height(self, exact)
 
     def _option(self, lay: QVBoxLayout, title: str, text: str) -> QRadioButton:
         radio = QRadioButton(title)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QFont, QShowEvent
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QDialog,
     QGridLayout,
     QHBoxLayout,
     QLabel,
@@ -30,7 +29,13 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.units import human_bytes
-from ragdesk.ui.dialogs import JobPanel, confirm, fit_height, report_html, set_flagged_text
+from ragdesk.ui.dialogs import (
+    FittedDialog,
+    JobPanel,
+    confirm,
+    report_html,
+    set_flagged_text,
+)
 from ragdesk.ui.infos import PackInfo
 from ragdesk.ui.library import READER_TITLE, Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
@@ -120,7 +125,7 @@ def pack_status(info: PackInfo, current: str) -> str:
     return "not set up" if info.kind == READER_KIND else "not downloaded"
 
 
-class ModelsDialog(QDialog):
+class ModelsDialog(FittedDialog):
     """Non-modal: the user can chat while a pack is being set up."""
 
     def __init__(self, parent: QWidget, state: AppState, ops: OpRunner,
@@ -339,18 +344,6 @@ class ModelsDialog(QDialog):
 
     def _say(self, text: str, error: bool = False) -> None:
         set_flagged_text(self.message, text, error=error)
-
-    # ---- size ----------------------------------------------------------------------------
-
-    def event(self, e: QEvent) -> bool:
-        handled = super().event(e)
-        if e.type() == QEvent.Type.LayoutRequest:
-            fit_height(self)
-        return handled
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        fit_height(self, exact=True)
 
 
 def open_models_dialog(parent: QWidget, state: AppState, ops: OpRunner,

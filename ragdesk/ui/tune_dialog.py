@@ -14,11 +14,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QEvent, Qt
-from PySide6.QtGui import QShowEvent
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
-    QDialog,
     QFileDialog,
     QFormLayout,
     QHBoxLayout,
@@ -33,7 +31,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.progress import ProgressUpdate, TrainingUpdate
 from ragdesk.core.units import plural
 from ragdesk.ui.backend import Backend
-from ragdesk.ui.dialogs import JobPanel, fit_height, report_html, set_flagged_text
+from ragdesk.ui.dialogs import FittedDialog, JobPanel, report_html, set_flagged_text
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -83,7 +81,7 @@ def result_text(r: TuneResult) -> str:
             f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
 
 
-class TuneDialog(QDialog):
+class TuneDialog(FittedDialog):
     """Non-modal: the user can keep asking while the retriever trains."""
 
     def __init__(self, parent: QWidget, state: AppState, ops: OpRunner, library: Library,
@@ -406,18 +404,6 @@ class TuneDialog(QDialog):
     def _show_steps(self, text: str) -> None:
         self.steps.setText(text)
         self.steps.setVisible(bool(text))
-
-    # ---- size ----------------------------------------------------------------------------
-
-    def event(self, e: QEvent) -> bool:
-        handled = super().event(e)
-        if e.type() == QEvent.Type.LayoutRequest:
-            fit_height(self)
-        return handled
-
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        fit_height(self, exact=True)
 
 
 def open_tune_dialog(parent: QWidget, state: AppState, ops: OpRunner, library: Library,

@@ -152,13 +152,7 @@ class TokenText(QTextBrowser):
         return QRectF(a.topLeft(), b.bottomRight()).normalized()
 
     def token_at(self, pos: QPoint) -> int | None:
-        href = self.anchorAt(pos)
-        if href.startswith("tok:"):
-            try:
-                return int(href[4:])
-            except ValueError:
-                return None
-        return None
+        return self.token_at_href(self.anchorAt(pos))
 
     def _format(self, i: int) -> QTextCharFormat:
         tok = self.tokens[i]
