@@ -1,6 +1,6 @@
 """`ragdesk ask` wall time against the engine's own answer time, with the starter pack.
 
-Issue 16's target: the command's wall time (model loading included) at most 1.5x the time the
+The target: the command's wall time (model loading included) at most 1.5x the time the
 engine itself spends answering. Two ways of running the command, alternated question by
 question on a warm file cache:
 

@@ -1,6 +1,6 @@
 """Memory over many answers: does one process's RSS grow with each RAG-Sequence answer?
 
-Issue 17 measured about 65 KiB per answer over 200 answers with BART, too short a run to
+An earlier run measured about 65 KiB per answer over 200 answers with BART, too short a run to
 tell a leak from the allocator settling. This runs ``--answers`` answers (default 1000) in
 one process through the engine's public API (retrieval from a small snapshot imported with
 the tiny DPR encoder, then RAG-Sequence with the tiny BART of ``tests/conftest.py``), every
@@ -164,7 +164,7 @@ def markdown(runs: dict[str, dict[str, Any]]) -> str:
             "after the warm-up answers and then at regular steps, after `gc.collect()`; the "
             "slope is a least-squares fit. Without warm-up the fit includes what only the "
             "first answers allocate (lazy imports, first-use buffers, allocator arenas): "
-            "issue 17's 200-answer figure was of that kind.\n\n"
+            "the earlier 200-answer figure was of that kind.\n\n"
             "| models, decoding, answers, sampled | RSS first → last sample (MiB) | "
             "KiB per answer | load average (1, 5, 15 min) |\n|---|---|---|---|\n"
             + "\n".join(rows) + "\n\n"

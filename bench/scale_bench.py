@@ -1,4 +1,4 @@
-"""Scale: N clustered 768-d vectors imported from shards and quantized to ivf-pq (issue 21).
+"""Scale: N clustered 768-d vectors imported from shards and quantized to ivf-pq.
 
 For each N this
 
@@ -290,7 +290,7 @@ def load_results() -> list[dict[str, Any]]:
 
 
 INTRO = """
-# Scale: clustered 768-d vectors imported from shards and quantized (issue 21)
+# Scale: clustered 768-d vectors imported from shards and quantized
 
 `python -m bench.scale_bench --n 1000000 --n 2000000 --n 5000000 --threads 2`, then
 `--report`. Machine: 2 cores (AMD EPYC), 24 GB RAM, shared with other engineers' jobs while

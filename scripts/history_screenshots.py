@@ -1,4 +1,4 @@
-"""Screenshots of issue 19 in the real app: the conversations sidebar holding a few
+"""Screenshots in the real app: the conversations sidebar holding a few
 conversations (and a search in it), the inspector's whole-article tab and the settings
 dialog, under Xvfb and openbox.
 

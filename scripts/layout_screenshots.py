@@ -1,5 +1,5 @@
 """Layout check: the real app under Xvfb and a window manager (openbox), screenshots at the
-moments the layout defects of issue 14 showed, to look at by eye.
+moments the layout defects showed, to look at by eye.
 
     .venv/bin/python scripts/layout_screenshots.py --size 1440x900 --data-dir DIR --out DIR
 

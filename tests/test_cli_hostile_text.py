@@ -1,4 +1,4 @@
-"""Hostile text on the command line (issue 17): terminal escapes in snapshot names, passage
+"""Hostile text on the command line: terminal escapes in snapshot names, passage
 titles and texts never reach the terminal raw, and a question that is not UTF-8 is refused
 with a message (exit 2) instead of an internal error (exit 70)."""
 

@@ -1,4 +1,4 @@
-"""scripts/install.sh and scripts/run.sh (issue 14), run for real against fakes.
+"""`scripts/install.sh` and `scripts/run.sh`, run for real against fakes.
 
 The scripts run in a copy of the repository whose ``.venv/bin/python`` is a fake that logs
 what it was asked to do (pip, the platform check) and hands everything else to this Python,

@@ -1,4 +1,4 @@
-"""Whether the desktop app can open a window, decided before Qt starts (issue 14).
+"""Whether the desktop app can open a window, decided before Qt starts.
 
 Qt aborts the process (exit 134) on a missing system library of its platform plugin or on a
 missing display; `ragdesk.platform_check` finds both without importing Qt.
@@ -37,7 +37,7 @@ NO_DISPLAY: dict[str, str] = {"PATH": "/usr/bin:/bin", "HOME": "/tmp"}
 
 
 @pytest.mark.parametrize(("soname", "package"), [
-    # The ones a bare Debian/Ubuntu lacks (issue 14), then the rest of the xcb plugin's list.
+    # The ones a bare Debian/Ubuntu lacks, then the rest of the xcb plugin's list.
     ("libxcb-cursor.so.0", "libxcb-cursor0"),
     ("libxcb-icccm.so.4", "libxcb-icccm4"),
     ("libxcb-keysyms.so.1", "libxcb-keysyms1"),

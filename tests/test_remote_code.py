@@ -1,4 +1,4 @@
-"""No model, tokenizer or config ever loads with remote code (issue 17).
+"""No model, tokenizer or config ever loads with remote code.
 
 A model folder whose ``config.json`` / ``tokenizer_config.json`` has an ``auto_map`` pointing
 at a ``.py`` file makes transformers ask "Do you wish to run the custom code? [y/N]" unless

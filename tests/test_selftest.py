@@ -103,7 +103,7 @@ def _self_test(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProce
 
 
 def test_without_a_display_the_qt_check_fails_instead_of_pretending(tmp_path: Path) -> None:
-    """Issue 14: the self-test forced offscreen and said "all checks ok" where the app could
+    """The self-test forced offscreen and said "all checks ok" where the app could
     not open a window. Now it checks what the app would use, and Qt never aborts."""
     proc = _self_test(_env_without_display(), tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""Issue 26: limits an answer or a fit runs into ended in internal errors or bad values.
+"""Limits an answer or a fit runs into ended in internal errors or bad values.
 
 - ``ask --max-new-tokens 1000000`` with a BART pack: IndexError at position 514 (exit 70);
 - ``ask --temperature`` accepted -1 (inverts p(z|x)), 0, nan, inf, 1e-300 (exit 0);

@@ -1,4 +1,4 @@
-"""Issue 26: a malformed ``modules.json`` in a sentence-transformers folder ended in an
+"""A malformed ``modules.json`` in a sentence-transformers folder ended in an
 AttributeError (exit 70); it must be a clear error naming the file, exit 2."""
 
 from __future__ import annotations

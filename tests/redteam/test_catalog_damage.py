@@ -1,4 +1,4 @@
-"""Issue 26: a damaged ``catalog.sqlite`` (4 KB flipped at offset 8192) was copied over the
+"""A damaged ``catalog.sqlite`` (4 KB flipped at offset 8192) was copied over the
 good ``catalog.sqlite.backup`` by the next ``index list``; the advice "move the file aside"
 then lost every imported pack and all conversations.
 

@@ -1,4 +1,4 @@
-"""Issue 17: ``ask`` never checked checksums, so flipped bytes in ``embeddings.npy`` or
+"""``ask`` never checked checksums, so flipped bytes in ``embeddings.npy`` or
 ``passages.sqlite`` were used silently until ``index verify``.
 
 Now the first open of a snapshot hashes the files it reads once and records a stamp per file

@@ -1,7 +1,7 @@
-"""Issue 26: a reader that stops reading (``| head -1``, ``| true``) made ``index list
+"""A reader that stops reading (``| head -1``, ``| true``) made ``index list
 --json`` exit 1 with a doubled BrokenPipeError traceback, and ``index list`` and ``models
 list`` exit 70. They must end quietly with exit 0, as ``ls`` and ``git`` do. JSON to a
-pipe is one line (issue 28), so ``| head -1`` gets the whole document."""
+pipe is one line, so ``| head -1`` gets the whole document."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 17: two imports of one name started together shared one staging folder; the second
+"""Two imports of one name started together shared one staging folder; the second
 took over the first's catalog row and the loser ended with an internal error (2 of 2). And
 liveness was probed with ``os.kill(pid, 0)``, which on Windows sends Ctrl-C.
 

@@ -1,4 +1,4 @@
-"""Issue 26: the conversation store let text that is not text reach SQLite and the disk.
+"""The conversation store let text that is not text reach SQLite and the disk.
 
 A lone surrogate raised a raw UnicodeEncodeError from search, title search, rename, JSON
 import and export; a NUL in a search said "unterminated string"; ``export_to`` a folder

@@ -1,4 +1,4 @@
-"""Issue 17: what a SIGKILL at the worst moment left behind, and who cleans it up.
+"""What a SIGKILL at the worst moment left behind, and who cleans it up.
 
 Each test kills a real process at one exact point (the point is patched to SIGKILL its own
 process, so the kill cannot miss), then runs what a user runs next:

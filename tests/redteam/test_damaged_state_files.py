@@ -1,4 +1,4 @@
-"""Issue 17: damaged state files were handled silently or with the wrong advice.
+"""Damaged state files were handled silently or with the wrong advice.
 
 - a corrupt ``settings.json`` was ignored with only a log line (``ask`` then fell back to
   the starter pack, wrote 1.3 GB and failed with an encoder mismatch);

@@ -1,4 +1,4 @@
-"""Issue 26: the DOCX size cap was on the file, not on what it expands to.
+"""The DOCX size cap was on the file, not on what it expands to.
 
 A 1.1 MB DOCX of 300k paragraphs reached 3.7 GB RSS and was still reading after 240 s; a
 0.59 MB DOCX bomb peaked at 1.6 GB. Both must be refused by name with a clear warning, in

@@ -1,4 +1,4 @@
-"""Issue 26: a file-size limit during an import (``ulimit -f``, SIGXFSZ ignored, as Python
+"""A file-size limit during an import (``ulimit -f``, SIGXFSZ ignored, as Python
 does) ended in exit 70 "disk I/O error": SQLite reports the limit that way. It is the
 disk-full error, with a message that names the limit."""
 

@@ -1,4 +1,4 @@
-"""Issue 26: ``index import DIR --format docs`` read what the folder only pointed at.
+"""``index import DIR --format docs`` read what the folder only pointed at.
 
 Links to the password file, to the process's own environment in procfs and to a file beside
 the folder became passages (exit 0); a file name with invalid UTF-8 failed the whole import

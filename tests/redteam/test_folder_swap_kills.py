@@ -1,4 +1,4 @@
-"""Issue 26: a folder re-import killed after the first rename of its swap left the snapshot
+"""A folder re-import killed after the first rename of its swap left the snapshot
 folder missing (``ask`` and ``verify`` failed) until the same import was run again.
 
 SIGKILL at each step of the swap (old version out, new version in, the catalog update, the

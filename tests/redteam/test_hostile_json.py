@@ -1,4 +1,4 @@
-"""Issue 26: JSON and JSONL from outside ended in internal errors or unbounded memory.
+"""JSON and JSONL from outside ended in internal errors or unbounded memory.
 
 - an array 100k deep or an object 40k deep (under 256 KB) raised RecursionError (exit 70)
   from ``index import``, ``calibrate``, ``eval`` and ``encode``'s reader;

@@ -1,4 +1,4 @@
-"""Issue 17: SIGKILL at random points of `ragdesk index import`, resumed each time.
+"""SIGKILL at random points of `ragdesk index import`, resumed each time.
 
 A seeded loop starts the real CLI import, kills it with SIGKILL at a random point (during
 start-up and reading, between and inside batches, or after the last batch while the index,

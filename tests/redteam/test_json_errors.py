@@ -1,4 +1,4 @@
-"""Issue 17: under ``--json`` errors were plain text on stderr, and ``index switch|remove``,
+"""Under ``--json`` errors were plain text on stderr, and ``index switch|remove``,
 ``models download|import|remove|use|setup-starter`` had no ``--json``; ``eval -`` (questions
 on stdin) was refused.
 

@@ -1,4 +1,4 @@
-"""Issue 17: SIGKILL at random points of `index quantize` and `index remove` (seeded).
+"""SIGKILL at random points of `index quantize` and `index remove` (seeded).
 
 After every kill, what the next command sees (``recover`` runs first in each) must be whole:
 the snapshot is there and verifies, or (remove) it is gone from both the catalog and the disk;

@@ -1,4 +1,4 @@
-"""Issue 17, "unclear": messages that told the user the wrong thing or nothing.
+"""Messages that told the user the wrong thing or nothing.
 
 - ``index verify`` called an interrupted (resumable) import "damaged ... remove it";
 - ``--data-dir ""`` silently used the default data directory;

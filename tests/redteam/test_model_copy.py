@@ -1,4 +1,4 @@
-"""Issue 17: ``models import --copy`` destroyed data or left it in the way.
+"""``models import --copy`` destroyed data or left it in the way.
 
 - ``--copy --replace`` from the pack's own copy deleted that copy, then registered paths
   that no longer existed (exit 0, "Registered", pack "not installed");

@@ -1,4 +1,4 @@
-"""Issue 26: ``models import --copy --replace`` killed just before the pack was registered
+"""``models import --copy --replace`` killed just before the pack was registered
 left the pack broken ("[not installed]") with the old copy in ``models/.cp.old-*``, which
 nothing restored (the next import of that name deleted it).
 

@@ -1,4 +1,4 @@
-"""Issue 17: resuming an import with another --batch-size left passages with all-zero vectors
+"""Resuming an import with another --batch-size left passages with all-zero vectors
 (176 of 12,324 with 64 → 50) and verify said OK: batches are re-sorted by token count inside
 windows of batch_size × 16, so another batch size meant other windows, and the rows the
 first run had written were not the ones the resume skipped."""

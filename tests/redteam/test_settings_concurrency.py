@@ -1,4 +1,4 @@
-"""Issue 18: two threads writing the real ``Settings`` lost thousands of 6,000 writes
+"""Two threads writing the real ``Settings`` lost thousands of 6,000 writes
 (``FileNotFoundError``: both threads used the same temporary file name, one renamed it away
 under the other). Two writers in one process, and two ``Settings`` objects on one file (as
 two processes have), must lose none."""

@@ -1,4 +1,4 @@
-"""Issue 26, smaller findings: the damaged-settings warning printed twice (once by
+"""Smaller findings: the damaged-settings warning printed twice (once by
 logging's last resort, once by the CLI), and a catalog held exclusively by another process
 blocked a reader for twice its busy timeout (the format check waited, then the open)."""
 

@@ -1,4 +1,4 @@
-"""Issue 17 in the desktop app: a snapshot whose files no longer match their checksums is
+"""In the desktop app: a snapshot whose files no longer match their checksums is
 refused at its first open with a readable error in the app's words (no command, no
 traceback), stays inactive, and switches in once it is whole again."""
 

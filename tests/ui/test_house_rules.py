@@ -1,4 +1,4 @@
-"""The GUI's size limits (issue 18): the window stays a shell and no function grows past what
+"""The GUI's size limits: the window stays a shell and no function grows past what
 a reader takes in at once. Counted as the issue counts them: lines from ``def`` to the end of
 the body."""
 

@@ -1,4 +1,4 @@
-"""Layout and wording (issue 14): counts with the right noun, durations and sizes, the window
+"""Layout and wording: counts with the right noun, durations and sizes, the window
 title, and texts that shorten with "…" or wrap instead of being cut at an edge."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every tensor an encoder or generator receives is on the model's device (issue 21).
+"""Every tensor an encoder or generator receives is on the model's device.
 
 The model runs on a fake second device (tests/core/fake_device.py): CPU data that any op
 refuses to mix with CPU tensors, as CUDA would. Each path must give the same tokens (or

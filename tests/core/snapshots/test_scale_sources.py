@@ -1,4 +1,4 @@
-"""Wikipedia-scale sources (issue 21): DPR's psgs_w100.tsv gzip-compressed as DPR ships it,
+"""Wikipedia-scale sources: DPR's psgs_w100.tsv gzip-compressed as DPR ships it,
 and parquet passage files, both streamed."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``index import --embeddings DIR``: a folder of .npy and parquet shards, rows placed by id,
-every id exactly once (issue 21)."""
+every id exactly once."""
 
 from __future__ import annotations
 
