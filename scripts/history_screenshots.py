@@ -146,29 +146,16 @@ def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
 
 
 def inside(args: argparse.Namespace) -> int:
-    from PySide6.QtWidgets import QApplication
-    from screenshots import Runner  # type: ignore[import-not-found]
+    from screenshots import drive_app  # type: ignore[import-not-found]
 
     from ragdesk.core.app import AppContext
-    from ragdesk.ui.app import run_app
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     ctx = AppContext(Path(args.data_dir))
     ctx.settings.update({"theme": "light", "window_geometry": "", "window_state": "",
                          "mode": "token", "n_docs": 5, "num_beams": 1, "max_new_tokens": 24})
-    failures: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        failures.append(exc)
-        print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.instance().exit(2)
-
-    def on_shown(window: Any) -> None:
-        window._drive = Runner(scenario(window, out, args.size), on_error)
-
-    code = run_app(ctx, on_shown=on_shown)
-    return 2 if failures else code
+    return drive_app(ctx, lambda window: scenario(window, out, args.size))
 
 
 def main() -> int:

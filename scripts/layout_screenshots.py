@@ -33,12 +33,11 @@ def inside(args: argparse.Namespace) -> int:
     from PySide6.QtCore import QPoint, QRect, Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
-    from screenshots import Runner, xdo
+    from screenshots import drive_app, xdo
 
     from ragdesk.core.app import AppContext
     from ragdesk.core.logging_setup import setup_logging
     from ragdesk.core.progress import ProgressUpdate
-    from ragdesk.ui.app import run_app
     from ragdesk.ui.ops import Lane
 
     out = Path(args.out)
@@ -48,13 +47,6 @@ def inside(args: argparse.Namespace) -> int:
     ctx.settings.update({"theme": "light", "window_geometry": "", "window_state": "",
                          "mode": "token", "n_docs": 5, "num_beams": 1, "max_new_tokens": 24})
     W, H = (int(v) for v in args.size.split("x"))
-    failures: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        failures.append(exc)
-        print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.exit(2)
-
     def scenario(w: Any) -> Any:
         screen = QGuiApplication.primaryScreen()
 
@@ -195,21 +187,15 @@ def inside(args: argparse.Namespace) -> int:
         yield ("sleep", 3000)
         QApplication.exit(0)
 
-    def on_shown(window: Any) -> None:
-        window._drive = Runner(scenario(window), on_error)
-
-    code = run_app(ctx, on_shown=on_shown)
-    return 2 if failures else code
+    return drive_app(ctx, scenario)
 
 
 def restart_inside(args: argparse.Namespace) -> int:
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
-    from PySide6.QtWidgets import QApplication
-    from screenshots import Runner
+    from screenshots import drive_app
 
     from ragdesk.core.app import AppContext
-    from ragdesk.ui.app import run_app
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -246,14 +232,7 @@ def restart_inside(args: argparse.Namespace) -> int:
         save("r3-step-through-dock")
         w.close()
 
-    def on_shown(window: Any) -> None:
-        def on_error(exc: BaseException) -> None:
-            print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-            QApplication.exit(2)
-
-        window._drive = Runner(scenario(window), on_error)
-
-    return run_app(ctx, on_shown=on_shown)
+    return drive_app(ctx, scenario)
 
 
 def main() -> int:

@@ -153,26 +153,13 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
 
 
 def inside(args: argparse.Namespace) -> int:
-    from PySide6.QtWidgets import QApplication
-    from screenshots import Runner
+    from screenshots import drive_app
 
     from ragdesk.core.app import AppContext
-    from ragdesk.ui.app import run_app
 
     ctx = AppContext(Path(args.data_dir))
     ctx.settings.update({"theme": "light", "window_geometry": "", "window_state": ""})
-    failures: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        failures.append(exc)
-        print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.exit(2)
-
-    def on_shown(window: Any) -> None:
-        window._drive = Runner(scenario(window, args), on_error)
-
-    code = run_app(ctx, on_shown=on_shown)
-    return 2 if failures else code
+    return drive_app(ctx, lambda window: scenario(window, args))
 
 
 def main() -> int:

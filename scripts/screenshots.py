@@ -204,6 +204,28 @@ class Runner:
             poll()
 
 
+
+def drive_app(ctx: Any, scenario: Callable[[Any], Step], label: str = "drive") -> int:
+    """Run the app on ``ctx`` with ``scenario(window)`` stepping through it once the window is
+    shown; a step that raises is reported on stderr and quits with 2 instead of leaving the
+    app open."""
+    from PySide6.QtWidgets import QApplication
+
+    from ragdesk.ui.app import run_app
+
+    failures: list[BaseException] = []
+
+    def on_error(exc: BaseException) -> None:
+        failures.append(exc)
+        print(f"{label}: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        QApplication.exit(2)
+
+    def on_shown(window: Any) -> None:
+        window._drive = Runner(scenario(window), on_error)
+
+    code = run_app(ctx, on_shown=on_shown)
+    return 2 if failures else code
+
 def xdo(*args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(["xdotool", *args])
 
@@ -344,11 +366,9 @@ def scenario(window: Any, out: Path, import_file: Path, tiny: bool) -> Step:
 
 
 def inside(args: argparse.Namespace) -> int:
-    from PySide6.QtWidgets import QApplication
 
     from ragdesk.core.app import AppContext
     from ragdesk.core.logging_setup import setup_logging
-    from ragdesk.ui.app import run_app
 
     ctx = AppContext(args.data_dir)
     setup_logging(ctx.data.logs_dir, 1)
@@ -356,19 +376,9 @@ def inside(args: argparse.Namespace) -> int:
     ctx.settings.update({"theme": "light", "window_geometry": "", "window_state": "",
                          "mode": "token", "n_docs": 5, "num_beams": 1,
                          "max_new_tokens": 24})
-    failures: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        failures.append(exc)
-        print(f"screenshots: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.exit(2)
-
-    def on_shown(window: Any) -> None:
-        window._screenshot_runner = Runner(
-            scenario(window, Path(args.out), Path(args.import_file), args.tiny), on_error)
-
-    code = run_app(ctx, on_shown=on_shown)
-    return 2 if failures else code
+    return drive_app(ctx, lambda window: scenario(window, Path(args.out),
+                                                  Path(args.import_file), args.tiny),
+                     "screenshots")
 
 
 def main() -> int:

@@ -113,29 +113,16 @@ def scenario(w: Any, args: argparse.Namespace, questions: Path) -> Any:
 
 
 def inside(args: argparse.Namespace) -> int:
-    from PySide6.QtWidgets import QApplication
-    from screenshots import Runner, prepare_tiny
+    from screenshots import drive_app, prepare_tiny
 
     from ragdesk.core.app import AppContext
-    from ragdesk.ui.app import run_app
 
     data = Path(args.data_dir)
     prepare_tiny(data)
     questions = write_questions(data.parent / "tune-questions.jsonl")
     ctx = AppContext(data)
     ctx.settings.update({"theme": "light", "window_geometry": "", "window_state": ""})
-    failures: list[BaseException] = []
-
-    def on_error(exc: BaseException) -> None:
-        failures.append(exc)
-        print(f"drive: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
-        QApplication.exit(2)
-
-    def on_shown(window: Any) -> None:
-        window._drive = Runner(scenario(window, args, questions), on_error)
-
-    code = run_app(ctx, on_shown=on_shown)
-    return 2 if failures else code
+    return drive_app(ctx, lambda window: scenario(window, args, questions))
 
 
 def main() -> int:
