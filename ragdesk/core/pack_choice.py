@@ -20,6 +20,13 @@ class SettingsReader(Protocol):
     def get(self, key: str, default: object = None) -> object: ...
 
 
+def chosen_or_none(settings: SettingsReader) -> str | None:
+    """The pack chosen (``ragdesk models use``, the GUI's pack menu); None: never chosen."""
+    value = settings.get(SETTINGS_KEY)
+    return str(value) if value else None
+
+
 def chosen_pack(settings: SettingsReader) -> str:
-    """The pack chosen (``ragdesk models use``, the GUI's pack menu), else the starter pack."""
-    return str(settings.get(SETTINGS_KEY) or STARTER)
+    """The pack chosen, else the starter pack. Not always the pack that answers: a snapshot
+    the choice cannot query answers with its own (``ragdesk.core.session.pack_for``)."""
+    return chosen_or_none(settings) or STARTER

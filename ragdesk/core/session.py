@@ -8,7 +8,9 @@ else, so none of them imports another to build itself.
 
 Which pack answers, when no models are given: the pack asked for, else the one the user
 chose (``ragdesk models use``, the GUI's pack menu), else the snapshot's own
-(``default_pack``, e.g. the starter snapshot's), else the starter pack.
+(``default_pack``, e.g. the starter snapshot's), else the starter pack; a chosen pack that
+cannot query the snapshot gives way to the snapshot's own (:func:`pack_for`, the one
+definition of the rule, which the GUI calls with the choice it holds).
 """
 
 from __future__ import annotations
@@ -44,21 +46,29 @@ log = logging.getLogger(__name__)
 
 def resolve_pack_name(app: AppContext, pack: str | None = None,
                       snapshot: str | None = None) -> str:
-    """The pack to use for ``snapshot`` (None: the active one); see the module docstring.
-
-    A choice remembered in the settings comes before the snapshot's own pack: the settings
-    keep no default for the pack, so "chosen" means the user chose it. A chosen pack whose
-    questions cannot land in the snapshot's space (say the paper's DPR pack chosen, then a
-    folder of documents encoded with the starter's MiniLM asked) gives way to the
-    snapshot's own pack, which is known to fit, instead of failing every question.
-    """
+    """The pack to use for ``snapshot`` (None: the active one); see the module docstring and
+    :func:`pack_for`, given the choice remembered in the settings."""
     if pack:
         return pack
     chosen = app.settings.chosen(SETTINGS_KEY)
+    return pack_for(app, str(chosen) if chosen else None, snapshot)
+
+
+def pack_for(app: AppContext, chosen: str | None, snapshot: str | None) -> str:
+    """The pack that answers from ``snapshot`` (None: the active one) when the user chose
+    ``chosen`` (None: never chose). The choice is passed in, not read here, so that the GUI
+    can work it out with the choice it has just made, before the settings write lands.
+
+    A choice comes before the snapshot's own pack: the settings keep no default for the
+    pack, so "chosen" means the user chose it. A chosen pack whose questions cannot land in
+    the snapshot's space (say the paper's DPR pack chosen, then a folder of documents
+    encoded with the starter's MiniLM asked) gives way to the snapshot's own pack, which is
+    known to fit, instead of failing every question.
+    """
     name = snapshot or app.catalog.active_snapshot()
     own = app.catalog.get_snapshot(name).default_pack if name is not None else None
-    if chosen and not (own and own != chosen and not _fits(app, str(chosen), str(name))):
-        return str(chosen)
+    if chosen and not (own and own != chosen and not _fits(app, chosen, str(name))):
+        return chosen
     if chosen:
         log.info("the chosen pack %s cannot query snapshot %s; using its own pack %s",
                  chosen, name, own)
@@ -300,4 +310,4 @@ def load_engine(snapshot: str | None = None,
 
 
 __all__ = ["ReadyPlan", "Session", "answer_from_ready", "load_engine", "open_answerable",
-           "ready_plan", "resolve_pack_name", "retrieve_from_ready"]
+           "pack_for", "ready_plan", "resolve_pack_name", "retrieve_from_ready"]

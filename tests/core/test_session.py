@@ -11,7 +11,7 @@ import pytest
 
 from ragdesk.core.app import AppContext
 from ragdesk.core.errors import EncoderMismatchError, NotFoundError
-from ragdesk.core.session import Session, resolve_pack_name
+from ragdesk.core.session import Session, pack_for, resolve_pack_name
 
 SNAP = "wiki"
 
@@ -154,3 +154,30 @@ def test_a_chosen_pack_that_cannot_query_the_snapshot_gives_way_to_its_own(
     app.catalog.update_snapshot(SNAP, default_pack=None)
     app.settings.set("model_pack", "starter")
     assert resolve_pack_name(app) == "starter"  # nothing fits better: the check says why
+
+
+def test_pack_for_takes_the_choice_it_is_given_not_the_settings(app: AppContext) -> None:
+    """The GUI passes the choice it holds (its settings write may not have landed yet)."""
+    app.settings.set("model_pack", "dpr-bart")
+    assert pack_for(app, "tiny", SNAP) == "tiny"
+    assert pack_for(app, None, SNAP) == "starter"  # no choice, no pack of its own
+    app.catalog.update_snapshot(SNAP, default_pack="tiny")
+    assert pack_for(app, None, SNAP) == "tiny"
+    assert pack_for(app, None, None) == "tiny"  # None: the active snapshot
+
+
+def test_pack_for_a_choice_that_cannot_query_the_snapshot_is_its_own_pack(
+        app: AppContext) -> None:
+    app.catalog.update_snapshot(SNAP, default_pack="tiny")
+    assert pack_for(app, "starter", SNAP) == "tiny"  # MiniLM 384-d questions, 32-d passages
+    app.catalog.update_snapshot(SNAP, default_pack="starter")
+    assert pack_for(app, "tiny", SNAP) == "tiny"  # a choice that fits wins over its own
+    app.catalog.update_snapshot(SNAP, default_pack=None)
+    assert pack_for(app, "starter", SNAP) == "starter"  # nothing better: the check says why
+
+
+def test_resolve_pack_name_is_pack_for_with_the_settings_choice(app: AppContext) -> None:
+    app.catalog.update_snapshot(SNAP, default_pack="tiny")
+    for chosen in (None, "starter", "tiny"):
+        app.settings.update({"model_pack": chosen})
+        assert resolve_pack_name(app, None, SNAP) == pack_for(app, chosen, SNAP)
