@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.core.errors import RagdeskError
+from ragdesk.core.errors import NotFoundError, RagdeskError
 from ragdesk.core.options import AnswerOptions
-from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_pack
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_or_none
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.types import Answer, AnswerToken, Hit
 from ragdesk.ui.infos import (
@@ -119,10 +119,18 @@ class Backend:
     def data(self) -> DataDir:
         return self.ctx.data
 
-    def pack_name(self) -> str:
-        """The pack chosen in the settings, else the starter pack (any thread: the window
-        reads it as it opens)."""
-        return chosen_pack(self.ctx.settings)
+    def chosen_pack(self) -> str | None:
+        """The pack the user chose (settings); None: never chosen. Not always the pack that
+        answers: see :meth:`resolved_pack`. Any thread: the window reads it as it opens."""
+        return chosen_or_none(self.ctx.settings)
+
+    def resolved_pack(self, chosen: str | None, snapshot: str | None) -> str:
+        """The pack the core answers from ``snapshot`` (None: the active one) with, when the
+        user chose ``chosen``: the rule the CLI and the server follow (a reads lane: it reads
+        the catalog and the packs' files)."""
+        from ragdesk.core.session import pack_for
+
+        return pack_for(self.ctx, chosen, snapshot)
 
     def packs(self) -> list[PackInfo]:
         from ragdesk.core import models
@@ -150,12 +158,20 @@ class Backend:
                 license=str(spec.details.get("license", ""))))
         return out
 
-    def snapshots(self, pack: str | None = None) -> list[SnapshotInfo]:
-        """The catalog's snapshots, each marked with whether ``pack`` can query it."""
+    def snapshots(self, chosen: str | None) -> list[SnapshotInfo]:
+        """The catalog's snapshots, each with the pack that would answer from it when the
+        user chose ``chosen`` (None: never chose) and whether that pack can query it."""
         records = self.catalog.list_snapshots()
-        pack_spec = self._pack_spec(pack or self.pack_name())
+        specs: dict[str, PackSpec | None] = {}
         out = []
         for r in records:
+            try:
+                answer_pack = self.resolved_pack(chosen, r.name)
+            except NotFoundError:
+                continue  # removed by another process since the listing
+            if answer_pack not in specs:
+                specs[answer_pack] = self._pack_spec(answer_pack)
+            pack_spec = specs[answer_pack]
             reason = None
             if r.state != "ready" and not r.searchable:
                 reason = {"importing": "still importing",
@@ -170,7 +186,7 @@ class Backend:
                                            v.recall_at_20) for v in r.variants),
                 unusable_reason=reason, stage=r.stage,
                 documents=(self.data.snapshot_dir(r.slug) / DOCUMENTS_FILE).is_file(),
-                interrupted_setup=self._interrupted_setup(r)))
+                interrupted_setup=self._interrupted_setup(r), answer_pack=answer_pack))
         return out
 
     def _interrupted_setup(self, record: SnapshotRecord) -> bool:
@@ -462,7 +478,7 @@ class Backend:
         from ragdesk.core import models
         from ragdesk.core.models import reader
 
-        if self.pack_name() == reader.READER:
+        if self.chosen_pack() == reader.READER:
             self.set_pack(STARTER)
         models.remove_pack(self.catalog, reader.READER, self.data)
 

@@ -240,6 +240,19 @@ class ControlsPanel(QWidget):
         if shown is not None and shown != current:  # chosen elsewhere (a pack just set up)
             self._follow_pack_mode(current)
 
+    def show_pack(self, name: str) -> None:
+        """Show ``name`` as the pack that answers: chosen elsewhere, or the active snapshot's
+        own where the one chosen cannot query it (the combo goes back)."""
+        if self.pack.currentData() == name:
+            return
+        if self.pack.findData(name) < 0:  # not installed yet: listed, as set_packs lists it
+            self.pack.blockSignals(True)
+            self.pack.insertItem(0, name, name)
+            self.pack.blockSignals(False)
+            self._pack_names.insert(0, name)
+        self._select_pack(name)
+        self._follow_pack_mode(name)
+
     def _follow_pack_mode(self, name: str) -> None:
         """A pack that comes with the reading mode measured best for it (the reader pack:
         read together) answers in that mode once chosen; the user may change it after."""

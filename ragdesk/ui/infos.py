@@ -49,13 +49,16 @@ class SnapshotInfo:
     active: bool = False
     default_pack: str | None = None
     variants: tuple[VariantInfo, ...] = ()
-    # Why the current model pack cannot query this snapshot; None when it can.
+    # Why the pack that would answer from it (``answer_pack``) cannot query it; None: it can.
     unusable_reason: str | None = None
     stage: str | None = None  # "sparse": not ready, but answers with BM25 meanwhile
     documents: bool = False  # imported from a folder of documents: it can be re-imported
     # The starter setup's snapshot, left unfinished by a setup no process runs any more (the
     # app was quit during it): running the setup again resumes where it stopped.
     interrupted_setup: bool = False
+    # The pack the core answers from it with, given the user's choice when it was listed
+    # (``ragdesk.core.session.pack_for``); None: not worked out.
+    answer_pack: str | None = None
 
     @property
     def ready(self) -> bool:

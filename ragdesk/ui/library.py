@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
+from ragdesk.core.pack_choice import STARTER
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.infos import FolderImportSummary, PackInfo, SnapshotInfo, VerifyReport
@@ -47,6 +48,7 @@ class Library(QObject):
         self.backend = backend
         self.report = report
         self._reload_seq = 0
+        self._explained: tuple[str, str, str] | None = None  # the pack note last shown
         jobs = ops.events(Lane.JOBS)
         jobs.finished.connect(lambda _op, _r: self.reload_snapshots())
         jobs.failed.connect(lambda _op, _r: self.reload_snapshots())
@@ -54,15 +56,21 @@ class Library(QObject):
     # ---- reads ----------------------------------------------------------------------------
 
     def reload_snapshots(self) -> None:
-        pack = self.state.pack
+        """Read the snapshot list, each with the pack that answers from it (the core's rule:
+        it reads the catalog and the packs' files, so off the GUI thread)."""
+        # Taken here, not read from the settings on the worker: the write of a pack just
+        # chosen runs on the writes lane and may not have landed yet.
+        chosen = self.state.chosen_pack
         self._reload_seq += 1
         seq = self._reload_seq
 
         def apply(snapshots: list[SnapshotInfo]) -> None:
             if seq == self._reload_seq:  # two reads may finish out of order on the pool
                 self.state.set_snapshots(snapshots)
+                self._explain_pack()
 
-        Op(lambda _c: self.backend.snapshots(pack), parent=self).success(apply).run(self.ops)
+        Op(lambda _c: self.backend.snapshots(chosen), parent=self).success(apply).run(
+            self.ops)
 
     def reload_packs(self) -> None:
         def unavailable(report: ErrorReport) -> None:
@@ -77,14 +85,17 @@ class Library(QObject):
         """The next question uses ``name`` at once; an answer in flight keeps its own."""
         info = self.state.snapshot(name)
         if info is not None and info.unusable_reason:
+            pack = info.answer_pack or self.state.pack
             self.report(ErrorReport(
-                f"The snapshot {name} cannot be used with the {self.state.pack} pack: "
+                f"The snapshot {name} cannot be used with the {pack} pack: "
                 f"{info.unusable_reason}", "Choose the model pack whose passage encoder built "
                 "it."), "ragdesk")
             return
         previous = self.state.active_snapshot
-        self.state.set_active_snapshot(name)
-        self.activity.emit(f"Switched to {name}; the next question uses it.")
+        self.state.set_active_snapshot(name)  # the pack that answers from it follows
+        why = self._pack_note()
+        self.activity.emit(f"Switched to {name}; the next question uses it."
+                           + (f" {why}" if why else ""))
 
         def failed(report: ErrorReport) -> None:
             if self.state.active_snapshot == name:
@@ -106,12 +117,34 @@ class Library(QObject):
            cancellable=False).success(removed).failure(self._report_and_reload).run(self.ops)
 
     def set_pack(self, name: str) -> None:
-        if name == self.state.pack:
+        """The user chose ``name``: it answers at once; the list read next says whether the
+        active snapshot needs its own pack instead, and the combo goes back to that one."""
+        if name == self.state.pack and name == self.state.chosen_pack:
             return
+        self.state.set_chosen_pack(name)
         self.state.set_pack(name)
+        self._explained = None  # choosing again a pack that cannot answer says why again
         Op(lambda _c: self.backend.set_pack(name), lane=Lane.WRITES,
            title="Remember the model pack", cancellable=False).run(self.ops)
-        self.reload_snapshots()  # which snapshots fit depends on the pack
+        self.reload_snapshots()  # which pack answers, and which snapshots fit, follow
+
+    def _pack_note(self) -> str | None:
+        """Why the pack that answers is not the one chosen, once per case; None otherwise."""
+        chosen, pack = self.state.chosen_pack, self.state.pack
+        name = self.state.active_snapshot
+        if not chosen or chosen == pack or name is None:
+            self._explained = None
+            return None
+        if self._explained == (chosen, pack, name):
+            return None
+        self._explained = (chosen, pack, name)
+        # The core gives way to the snapshot's own pack only when the choice cannot query it.
+        return f"The {chosen} pack cannot query {name}; answering with its own pack {pack}."
+
+    def _explain_pack(self) -> None:
+        note = self._pack_note()
+        if note:
+            self.activity.emit(note)
 
     def _report_and_reload(self, report: ErrorReport) -> None:
         if not report.cancelled:
@@ -222,8 +255,11 @@ class Library(QObject):
 
     def _pack_installed(self, _result: None) -> None:
         # The job chose the pack it installed (a settings write of its own, under the
-        # settings' lock): follow it.
-        self.state.set_pack(self.backend.pack_name())
+        # settings' lock): follow it; the list read next says whether it answers here.
+        chosen = self.backend.chosen_pack()
+        self.state.set_chosen_pack(chosen)
+        self.state.set_pack(chosen or STARTER)
+        self._explained = None
         self.reload_packs()
         self.reload_snapshots()  # which snapshots fit depends on the pack (the newest read wins)
 

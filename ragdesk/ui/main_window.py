@@ -77,7 +77,7 @@ class MainWindow(QMainWindow):
             "first-run": ("Get started…", self.open_first_run),
             "manage-indexes": ("Manage indexes…", self.open_index_manager),
             "choose-pack": ("Choose a model pack", self.focus_pack_selector)})
-        self.state = AppState(backend.pack_name(), self)
+        self.state = AppState.for_choice(backend.chosen_pack(), self)
         self.ops = OpRunner(self, on_failure=self.errors.report)
         self.library: Library = Library(self.state, self.ops, backend, self.errors.report, self)
         self.conversation = Conversation(backend, self.ops, lambda: self.state.pack,
@@ -198,6 +198,7 @@ class MainWindow(QMainWindow):
         self.selection.copyRequested.connect(self.transcript.copy_card)
         s.snapshotsChanged.connect(self._snapshots_changed)
         s.packsChanged.connect(lambda packs: self.controls.set_packs(packs, s.pack))
+        s.packChanged.connect(self.controls.show_pack)
         for signal in (s.activeSnapshotChanged, s.packChanged):
             signal.connect(lambda _v: self.update_status())
         s.follow_lanes(self.ops)

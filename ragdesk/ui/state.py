@@ -4,6 +4,10 @@ One :class:`AppState` per window; the window, its docks and its dialogs read it 
 to its change signals (napari's evented models) instead of reaching into each other. It only
 holds values: the ops that change the catalog live in :mod:`ragdesk.ui.library`, and they
 update the state when their results arrive (on the GUI thread).
+
+The pack that answers (:attr:`AppState.pack`) is kept apart from the one the user chose
+(:attr:`AppState.chosen_pack`): each listed snapshot carries the pack the core would answer
+from it with for that choice, and the state follows the active snapshot's.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Sequence
 
 from PySide6.QtCore import QObject, Signal
 
+from ragdesk.core.pack_choice import STARTER
 from ragdesk.core.types import Answer
 from ragdesk.ui.infos import PackInfo, SnapshotInfo
 from ragdesk.ui.ops import Lane, OpRunner
@@ -26,16 +31,24 @@ class AppState(QObject):
     answerCleared = Signal()  # no answer is selected any more (a new conversation)
     busyChanged = Signal(object, bool)  # Lane, busy
 
-    def __init__(self, pack: str, parent: QObject | None = None) -> None:
+    def __init__(self, pack: str, parent: QObject | None = None, *,
+                 chosen: str | None = None) -> None:
         super().__init__(parent)
         self._snapshots: list[SnapshotInfo] = []
         self._packs: list[PackInfo] = []
         self._pack = pack
+        self._chosen = chosen
         self._active: str | None = None
         self._catalog_active: str | None = None  # the catalog's, as the last list said
         self._answer: Answer | None = None
         self._busy: set[Lane] = set()
         self._loaded = False
+
+    @classmethod
+    def for_choice(cls, chosen: str | None, parent: QObject | None = None) -> AppState:
+        """The state as a window opens, from the settings' choice alone (a cheap read): the
+        pack that answers is worked out with the first snapshot list, on a reads lane."""
+        return cls(chosen or STARTER, parent, chosen=chosen)
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -49,7 +62,14 @@ class AppState(QObject):
 
     @property
     def pack(self) -> str:
+        """The pack that answers: the user's choice, unless it cannot query the active
+        snapshot and that snapshot has a pack of its own (the core's rule)."""
         return self._pack
+
+    @property
+    def chosen_pack(self) -> str | None:
+        """The pack the user chose; None: never chose one."""
+        return self._chosen
 
     @property
     def active_snapshot(self) -> str | None:
@@ -72,7 +92,7 @@ class AppState(QObject):
         return next((p for p in self._packs if p.name == wanted), None)
 
     def usable_snapshots(self) -> list[SnapshotInfo]:
-        """Those the current pack can answer from now."""
+        """Those that can be asked now, each with the pack that would answer from it."""
         return [s for s in self._snapshots if s.searchable and not s.unusable_reason]
 
     def busy(self, lane: Lane | None = None) -> bool:
@@ -92,6 +112,8 @@ class AppState(QObject):
         self._catalog_active = in_catalog
         if moved or self.snapshot(self._active) is None:
             self._set_active(in_catalog)
+        # Before the list is announced: what listens to it (the preload) reads the pack.
+        self._follow_active_pack()
         self.snapshotsChanged.emit(self.snapshots)
 
     def set_packs(self, packs: Sequence[PackInfo]) -> None:
@@ -103,13 +125,26 @@ class AppState(QObject):
             self._pack = name
             self.packChanged.emit(name)
 
+    def set_chosen_pack(self, name: str | None) -> None:
+        """What the user chose; the pack that answers follows with the next list, which is
+        worked out for this choice (it reads the catalog and the packs' files)."""
+        self._chosen = name
+
     def set_active_snapshot(self, name: str | None) -> None:
         self._set_active(name)
 
     def _set_active(self, name: str | None) -> None:
         if name != self._active:
             self._active = name
+            self._follow_active_pack()
             self.activeSnapshotChanged.emit(name)
+
+    def _follow_active_pack(self) -> None:
+        # The list says which pack answers from each snapshot: a switch takes that one at
+        # once, without waiting for the list read after the switch.
+        info = self.snapshot(self._active)
+        if info is not None and info.answer_pack:
+            self.set_pack(info.answer_pack)
 
     def select_answer(self, answer: Answer | None) -> None:
         self._answer = answer

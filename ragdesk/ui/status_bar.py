@@ -56,6 +56,11 @@ class StatusLine:
             "Its dense index is still being computed (or its computation was interrupted): "
             "answers use keyword search (BM25) until it is done." if pending else "")
         self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
+        chosen = self.state.chosen_pack
+        # The activity line says it once and is soon replaced; this stays while it holds.
+        self.pack.setToolTip(
+            f"The {chosen} pack you chose cannot query {self.state.active_snapshot}: its own "
+            f"pack {self.state.pack} answers." if chosen and chosen != self.state.pack else "")
 
     def _job_finished(self, op: Op[object], _result: object) -> None:
         self.job.finish(op)

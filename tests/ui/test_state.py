@@ -55,3 +55,19 @@ def test_selected_answer_and_busy_lanes_signal(qapp: Any) -> None:
     s.set_busy(Lane.JOBS, False)
     assert seen == [answer] and s.selected_answer is answer
     assert busy == [(Lane.JOBS, True), (Lane.JOBS, False)] and not s.busy()
+
+
+def test_the_pack_that_answers_follows_the_active_snapshots_apart_from_the_choice(
+        qapp: Any) -> None:
+    from dataclasses import replace
+
+    s = AppState("dpr", chosen="dpr")
+    seen: list[str] = []
+    s.packChanged.connect(seen.append)
+    own = replace(snap("docs", active=True), answer_pack="starter")
+    s.set_snapshots([own, replace(snap("wiki"), answer_pack="dpr")])
+    assert s.pack == "starter" and s.chosen_pack == "dpr"  # before the list is announced
+    s.set_active_snapshot("wiki")  # at once, from the list
+    assert s.pack == "dpr" and seen == ["starter", "dpr"]
+    s.set_chosen_pack("other")  # the next list says which pack answers
+    assert s.pack == "dpr" and s.chosen_pack == "other"
