@@ -18,7 +18,8 @@ in cache copies and per-layer bookkeeping (measurements: docs/benchmarks.md,
 * the output layer runs only on the rows that need logits, through the fastest kernel for few
   rows (:class:`.lean_parts.Linear`);
 * ``precision="bfloat16"`` (the fast path where the CPU multiplies bfloat16 natively) keeps
-  bfloat16 copies of the linear layers and the output layer; norms, rotary embeddings,
+  bfloat16 copies of the linear layers and the output layer, and int8 copies (one scale per
+  row) that the decoding steps' products of a few rows read; norms, rotary embeddings,
   attention, the residual stream and the softmax stay float32. ``precision="int8"``: int8
   weights (per output channel) with dynamically quantized activations, faster still, with
   more answers that differ from float32's. Both reduced precisions are tested for agreement,
@@ -55,6 +56,11 @@ def default_precision() -> str:
     return FAST_PRECISION if cpu_has_native_bf16() else "float32"
 
 
+# The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
+# a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
+LM_HEAD_INT8_ROWS = 8
+
+
 def int8_available() -> bool:
     """Whether this torch build has the dynamic int8 linear kernels (fbgemm / oneDNN)."""
     import torch
@@ -73,7 +79,10 @@ class LeanCausalDecoder(ABC):
     kv_heads, d)`` (the layer's queries, keys and values before the rotary embedding) and
     ``finish(h, att)`` (the residual stream after the layer)."""
 
-    def __init__(self, model: Any, precision: str = "float32") -> None:
+    def __init__(self, model: Any, precision: str = "float32", int8_rows: bool = True
+                 ) -> None:
+        """``int8_rows``: in bfloat16, whether the products of a few rows (decoding steps)
+        read int8 copies of the weights (where torch has the kernel)."""
         check_precision(precision)
         cfg = model.config
         inner = model.model
@@ -84,6 +93,7 @@ class LeanCausalDecoder(ABC):
                         "ops; running in float32")
             precision = "float32"
         self.precision = precision
+        self.int8_rows = int8_rows
         self.heads = int(cfg.num_attention_heads)
         self.kv_heads = int(cfg.num_key_value_heads)
         self.head_dim = int(getattr(cfg, "head_dim", None)
@@ -136,6 +146,13 @@ class LeanCausalDecoder(ABC):
                        for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers])]
         self.norm = self._make_norm(inner.norm)
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision)
+        if precision == "bfloat16" and self.int8_rows:
+            # the output layer is half of what a decoding step reads: its products of the K
+            # rows of a RAG-Token step read the int8 copy (the marginals still cover the
+            # whole vocabulary); the layers' small matrices gain only for one row
+            self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
+            for layer in self.layers:
+                layer.add_int8_rows(1)
         self.dtype = self.embed.dtype
         self._taken = self._weights_version()
         self._opening = None  # computed with the weights before

@@ -20,11 +20,13 @@ if TYPE_CHECKING:
 # both cost the same, so they keep F.linear.
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 
-
 class Linear:
-    """``x @ W.T (+ b)`` in float32, or with int8 weights and dynamically quantized inputs."""
+    """``x @ W.T (+ b)`` in float32, or with int8 weights and dynamically quantized inputs;
+    in bfloat16 optionally with an int8 copy of the weight as well (:meth:`add_int8_rows`),
+    which the products of a few rows read."""
 
-    __slots__ = ("bias", "out_features", "packed", "transposed", "weight")
+    __slots__ = ("bias", "out_features", "packed", "rows", "rows_up_to", "transposed",
+                 "weight")
 
     def __init__(self, weights: Sequence[Any], biases: Sequence[Any] | None,
                  precision: str) -> None:
@@ -42,12 +44,25 @@ class Linear:
         self.packed: Any = None
         self.weight: torch.Tensor | None = weight
         self.bias: torch.Tensor | None = bias
+        self.rows: Int8Rows | None = None
+        self.rows_up_to = 0
         if precision == "int8":
             self.packed = int8_prepack(weight, bias)
             self.weight, self.bias = None, None
         elif precision == "bfloat16":
             self.weight = weight.to(torch.bfloat16)
             self.bias = None if bias is None else bias.to(torch.bfloat16)
+
+    def add_int8_rows(self, up_to: int) -> None:
+        """Let products of up to ``up_to`` rows read an int8 copy of the bfloat16 weight (half
+        the bytes; where torch has the kernel): above a few rows the int8 kernel falls behind
+        the bfloat16 product, which keeps the rest (measured in docs/benchmarks.md)."""
+        import torch
+
+        if (self.weight is not None and self.weight.dtype == torch.bfloat16
+                and int8_rows_available()):
+            self.rows = Int8Rows(self.weight)
+            self.rows_up_to = up_to
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         import torch
@@ -58,6 +73,9 @@ class Linear:
         y: torch.Tensor
         if self.weight is None:
             y = torch.ops.quantized.linear_dynamic(flat, self.packed, reduce_range=False)
+        elif self.rows is not None and flat.shape[0] <= self.rows_up_to:
+            y = self.rows(flat.to(torch.bfloat16))
+            y = (y if self.bias is None else y + self.bias).float()
         elif self.weight.dtype != flat.dtype:  # bfloat16 weights, float32 everywhere else
             y = F.linear(flat.to(self.weight.dtype), self.weight, self.bias).float()
         elif self.transposed and 1 < flat.shape[0] <= 32:
@@ -67,6 +85,61 @@ class Linear:
         else:
             y = F.linear(flat, self.weight, self.bias)
         return y.reshape(*lead, self.out_features)
+
+
+class Int8Rows:
+    """A weight [N, K] as int8 with one bfloat16 scale per row (symmetric, ``max|w| / 127``),
+    multiplied with bfloat16 inputs by ``torch._weight_int8pack_mm``: what llama.cpp's 8-bit
+    files do, for the output layer that is half of what a bfloat16 decoding step reads. Each
+    product is off the bfloat16 one by at most half a step per weight: ``Σ_k |x_k| s_n / 2``."""
+
+    __slots__ = ("q", "scales")
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        import torch
+
+        w = weight.detach()
+        self.q = torch.empty(w.shape, dtype=torch.int8)
+        self.scales = torch.empty(w.shape[0], dtype=torch.bfloat16)
+        # in blocks of rows that stay in the cache: one pass over the whole float32 matrix
+        # per operation took 1.5 s for the starter's output layer at every start, 0.15 s so
+        for i in range(0, w.shape[0], _QUANTIZE_ROWS):
+            block = w[i:i + _QUANTIZE_ROWS].float()
+            scale = (block.abs().amax(dim=1) / 127.0).clamp(min=1e-12).to(torch.bfloat16)
+            self.scales[i:i + _QUANTIZE_ROWS] = scale
+            # divided by the scale the kernel multiplies by (rounded to bfloat16)
+            self.q[i:i + _QUANTIZE_ROWS] = block.div_(scale.float()[:, None]).round_().clamp_(
+                -127, 127)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """bfloat16 ``x`` [M, K] -> bfloat16 [M, N]."""
+        import torch
+
+        out: torch.Tensor = torch._weight_int8pack_mm(x.contiguous(), self.q, self.scales)
+        return out
+
+    def dequantized(self) -> torch.Tensor:
+        """The weight the products use, in float32."""
+        return self.q.float() * self.scales.float()[:, None]
+
+
+_QUANTIZE_ROWS = 4096
+_INT8_ROWS: list[bool] = []
+
+
+def int8_rows_available() -> bool:
+    """Whether this torch build multiplies bfloat16 by int8 rows on the CPU (checked once)."""
+    if not _INT8_ROWS:
+        import torch
+
+        try:
+            w = torch.ones((4, 32), dtype=torch.int8)
+            got = torch._weight_int8pack_mm(torch.ones((1, 32), dtype=torch.bfloat16), w,
+                                            torch.ones(4, dtype=torch.bfloat16))
+            _INT8_ROWS.append(bool(float(got[0, 0]) == 32.0))
+        except (AttributeError, RuntimeError, NotImplementedError):
+            _INT8_ROWS.append(False)
+    return _INT8_ROWS[0]
 
 
 def int8_prepack(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
@@ -133,6 +206,11 @@ class Projections:
             half = gu.shape[-1] // 2
             return gu[..., :half], gu[..., half:]
         return self.gate_up[0](h), self.gate_up[1](h)
+
+    def add_int8_rows(self, up_to: int) -> None:
+        """See :meth:`Linear.add_int8_rows`."""
+        for lin in (*self.qkv, *self.gate_up, self.o, self.down):
+            lin.add_int8_rows(up_to)
 
 
 class KVState:
