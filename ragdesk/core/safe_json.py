@@ -39,6 +39,15 @@ def as_int(value: object) -> int:
 
 
 
+
+def as_float(value: object) -> float:
+    """``float(value)`` for a value read from JSON: a number or a numeric string converts as
+    ``float`` converts it; anything else raises ``TypeError``, as ``float`` would."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"float() argument must be a string or a real number, not "
+                    f"{type(value).__name__!r}")
+
 def as_str(value: object) -> str:
     """A value read from JSON that must be a string; anything else raises ``TypeError``."""
     if isinstance(value, str):

@@ -78,7 +78,7 @@ class FolderImportResult:
     warnings: list[str] = field(default_factory=list)
     other_files: int = 0  # files of kinds ragdesk does not read
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = {k: v for k, v in self.__dict__.items() if k != "record"}
         d["snapshot"] = self.record.to_json()
         return d
