@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 # The value types live in ragdesk.core.articles (no numpy behind them); their old home
@@ -42,7 +42,7 @@ class HasFolder(Protocol):
     size: int
 
 
-def snapshot_source(snapshot: Any) -> dict[str, object]:
+def snapshot_source(snapshot: HasFolder) -> dict[str, object]:
     """The manifest's ``source`` of a ready snapshot, or the build state's of a staged one."""
     manifest = getattr(snapshot, "manifest", None)
     if manifest is not None:
