@@ -20,6 +20,7 @@ from urllib.parse import quote
 from ragdesk.core.articles import Article, ArticlePassage
 from ragdesk.core.articles import stored_article as stored_article
 from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.safe_json import as_object
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.snapshots.sources import DPR_TSV, WIKI_XML
 from ragdesk.core.snapshots.staged import read_build_state
@@ -49,7 +50,7 @@ def snapshot_source(snapshot: HasFolder) -> dict[str, object]:
         return dict(manifest.source)
     try:
         state = read_build_state(Path(snapshot.folder))
-        return dict(state["fingerprint"]["source"])
+        return dict(as_object(as_object(state["fingerprint"])["source"]))
     except (CorruptSnapshotError, KeyError, TypeError):
         return {}
 

@@ -109,7 +109,7 @@ class Manifest:
 
 def _precision_of(d: dict[str, object]) -> EncoderPrecision | None:
     if "precision" in d:
-        return EncoderPrecision.from_json(as_object(d["precision"]))
+        return EncoderPrecision.from_json(d["precision"])
     made = as_object(d.get("source") or {}).get("precision")
     # Snapshots made before the choice recorded only their passages' precision, in the
     # source; their questions were encoded in float32.
