@@ -9,8 +9,8 @@ text, not only their ids.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from ragdesk.core.safe_json import as_float, as_int, as_list, as_object, as_opt_str
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
 MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence", "together": "Read together"}
@@ -66,38 +66,29 @@ def conversation_markdown(answers: Sequence[Answer], title: str = "ragdesk conve
     return "\n".join(parts)
 
 
-def answer_from_json(d: Mapping[str, object]) -> Answer:
+# Any: parsed JSON, each value converted (int, float, str) where it is read; this module sits
+# beside safe_json in the foundations layer, so it cannot use its narrowing helpers.
+def answer_from_json(d: Mapping[str, Any]) -> Answer:
     """The inverse of :meth:`Answer.to_json` (extra keys, such as ``source``, are ignored)."""
-    tokens = [_token(as_object(t)) for t in as_list(d.get("tokens") or [])]
-    docs = [_doc(as_object(r)) for r in as_list(d.get("docs") or [])]
+    tokens = [AnswerToken(int(t["id"]), str(t["text"]), [float(p) for p in t["posterior"]],
+                          None if t.get("quoted_from") is None else int(t["quoted_from"]))
+              for t in d.get("tokens") or []]
+    docs = [RetrievedDoc(int(r["id"]), str(r["title"]), str(r["text"]), float(r["score"]),
+                         float(r["prob"]), r.get("snapshot"))
+            for r in d.get("docs") or []]
     return Answer(
         question=str(d["question"]), text=str(d["text"]),
-        token_ids=[as_int(i) for i in as_list(d.get("token_ids") or [])], tokens=tokens,
-        docs=docs, logprob=as_float(d["logprob"]), mode=str(d["mode"]),
-        decoding=as_opt_str(d.get("decoding")), snapshot=as_opt_str(d.get("snapshot")),
-        timings=_floats(d.get("timings")),
+        token_ids=[int(i) for i in d.get("token_ids") or []], tokens=tokens, docs=docs,
+        logprob=float(d["logprob"]), mode=str(d["mode"]), decoding=d.get("decoding"),
+        snapshot=d.get("snapshot"),
+        timings={str(k): float(v) for k, v in (d.get("timings") or {}).items()},
         cancelled=bool(d.get("cancelled", False)),
-        temperature=as_float(d.get("temperature", 1.0)), style=as_opt_str(d.get("style")),
-        grounded=bool(d.get("grounded", False)), retriever=as_opt_str(d.get("retriever")),
-        confidence=None if d.get("confidence") is None else as_float(d["confidence"]),
+        temperature=float(d.get("temperature", 1.0)), style=d.get("style"),
+        grounded=bool(d.get("grounded", False)), retriever=d.get("retriever"),
+        confidence=None if d.get("confidence") is None else float(d["confidence"]),
         abstained=bool(d.get("abstained", False)),
-        features=_floats(d.get("features")),
+        features={str(k): float(v) for k, v in (d.get("features") or {}).items()},
     )
-
-
-def _token(t: dict[str, object]) -> AnswerToken:
-    return AnswerToken(as_int(t["id"]), str(t["text"]),
-                       [as_float(p) for p in as_list(t["posterior"])],
-                       None if t.get("quoted_from") is None else as_int(t["quoted_from"]))
-
-
-def _doc(r: dict[str, object]) -> RetrievedDoc:
-    return RetrievedDoc(as_int(r["id"]), str(r["title"]), str(r["text"]), as_float(r["score"]),
-                        as_float(r["prob"]), as_opt_str(r.get("snapshot")))
-
-
-def _floats(value: object) -> dict[str, float]:
-    return {str(k): as_float(v) for k, v in as_object(value or {}).items()}
 
 
 def conversation_json(title: str, created: str, answers: Sequence[Mapping[str, object]]

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import as_int
 
 # How the generator reads the K passages: one row per passage, marginalized over p(z|x) as the
 # paper's RAG-Token and RAG-Sequence, or "together": all K in one prompt (decoder-only
@@ -170,7 +169,7 @@ class AnswerOptions:
         return dataclasses.replace(self, **given)
 
     @classmethod
-    def from_settings(cls, values: Mapping[str, object]) -> AnswerOptions:
+    def from_settings(cls, values: Mapping[str, Any]) -> AnswerOptions:
         """The options remembered in the settings (missing or null keys: the defaults).
         Values are not checked here: :meth:`check` names a bad one when it is used."""
         d = cls()
@@ -178,10 +177,10 @@ class AnswerOptions:
         return cls(
             mode=cast(Mode, str(got["mode"] or d.mode)),
             decoding=cast(Decoding, str(got["decoding"] or d.decoding)),
-            n_docs=as_int(got["n_docs"] or d.n_docs),
-            num_beams=as_int(got["num_beams"] or d.num_beams),
-            max_new_tokens=as_int(got["max_new_tokens"] or d.max_new_tokens),
-            min_new_tokens=as_int(got["min_new_tokens"] or d.min_new_tokens),
+            n_docs=int(got["n_docs"] or d.n_docs),
+            num_beams=int(got["num_beams"] or d.num_beams),
+            max_new_tokens=int(got["max_new_tokens"] or d.max_new_tokens),
+            min_new_tokens=int(got["min_new_tokens"] or d.min_new_tokens),
             retriever=cast(RetrieverName, str(got["retriever"] or d.retriever)),
             style=cast(Style, str(got["style"] or d.style)),
             grounded=_optional_bool(got["grounded"]),
