@@ -8,7 +8,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import (
     add_answer_options,
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
     from ragdesk.core.engine.generators import Generator
     from ragdesk.core.options import AnswerOptions
+    from ragdesk.core.snapshots import SnapshotIndex
+    from ragdesk.core.snapshots.staged import StagedSnapshot
     from ragdesk.core.types import Answer, AnswerToken
 
 
@@ -85,7 +87,7 @@ def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
 
 
 def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
-                 snapshot: Any, t_start: float) -> int:
+                 snapshot: SnapshotIndex | StagedSnapshot, t_start: float) -> int:
     """Load the models in this process and answer."""
     from ragdesk.core.engine import Engine
     from ragdesk.core.engine.causal_decoder import default_precision
@@ -148,7 +150,8 @@ def _print_timings(ans: Answer, gen: Generator, marks: dict[str, float], t_start
           f"{time.perf_counter() - t_start:.2f} s", file=sys.stderr)
 
 
-def _model_refs(args: argparse.Namespace, ctx: AppContext, snapshot: Any
+def _model_refs(args: argparse.Namespace, ctx: AppContext,
+                snapshot: SnapshotIndex | StagedSnapshot
                 ) -> tuple[str, str, str | None]:
     """(question encoder, generator, pack name or None when both models were given), the
     pack checked to fit the snapshot; says on stderr what answers."""

@@ -19,9 +19,10 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from ragdesk.core.safe_json import as_float, as_int, as_list, as_object
 from ragdesk.core.types import Answer, AnswerToken
 
 if TYPE_CHECKING:
@@ -119,19 +120,19 @@ def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str |
         if resp.status != 200:
             return None
         for event in _events(resp):
-            extra = event.get("ragdesk") or {}
+            extra = as_object(event.get("ragdesk") or {})
             if "token" in extra:
-                tok = extra["token"]
+                tok = as_object(extra["token"])
                 streamed = True
                 # the delta, not the token's own text: the deltas join to the answer's
                 # text, without the tokenizer's leading space
-                on_token(AnswerToken(int(tok.get("id", -1)), _delta_text(event),
-                                     [float(p) for p in tok["posterior"]]))
+                on_token(AnswerToken(as_int(tok.get("id", -1)), _delta_text(event),
+                                     [as_float(p) for p in as_list(tok["posterior"])]))
             elif "answer" in extra:
-                return answer_from_json(extra["answer"])
+                return answer_from_json(as_object(extra["answer"]))
             elif "error" in event:
                 if streamed:
-                    raise RemoteFailed(str(event["error"].get("message", "")))
+                    raise RemoteFailed(str(as_object(event["error"]).get("message", "")))
                 return None
         return None
     except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError,
@@ -147,12 +148,13 @@ class RemoteFailed(Exception):
     """The server failed in the middle of an answer (tokens were already printed)."""
 
 
-def _delta_text(event: dict[str, Any]) -> str:
-    content = event["choices"][0]["delta"].get("content")
+def _delta_text(event: dict[str, object]) -> str:
+    choice = as_object(as_list(event["choices"])[0])
+    content = as_object(choice["delta"]).get("content")
     return content if isinstance(content, str) else ""
 
 
-def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, object]]:
     """The JSON objects of a server-sent event stream, up to ``[DONE]``."""
     for raw in resp:
         line = raw.decode("utf-8").strip()
@@ -161,7 +163,7 @@ def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        yield json.loads(data)
+        yield as_object(json.loads(data))
 
 
 def _request(url: str, method: str, path: str, body: str | None, headers: dict[str, str],

@@ -102,7 +102,7 @@ def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
 
 
 def _config(args: argparse.Namespace, opts: AnswerOptions, snapshot: SnapshotIndex,
-            pack_name: str, engine: Engine | None) -> dict[str, Any]:
+            pack_name: str, engine: Engine | None) -> dict[str, object]:
     answering = engine is not None
     return {"questions": str(args.questions), "snapshot": snapshot.name,
             "passages": int(snapshot.size), "pack": pack_name, "retriever": opts.retriever,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
 from ragdesk.core.options import PRECISIONS
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from ragdesk.core.app import AppContext
+
+    # what signal.signal gives back and takes: a function, SIG_DFL/SIG_IGN, or None
+    SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 EPILOG = """\
 The question encoder and the generator are trained jointly from (question, answer) pairs; the
@@ -128,7 +132,7 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "the CPU has it natively, else float32)")
 
 
-def cancel_on_ctrl_c() -> tuple[CancelToken, Any]:
+def cancel_on_ctrl_c() -> tuple[CancelToken, SignalHandler]:
     """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
     token = CancelToken()
 

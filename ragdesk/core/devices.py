@@ -8,9 +8,14 @@ which sit below the model registry, choose their device the same way the generat
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
 from ragdesk.core.errors import MissingModelError
+
+if TYPE_CHECKING:
+    import torch
+
+ModuleT = TypeVar("ModuleT", bound="torch.nn.Module")
 
 DEVICE_ENV = "RAGDESK_DEVICE"
 
@@ -30,7 +35,7 @@ def select_device(device: str | None = None) -> str:
     return "cpu"
 
 
-def to_device(model: Any, device: str) -> Any:
+def to_device(model: ModuleT, device: str) -> ModuleT:
     """``model`` moved to ``device``; ``cpu`` leaves it where it was built (a caller that
     put it elsewhere on purpose keeps it there). A device this PyTorch cannot use is a
     :class:`MissingModelError` that says how to get back to the CPU."""

@@ -66,6 +66,8 @@ def conversation_markdown(answers: Sequence[Answer], title: str = "ragdesk conve
     return "\n".join(parts)
 
 
+# Any: parsed JSON, each value converted (int, float, str) where it is read; this module sits
+# beside safe_json in the foundations layer, so it cannot use its narrowing helpers.
 def answer_from_json(d: Mapping[str, Any]) -> Answer:
     """The inverse of :meth:`Answer.to_json` (extra keys, such as ``source``, are ignored)."""
     tokens = [AnswerToken(int(t["id"]), str(t["text"]), [float(p) for p in t["posterior"]],
@@ -89,7 +91,7 @@ def answer_from_json(d: Mapping[str, Any]) -> Answer:
     )
 
 
-def conversation_json(title: str, created: str, answers: Sequence[Mapping[str, Any]]
+def conversation_json(title: str, created: str, answers: Sequence[Mapping[str, object]]
                       ) -> dict[str, object]:
     """The JSON export of a conversation; ``answers`` are :meth:`Answer.to_json` dicts with
     the store's ``pack``, ``options`` and ``created`` added."""

@@ -162,6 +162,7 @@ class AnswerOptions:
             check_precision(self.precision)
         return self
 
+    # Any: the changes go on to dataclasses.replace, which checks each field's type
     def replace(self, **changes: Any) -> AnswerOptions:
         """A copy with ``changes``; None values keep what this one has (unset CLI flags)."""
         given = {k: v for k, v in changes.items() if v is not None}

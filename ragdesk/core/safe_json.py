@@ -38,6 +38,50 @@ def as_int(value: object) -> int:
     raise TypeError(f"int() argument must be a string or a number, not {type(value).__name__!r}")
 
 
+
+
+def as_float(value: object) -> float:
+    """``float(value)`` for a value read from JSON: a number or a numeric string converts as
+    ``float`` converts it; anything else raises ``TypeError``, as ``float`` would."""
+    if isinstance(value, (int, float, str)):
+        return float(value)
+    raise TypeError(f"float() argument must be a string or a real number, not "
+                    f"{type(value).__name__!r}")
+
+def as_str(value: object) -> str:
+    """A value read from JSON that must be a string; anything else raises ``TypeError``."""
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected a string, not {type(value).__name__!r}")
+
+
+def as_opt_str(value: object) -> str | None:
+    """A value read from JSON that must be a string or null; else ``TypeError``."""
+    return None if value is None else as_str(value)
+
+def as_object(value: object) -> dict[str, object]:
+    """A value read from JSON that must be an object (a dict, whose keys JSON makes
+    strings); anything else raises ``TypeError``."""
+    if isinstance(value, dict):
+        return value
+    raise TypeError(f"expected a JSON object, not {type(value).__name__!r}")
+
+
+def as_list(value: object) -> list[object]:
+    """A value read from JSON that must be an array; anything else raises ``TypeError``."""
+    if isinstance(value, list):
+        return value
+    raise TypeError(f"expected a JSON array, not {type(value).__name__!r}")
+
+
+def as_opt_float(value: object) -> float | None:
+    """A value read from JSON that must be a number or null, kept as it is (an ``int``
+    stays an ``int``); anything else raises ``TypeError``."""
+    if value is None or isinstance(value, (int, float)):
+        return value
+    raise TypeError(f"expected a number or null, not {type(value).__name__!r}")
+
+
 def check_depth(text: str, max_depth: int = MAX_DEPTH, *, path: Path | str | None = None,
                 line: int | None = None, hint: str | None = None) -> None:
     """Refuse JSON text nested deeper than ``max_depth`` without parsing it."""

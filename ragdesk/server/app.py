@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
@@ -52,7 +52,14 @@ from ragdesk.server.shapes import (
 
 if TYPE_CHECKING:
     from ragdesk.core.engine.api import Engine
-    from ragdesk.core.types import RetrievedDoc
+    from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+
+    # What the engine thread (and the time budget) report to one answer's event stream.
+    _StreamEvent = (tuple[Literal["token"], AnswerToken]
+                    | tuple[Literal["citations"], list[dict[str, object]]]
+                    | tuple[Literal["done"], Answer]
+                    | tuple[Literal["error"], BaseException]
+                    | tuple[Literal["expired"], Future[None]])
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -372,18 +379,18 @@ async def _stream_chat(host: EngineHost, req: AskRequest, budget: _Budget) -> Re
     """Admitted (or refused with 429/503) before the first byte, so that a refusal is a
     real HTTP status and not an error event inside a 200 stream."""
     loop = asyncio.get_running_loop()
-    events: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    events: asyncio.Queue[_StreamEvent] = asyncio.Queue()
 
-    def put(kind: str, value: Any) -> None:
-        loop.call_soon_threadsafe(events.put_nowait, (kind, value))
+    def put(event: _StreamEvent) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
 
     def work(engine: Engine) -> None:
         try:
-            ans, _ = answering.ask(engine, req, lambda t: put("token", t), budget.cancel,
-                                   lambda cites: put("citations", cites))
-            put("done", ans)
+            ans, _ = answering.ask(engine, req, lambda t: put(("token", t)), budget.cancel,
+                                   lambda cites: put(("citations", cites)))
+            put(("done", ans))
         except BaseException as exc:
-            put("error", exc)
+            put(("error", exc))
 
     try:
         job = host.submit(work)
@@ -395,13 +402,12 @@ async def _stream_chat(host: EngineHost, req: AskRequest, budget: _Budget) -> Re
                              headers={"Cache-Control": "no-cache"})
 
 
-async def _sse(events: asyncio.Queue[tuple[str, Any]], budget: _Budget,
+async def _sse(events: asyncio.Queue[_StreamEvent], budget: _Budget,
                model: str) -> AsyncIterator[str]:
     stream = _Stream(budget, model)
     try:
         while not stream.ended:
-            kind, value = await events.get()
-            for event in stream.on(kind, value):
+            for event in stream.on(await events.get()):
                 yield event
     finally:
         budget.stop()
@@ -417,26 +423,28 @@ class _Stream:
         self.text = StreamedText()
         self.ended = False
 
-    def on(self, kind: str, value: Any) -> list[str]:
-        if kind == "citations":
-            return [self._chunk({"role": "assistant", "content": ""}, {"citations": value})]
-        if kind == "token":
-            return [self._chunk({"content": self.text.piece(value.text)},
-                                {"token": token_source(value)})]
-        if kind == "expired":
-            if not value.cancel():
-                return []  # it is answering: it stops at its next step and sends "done"
-            return self._end(error_body(self.budget.message(), "server_error",
-                                        code="time_budget_exceeded"))
-        if kind == "done":
-            # the whole answer as Answer.to_json gives it: `ragdesk ask` rebuilds the same
-            # Answer from it as if it had answered itself
-            cut = value.cancelled and self.budget.expired
-            extra = {**answer_info(value), "text": value.text, "answer": value.to_json(),
-                     **(self.budget.truncation() if cut else {})}
-            return self._end(chunk(self.cid, self.model, {}, "length" if cut else "stop",
-                                   extra=extra))
-        return self._end(_stream_error(value, self.budget))
+    def on(self, event: _StreamEvent) -> list[str]:
+        match event:
+            case ("citations", cites):
+                return [self._chunk({"role": "assistant", "content": ""}, {"citations": cites})]
+            case ("token", token):
+                return [self._chunk({"content": self.text.piece(token.text)},
+                                    {"token": token_source(token)})]
+            case ("expired", job):
+                if not job.cancel():
+                    return []  # it is answering: it stops at its next step and sends "done"
+                return self._end(error_body(self.budget.message(), "server_error",
+                                            code="time_budget_exceeded"))
+            case ("done", ans):
+                # the whole answer as Answer.to_json gives it: `ragdesk ask` rebuilds the
+                # same Answer from it as if it had answered itself
+                cut = ans.cancelled and self.budget.expired
+                extra = {**answer_info(ans), "text": ans.text, "answer": ans.to_json(),
+                         **(self.budget.truncation() if cut else {})}
+                return self._end(chunk(self.cid, self.model, {}, "length" if cut else "stop",
+                                       extra=extra))
+            case (_, exc):
+                return self._end(_stream_error(exc, self.budget))
 
     def _chunk(self, delta: dict[str, object], extra: dict[str, object]) -> str:
         return _event(chunk(self.cid, self.model, delta, extra=extra))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from PySide6.QtCore import QElapsedTimer, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence
@@ -98,7 +98,7 @@ class ConversationsSidebar(QWidget):
         self._search_gen = 0
         self._list_gen = 0
         self._filling = False
-        self._last_open: tuple[int, Any] | None = None
+        self._last_open: tuple[int, object] | None = None
         self._since_open = QElapsedTimer()
 
         lay = QVBoxLayout(self)

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import shiboken6
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, SignalInstance
@@ -83,14 +83,14 @@ class OpContext:
 FailureHandler = Callable[[ErrorReport, str], None]  # report, title
 
 
-class Op(Generic[T]):
-    """One piece of background work and what to do with its outcome (on the GUI thread)."""
+class OpBase:
+    """What the runner and the observers of a lane see of an :class:`Op`, whatever its
+    result's type: they route it; only the op itself hands its result to its typed callbacks
+    (see :meth:`_execute`)."""
 
-    def __init__(self, fn: Callable[[OpContext], T], *, lane: Lane = Lane.READS,
-                 title: str = "", parent: QObject | None = None,
-                 cancellable: bool = True) -> None:
+    def __init__(self, *, lane: Lane, title: str, parent: QObject | None,
+                 cancellable: bool) -> None:
         self.id = next(_ids)
-        self.fn = fn
         self.lane = lane
         self.title = title
         self.parent = parent
@@ -99,42 +99,18 @@ class Op(Generic[T]):
         self.state = OpState.QUEUED
         # Each kind of callback may be given more than once (the caller's, then a dialog's);
         # they run in the order given.
-        self._on_success: list[Callable[[T], None]] = []
         self._on_failure: list[Callable[[ErrorReport], None]] = []
         self._on_progress: list[Callable[[ProgressUpdate], None]] = []
-        self._on_stream: list[Callable[[Any], None]] = []
+        self._on_stream: list[Callable[[object], None]] = []
         self._on_started: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
         return f"Op({self.id}, {self.title!r}, {self.lane.value}, {self.state.value})"
 
-    # ---- building (before run) -----------------------------------------------------------
-
-    def success(self, cb: Callable[[T], None]) -> Op[T]:
-        self._on_success.append(cb)
-        return self
-
-    def failure(self, cb: Callable[[ErrorReport], None]) -> Op[T]:
-        """Handle failures here (cancellations too, with ``report.cancelled``) instead of
-        the runner's error dialog."""
-        self._on_failure.append(cb)
-        return self
-
-    def progress(self, cb: Callable[[ProgressUpdate], None]) -> Op[T]:
-        self._on_progress.append(cb)
-        return self
-
-    def stream(self, cb: Callable[[Any], None]) -> Op[T]:
-        self._on_stream.append(cb)
-        return self
-
-    def started(self, cb: Callable[[], None]) -> Op[T]:
-        self._on_started.append(cb)
-        return self
-
-    def run(self, runner: OpRunner) -> Op[T]:
-        runner.submit(self)
-        return self
+    def _execute(self, ctx: OpContext) -> tuple[object, Callable[[], None]]:
+        """Run the work (worker thread): its result, for observers, and the call that hands
+        it to the op's own callbacks (GUI thread)."""
+        raise NotImplementedError
 
     # ---- control (GUI thread) ------------------------------------------------------------
 
@@ -171,12 +147,6 @@ class Op(Generic[T]):
             for cb in self._on_stream:
                 cb(item)
 
-    def _deliver_success(self, result: T) -> None:
-        self.state = OpState.DONE
-        if self._alive():
-            for cb in self._on_success:
-                cb(result)
-
     def _deliver_failure(self, report: ErrorReport, fallback: FailureHandler | None) -> None:
         self.state = OpState.CANCELLED if report.cancelled else OpState.FAILED
         if not self._alive():
@@ -186,6 +156,57 @@ class Op(Generic[T]):
                 cb(report)
         elif not report.cancelled and fallback is not None:
             fallback(report, self.title or "ragdesk")
+
+
+class Op(OpBase, Generic[T]):
+    """One piece of background work and what to do with its outcome (on the GUI thread)."""
+
+    def __init__(self, fn: Callable[[OpContext], T], *, lane: Lane = Lane.READS,
+                 title: str = "", parent: QObject | None = None,
+                 cancellable: bool = True) -> None:
+        super().__init__(lane=lane, title=title, parent=parent, cancellable=cancellable)
+        self.fn = fn
+        self._on_success: list[Callable[[T], None]] = []
+
+    # ---- building (before run) -----------------------------------------------------------
+
+    def success(self, cb: Callable[[T], None]) -> Op[T]:
+        self._on_success.append(cb)
+        return self
+
+    def failure(self, cb: Callable[[ErrorReport], None]) -> Op[T]:
+        """Handle failures here (cancellations too, with ``report.cancelled``) instead of
+        the runner's error dialog."""
+        self._on_failure.append(cb)
+        return self
+
+    def progress(self, cb: Callable[[ProgressUpdate], None]) -> Op[T]:
+        self._on_progress.append(cb)
+        return self
+
+    def stream(self, cb: Callable[[object], None]) -> Op[T]:
+        self._on_stream.append(cb)
+        return self
+
+    def started(self, cb: Callable[[], None]) -> Op[T]:
+        self._on_started.append(cb)
+        return self
+
+    def run(self, runner: OpRunner) -> Op[T]:
+        runner.submit(self)
+        return self
+
+    # ---- running and delivery ------------------------------------------------------------
+
+    def _execute(self, ctx: OpContext) -> tuple[object, Callable[[], None]]:
+        result = self.fn(ctx)
+        return result, lambda: self._deliver_success(result)
+
+    def _deliver_success(self, result: T) -> None:
+        self.state = OpState.DONE
+        if self._alive():
+            for cb in self._on_success:
+                cb(result)
 
 
 def _throttled(emit: Callable[[ProgressUpdate], None]) -> ProgressCallback:
@@ -217,12 +238,12 @@ class _Bridge(QObject):
     started = Signal(object)
     progressed = Signal(object, object)
     streamed = Signal(object, object)
-    finished = Signal(object, object)
+    finished = Signal(object, object, object)  # op, result, the op's own delivery of it
     failed = Signal(object, object)
 
 
 class _Task(QRunnable):
-    def __init__(self, op: Op[Any], bridge: _Bridge) -> None:
+    def __init__(self, op: OpBase, bridge: _Bridge) -> None:
         super().__init__()
         self.op = op
         self.bridge = bridge
@@ -237,13 +258,13 @@ class _Task(QRunnable):
         ctx = OpContext(op.token, _throttled(lambda u: _emit(bridge.progressed, op, u)),
                         lambda item: _emit(bridge.streamed, op, item))
         try:
-            result = op.fn(ctx)
+            result, deliver = op._execute(ctx)
         except Exception as exc:
             if not isinstance(exc, Cancelled):
                 log.warning("%s failed", op.title or "background work", exc_info=True)
             _emit(bridge.failed, op, ErrorReport.from_exception(exc))
         else:
-            _emit(bridge.finished, op, result)
+            _emit(bridge.finished, op, result, deliver)
 
 
 def _emit(signal: SignalInstance, *args: object) -> None:
@@ -262,7 +283,7 @@ class OpRunner(QObject):
         self.on_failure = on_failure
         self._pools: dict[Lane, QThreadPool] = {}
         self._events: dict[Lane, LaneEvents] = {}
-        self._ops: dict[Lane, dict[int, Op[Any]]] = {}
+        self._ops: dict[Lane, dict[int, OpBase]] = {}
         for lane in Lane:
             pool = QThreadPool(self)
             pool.setObjectName(f"ragdesk-{lane.value}")
@@ -286,7 +307,7 @@ class OpRunner(QObject):
 
     # ---- submitting and observing ---------------------------------------------------------
 
-    def submit(self, op: Op[Any]) -> None:
+    def submit(self, op: OpBase) -> None:
         lane_ops = self._ops[op.lane]
         lane_ops[op.id] = op
         if len(lane_ops) == 1:
@@ -300,11 +321,11 @@ class OpRunner(QObject):
     def events(self, lane: Lane) -> LaneEvents:
         return self._events[lane]
 
-    def ops(self, lane: Lane) -> list[Op[Any]]:
+    def ops(self, lane: Lane) -> list[OpBase]:
         """The lane's ops not yet finished, in submission order."""
         return list(self._ops[lane].values())
 
-    def current(self, lane: Lane) -> Op[Any] | None:
+    def current(self, lane: Lane) -> OpBase | None:
         """The op the lane is running now (a serial lane runs one at a time)."""
         return next((op for op in self._ops[lane].values()
                      if op.state is OpState.RUNNING), None)
@@ -326,33 +347,33 @@ class OpRunner(QObject):
     # Observers hear of a change before the op's own callbacks run, so that what the op's
     # owner says (e.g. a verification's result) is the last word in a shared status line.
 
-    def _on_started(self, op: Op[Any]) -> None:
+    def _on_started(self, op: OpBase) -> None:
         if op.state.finished:
             return
         self._events[op.lane].started.emit(op)
         op._deliver_started()
 
-    def _on_progress(self, op: Op[Any], update: ProgressUpdate) -> None:
+    def _on_progress(self, op: OpBase, update: ProgressUpdate) -> None:
         if op.state.finished:
             return  # a late update queued before the op ended
         self._events[op.lane].progressed.emit(op, update)
         op._deliver_progress(update)
 
-    def _on_stream(self, op: Op[Any], item: object) -> None:
+    def _on_stream(self, op: OpBase, item: object) -> None:
         op._deliver_stream(item)
 
-    def _retire(self, op: Op[Any]) -> None:
+    def _retire(self, op: OpBase) -> None:
         lane_ops = self._ops[op.lane]
         if lane_ops.pop(op.id, None) is not None and not lane_ops:
             self._events[op.lane].busyChanged.emit(False)
 
-    def _on_finished(self, op: Op[Any], result: object) -> None:
+    def _on_finished(self, op: OpBase, result: object, deliver: Callable[[], None]) -> None:
         self._retire(op)
         op.state = OpState.DONE
         self._events[op.lane].finished.emit(op, result)
-        op._deliver_success(result)
+        deliver()
 
-    def _on_failed(self, op: Op[Any], report: ErrorReport) -> None:
+    def _on_failed(self, op: OpBase, report: ErrorReport) -> None:
         self._retire(op)
         op.state = OpState.CANCELLED if report.cancelled else OpState.FAILED
         self._events[op.lane].failed.emit(op, report)

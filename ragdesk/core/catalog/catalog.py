@@ -173,7 +173,7 @@ class Catalog(CatalogFile):
             )
         return self.get_snapshot(name)
 
-    def update_snapshot(self, name: str, **fields: Any) -> None:
+    def update_snapshot(self, name: str, **fields: object) -> None:
         allowed = {"folder", "state", "passages", "encoder_id", "encoder_family", "dim",
                    "source", "error", "default_pack", "stage"}
         bad = set(fields) - allowed

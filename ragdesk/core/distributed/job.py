@@ -81,7 +81,7 @@ class EncodeReport:
     def passages_per_s(self) -> float | None:
         return self.encoded / self.seconds if self.encoded and self.seconds > 0 else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {**asdict(self), "passages_per_s": self.passages_per_s}
 
 

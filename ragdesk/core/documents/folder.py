@@ -9,9 +9,9 @@ import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.documents.parsers import PARSER_VERSION, supported
+from ragdesk.core.safe_json import as_int, as_list, as_object, as_str
 from ragdesk.core.safe_paths import is_text_name, link_problem, shown_name
 
 DOCUMENTS_FILE = "documents.json"
@@ -34,33 +34,44 @@ class FileEntry:
 @dataclass
 class FolderRecord:
     root: str
-    encoder: dict[str, Any]
+    encoder: dict[str, object]
     parser_version: int
     words: int
     files: dict[str, FileEntry]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"format": DOCUMENTS_FORMAT, "root": self.root, "encoder": self.encoder,
                 "parser_version": self.parser_version, "words": self.words,
                 "files": [asdict(f) for f in self.files.values()]}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FolderRecord:
-        files = [FileEntry(**f) for f in d["files"]]
-        return cls(str(d["root"]), dict(d["encoder"]), int(d["parser_version"]),
-                   int(d["words"]), {f.path: f for f in files})
+    def from_json(cls, d: dict[str, object]) -> FolderRecord:
+        files = [_file_entry(as_object(f)) for f in as_list(d["files"])]
+        return cls(str(d["root"]), dict(as_object(d["encoder"])), as_int(d["parser_version"]),
+                   as_int(d["words"]), {f.path: f for f in files})
 
-    def reusable_for(self, encoder: dict[str, Any], words: int) -> bool:
+    def reusable_for(self, encoder: dict[str, object], words: int) -> bool:
         """Whether this import's vectors fit a new one made with ``encoder``."""
         return (self.encoder == encoder and self.parser_version == PARSER_VERSION
                 and self.words == words)
+
+
+def _file_entry(f: dict[str, object]) -> FileEntry:
+    if set(f) != _FILE_FIELDS:  # as FileEntry(**f) refuses a missing or unknown field
+        raise TypeError(f"a file entry has the fields {sorted(f)}, not {sorted(_FILE_FIELDS)}")
+    return FileEntry(path=as_str(f["path"]), sha256=as_str(f["sha256"]), size=as_int(f["size"]),
+                     title=as_str(f["title"]), start=as_int(f["start"]),
+                     count=as_int(f["count"]))
+
+
+_FILE_FIELDS = frozenset(("path", "sha256", "size", "title", "start", "count"))
 
 
 def read_folder_record(snapshot_folder: Path) -> FolderRecord | None:
     """The record of a snapshot imported from a folder; None for any other snapshot."""
     try:
         raw = json.loads((snapshot_folder / DOCUMENTS_FILE).read_text(encoding="utf-8"))
-        return FolderRecord.from_json(raw)
+        return FolderRecord.from_json(as_object(raw))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -15,7 +15,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
 from ragdesk.core.catalog.records import unique_slug
@@ -27,6 +27,7 @@ from ragdesk.core.documents.assemble import (
 )
 from ragdesk.core.documents.cache import FileCache
 from ragdesk.core.documents.folder import (
+    FileEntry,
     FolderRecord,
     cache_key,
     file_sha256,
@@ -34,7 +35,7 @@ from ragdesk.core.documents.folder import (
     read_folder_record,
     scan_folder,
 )
-from ragdesk.core.documents.model import DocumentError
+from ragdesk.core.documents.model import DocPassage, DocumentError
 from ragdesk.core.documents.parsers import PARSER_VERSION, SUFFIXES, parse_file
 from ragdesk.core.documents.splitting import PASSAGE_WORDS, split_document
 from ragdesk.core.encoders import (
@@ -57,6 +58,9 @@ from ragdesk.core.snapshots.lifecycle import mark_ready, settle_folder_swap
 from ragdesk.core.snapshots.manifest import Manifest, read_manifest
 from ragdesk.core.snapshots.starter import starter_encoder_path
 
+if TYPE_CHECKING:
+    import numpy as np
+
 STARTER_PACK = "starter"
 AGAIN = "import the folder again"  # how a user resumes one (see import_job.classify_failure)
 
@@ -78,7 +82,7 @@ class FolderImportResult:
     warnings: list[str] = field(default_factory=list)
     other_files: int = 0  # files of kinds ragdesk does not read
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = {k: v for k, v in self.__dict__.items() if k != "record"}
         d["snapshot"] = self.record.to_json()
         return d
@@ -175,7 +179,7 @@ class _FolderImport:
         self.default_pack = default_pack
         self.work = job.work
         self.cache = FileCache(self.work / "cache")
-        self.result_fields: dict[str, Any] = {"added": [], "changed": [], "unchanged": [],
+        self.result_fields: dict[str, list[str]] = {"added": [], "changed": [], "unchanged": [],
                                               "removed": [], "warnings": []}
         self.encoded = self.reused = 0
         self.precision = EncoderPrecision.both(encoder.precision)
@@ -215,7 +219,7 @@ class _FolderImport:
 
     # ---- reading and encoding ---------------------------------------------------------
 
-    def _old_files(self) -> dict[str, Any]:
+    def _old_files(self) -> dict[str, FileEntry]:
         if self.previous is None:
             return {}
         _, record = self.previous
@@ -249,7 +253,7 @@ class _FolderImport:
                 path=self.root, hint=f"ragdesk reads {', '.join(SUFFIXES)} files.")
         return units, other
 
-    def _unit(self, rel: str, old: dict[str, Any]) -> FileUnit | None:
+    def _unit(self, rel: str, old: dict[str, FileEntry]) -> FileUnit | None:
         path = self.root / rel
         if not inside_folder(path, self.root):
             self._warn(rel, "became a symbolic link out of the folder while it was imported")
@@ -281,7 +285,7 @@ class _FolderImport:
         return FileUnit(rel, sha, size, passages[0].title, passages=passages, vectors=vectors,
                         count=len(passages))
 
-    def _encode_file(self, path: Path, rel: str) -> tuple[list[Any], Any] | None:
+    def _encode_file(self, path: Path, rel: str) -> tuple[list[DocPassage], np.ndarray] | None:
         try:
             doc = parse_file(path)
         except DocumentError as exc:

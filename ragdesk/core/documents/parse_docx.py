@@ -14,9 +14,13 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.documents.model import Block, DocumentError, ParsedDocument
+
+if TYPE_CHECKING:
+    from docx.document import Document
+    from docx.text.paragraph import Paragraph
 
 MAX_MEMBERS = 5_000
 MAX_TOTAL_BYTES = 512 * 2**20  # every member expanded (python-docx loads them all)
@@ -91,7 +95,7 @@ def parse_docx(path: Path) -> ParsedDocument:
     return ParsedDocument(props_title or styled_title or path.name, blocks)
 
 
-def _blocks(document: Any) -> tuple[list[Block], str | None]:
+def _blocks(document: Document) -> tuple[list[Block], str | None]:
     blocks: list[Block] = []
     heading: str | None = None
     title: str | None = None
@@ -111,7 +115,7 @@ def _blocks(document: Any) -> tuple[list[Block], str | None]:
     return blocks, title
 
 
-def _runs(document: Any) -> Iterator[tuple[str, str]]:
+def _runs(document: Document) -> Iterator[tuple[str, str]]:
     """(text, style name) of every non-empty paragraph; a table row is one paragraph."""
     from docx.enum.style import WD_STYLE_TYPE
     from docx.table import Table
@@ -120,7 +124,7 @@ def _runs(document: Any) -> Iterator[tuple[str, str]]:
     # (minutes for 100k paragraphs): names are looked up once per style id instead.
     names: dict[str | None, str] = {}
 
-    def style_name(item: Any) -> str:
+    def style_name(item: Paragraph) -> str:
         style_id = item._p.style  # what Paragraph.style looks up
         if style_id not in names:
             style = document.part.get_style(style_id, WD_STYLE_TYPE.PARAGRAPH)

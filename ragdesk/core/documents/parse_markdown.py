@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.documents.model import Block, ParsedDocument
 from ragdesk.core.documents.parse_text import decode_text
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 # Tokens whose close ends a block of text (a paragraph, a list item's paragraph, a cell).
 _INLINE_PARENTS = {"paragraph_open", "heading_open", "th_open", "td_open"}
@@ -46,7 +49,7 @@ def parse_markdown(path: Path) -> ParsedDocument:
     return ParsedDocument(title or path.name, blocks)
 
 
-def _inline_text(tok: Any) -> str:
+def _inline_text(tok: Token) -> str:
     parts: list[str] = []
     for child in tok.children or []:
         if child.type in ("text", "code_inline"):

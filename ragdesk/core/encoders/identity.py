@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from ragdesk.core.errors import EncoderMismatchError
+from ragdesk.core.safe_json import as_int, as_opt_str, as_str
 
 DPR_FAMILY = "dpr"
 ST_FAMILY = "sentence-transformers"
@@ -24,13 +24,14 @@ class EncoderInfo:
     normalize: bool
     dim: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> EncoderInfo:
-        return cls(id=d["id"], revision=d.get("revision"), family=d["family"],
-                   pooling=d["pooling"], normalize=bool(d["normalize"]), dim=int(d["dim"]))
+    def from_json(cls, d: dict[str, object]) -> EncoderInfo:
+        return cls(id=as_str(d["id"]), revision=as_opt_str(d.get("revision")),
+                   family=as_str(d["family"]), pooling=as_str(d["pooling"]),
+                   normalize=bool(d["normalize"]), dim=as_int(d["dim"]))
 
 
 def describe_encoder(info: EncoderInfo) -> str:

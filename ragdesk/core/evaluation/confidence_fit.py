@@ -8,7 +8,6 @@ set as it will be met: on answers the model has not seen.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from ragdesk.core.evaluation.selective import (
     choose_threshold,
     expected_calibration_error,
 )
+from ragdesk.core.safe_json import as_float, as_object
 
 FOLDS = 5
 L2 = 1.0
@@ -42,7 +42,7 @@ def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
     return out
 
 
-def fit_on_results(results: Sequence[Mapping[str, Any]], *, source: str, l2: float = L2,
+def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: float = L2,
                    folds: int = FOLDS) -> ConfidenceModel:
     """A model from evaluation rows (``eval --out`` lines or ``QuestionResult.to_json()``):
     each needs ``features`` and ``em``."""
@@ -50,8 +50,8 @@ def fit_on_results(results: Sequence[Mapping[str, Any]], *, source: str, l2: flo
     if len(rows) < 2 * folds:
         raise ValueError(f"only {len(rows)} answered questions with features; the confidence "
                          "model needs a few hundred")
-    feats = [{k: float(v) for k, v in r["features"].items()} for r in rows]
-    right = np.array([float(r["em"]) >= 1.0 for r in rows], dtype=bool)
+    feats = [{k: as_float(v) for k, v in as_object(r["features"]).items()} for r in rows]
+    right = np.array([as_float(r["em"]) >= 1.0 for r in rows], dtype=bool)
     if right.all() or not right.any():
         raise ValueError("the answers are all right or all wrong; nothing to tell apart")
     cv = _cross_validated(feats, right, l2, folds)

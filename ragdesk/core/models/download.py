@@ -187,7 +187,7 @@ class _ByteCounter:
         counter = self
 
         class _Bar(tqdm):  # type: ignore[misc]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
+            def __init__(self, *args: object, **kwargs: object) -> None:
                 kwargs.pop("name", None)
                 kwargs["file"] = io.StringIO()  # quiet: ragdesk draws its own bar
                 kwargs["disable"] = False

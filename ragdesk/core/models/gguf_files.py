@@ -21,6 +21,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ragdesk.core.errors import MissingModelError, RagdeskError
@@ -67,13 +68,13 @@ class _PlainNumpy:
     same mapped bytes (read-only), so nothing else changes.
     """
 
-    def __init__(self, np_module: Any) -> None:
+    def __init__(self, np_module: ModuleType) -> None:
         self._np = np_module
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         return getattr(self._np, name)
 
-    def memmap(self, *args: Any, **kwargs: Any) -> Any:
+    def memmap(self, *args: object, **kwargs: object) -> object:
         return self._np.memmap(*args, **kwargs).view(self._np.ndarray)
 
 
@@ -93,6 +94,7 @@ def _one_gguf_parse() -> Iterator[None]:
     import copy
     import importlib
 
+    # Untyped modules whose attributes are replaced for the duration: Any at this boundary.
     gguf: Any = importlib.import_module("gguf")
     reader_mod: Any = importlib.import_module("gguf.gguf_reader")
     hf_gguf: Any = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
@@ -103,13 +105,14 @@ def _one_gguf_parse() -> Iterator[None]:
     readers: dict[str, object] = {}
     metadata: dict[str, object] = {}
 
-    def cached_reader(path: Any, mode: str = "r") -> Any:
+    def cached_reader(path: str | os.PathLike[str], mode: str = "r") -> object:
         key = f"{os.fspath(path)}|{mode}"
         if key not in readers:
             readers[key] = original_cls(path, mode)
         return readers[key]
 
-    def cached_load(path: Any, return_tensors: bool = False, *args: Any, **kwargs: Any) -> Any:
+    def cached_load(path: str | os.PathLike[str], return_tensors: bool = False,
+                    *args: object, **kwargs: object) -> object:
         if return_tensors or args or kwargs:
             return original_load(path, return_tensors, *args, **kwargs)
         key = os.fspath(path)

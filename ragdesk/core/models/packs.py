@@ -22,7 +22,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ragdesk.core.errors import (
     AlreadyExistsError,
@@ -38,7 +38,7 @@ from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.paths import DataDir
 
 if TYPE_CHECKING:
-    from ragdesk.core.catalog import Catalog
+    from ragdesk.core.catalog import Catalog, ModelPackRecord
     from ragdesk.core.encoders import EncoderInfo
     from ragdesk.core.settings import Settings
 
@@ -171,14 +171,16 @@ def _data_for(catalog: Catalog, data: DataDir | None) -> DataDir:
     return data if data is not None else DataDir(Path(catalog.path).parent)
 
 
-def _custom_spec(rec: Any) -> PackSpec:
+def _custom_spec(rec: ModelPackRecord) -> PackSpec:
     details = dict(rec.details or {})
+    family, dim = details.get("encoder_family"), details.get("encoder_dim")
     return PackSpec(
         name=rec.name, kind=KIND_CUSTOM, question_encoder=rec.question_encoder or "",
         passage_encoder=rec.passage_encoder, generator=rec.generator or "",
         generator_kind=rec.generator_kind or "seq2seq",
         description=str(details.get("description") or "Imported with `ragdesk models import`."),
-        encoder_family=details.get("encoder_family"), encoder_dim=details.get("encoder_dim"),
+        encoder_family=family if isinstance(family, str) else None,
+        encoder_dim=dim if isinstance(dim, int) else None,
         details=details)
 
 

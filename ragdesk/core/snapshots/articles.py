@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote
 
 # The value types live in ragdesk.core.articles (no numpy behind them); their old home
@@ -20,6 +20,7 @@ from urllib.parse import quote
 from ragdesk.core.articles import Article, ArticlePassage
 from ragdesk.core.articles import stored_article as stored_article
 from ragdesk.core.errors import CorruptSnapshotError
+from ragdesk.core.safe_json import as_object
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.snapshots.sources import DPR_TSV, WIKI_XML
 from ragdesk.core.snapshots.staged import read_build_state
@@ -42,14 +43,14 @@ class HasFolder(Protocol):
     size: int
 
 
-def snapshot_source(snapshot: Any) -> dict[str, object]:
+def snapshot_source(snapshot: HasFolder) -> dict[str, object]:
     """The manifest's ``source`` of a ready snapshot, or the build state's of a staged one."""
     manifest = getattr(snapshot, "manifest", None)
     if manifest is not None:
         return dict(manifest.source)
     try:
         state = read_build_state(Path(snapshot.folder))
-        return dict(state["fingerprint"]["source"])
+        return dict(as_object(as_object(state["fingerprint"])["source"]))
     except (CorruptSnapshotError, KeyError, TypeError):
         return {}
 

@@ -140,7 +140,7 @@ def check_on_open(name: str, folder: Path, manifest: Manifest, variant: str, *,
             stale[fname] = st
     if not stale and not problems:
         return
-    total = sum(int(manifest.files[f]["size"]) for f in stale)
+    total = sum(as_int(manifest.files[f]["size"]) for f in stale)
     prog = Progress(total, CHECKING, progress, unit="bytes")
     passed: dict[str, os.stat_result] = {}
     for fname, st in stale.items():

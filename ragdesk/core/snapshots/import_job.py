@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from ragdesk.core.atomic import fsync_dir
 from ragdesk.core.catalog import Catalog, SnapshotRecord, SnapshotState
@@ -50,7 +50,17 @@ def prepare(data: DataDir, catalog: Catalog) -> RecoveryReport:
     return recover(data, catalog)
 
 
-def row_fields(info: EncoderInfo, source: str, default_pack: str | None) -> dict[str, Any]:
+class RowFields(TypedDict):
+    """The catalog columns an import writes when it starts (``Catalog.add_snapshot``'s)."""
+
+    encoder_id: str
+    encoder_family: str
+    dim: int
+    source: str
+    default_pack: str | None
+
+
+def row_fields(info: EncoderInfo, source: str, default_pack: str | None) -> RowFields:
     """The catalog columns an import writes when it starts."""
     return {"encoder_id": info.id, "encoder_family": info.family, "dim": info.dim,
             "source": source, "default_pack": default_pack}
@@ -133,7 +143,7 @@ class ImportJob:
             yield
 
     @contextlib.contextmanager
-    def running(self, fields: dict[str, Any] | None) -> Iterator[int]:
+    def running(self, fields: RowFields | None) -> Iterator[int]:
         """The import job (its id), with the snapshot's row marked importing with ``fields``;
         None leaves the row alone (a refresh of a ready snapshot, which keeps answering with
         its previous version whatever happens). A failure inside is recorded, and the work
@@ -165,7 +175,7 @@ class ImportJob:
         make_active_if_none(self.catalog, self.name)
         return self.catalog.get_snapshot(self.name)
 
-    def _start_row(self, fields: dict[str, Any]) -> None:
+    def _start_row(self, fields: RowFields) -> None:
         if self.catalog.find_snapshot(self.name) is None:
             self.catalog.add_snapshot(self.name, f"snapshots/{self.slug}", slug=self.slug,
                                       state=SnapshotState.IMPORTING, **fields)
@@ -177,7 +187,7 @@ class ImportJob:
 
     def _fail(self, exc: BaseException, owns_row: bool) -> None:
         failure = classify_failure(exc, self.again)
-        fields: dict[str, Any] = {}
+        fields: dict[str, object] = {}
         if not failure.resumable:
             shutil.rmtree(self.work, ignore_errors=True)
             fields["stage"] = None  # nothing staged is left to answer from

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -93,7 +92,7 @@ class ImportPlan:
                 "precision": self.precision.to_json()}
 
     @property
-    def dtype(self) -> np.dtype[Any]:
+    def dtype(self) -> np.dtype[np.generic]:
         if self.shards is not None:
             return self.shards.dtype
         if self.precomputed is not None and self.precomputed.dtype == np.float16:

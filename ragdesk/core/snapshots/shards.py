@@ -21,11 +21,13 @@ Memory is bounded by ``BLOCK_ROWS`` rows of vectors (a record batch for parquet)
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,7 +53,7 @@ SHARDS_HINT = ("A folder of embeddings holds .npy shards (ids in NAME.ids.npy, o
 class Shard:
     path: Path
     rows: int
-    dtype: np.dtype[Any]
+    dtype: np.dtype[np.generic]
     ids_path: Path | None = None  # .npy shards with their own ids
     first_id: int = 0  # .npy shards without: ids first_id .. first_id + rows - 1
 
@@ -60,9 +62,10 @@ def _natural_key(path: Path) -> list[int | str]:
     return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path.name)]
 
 
-def _parquet() -> Any:
+def _parquet() -> ModuleType:
+    """``pyarrow.parquet``, imported only when a parquet file is read."""
     try:
-        import pyarrow.parquet as pq
+        pq = importlib.import_module("pyarrow.parquet")
     except ImportError as exc:
         raise RagdeskError(
             "Reading parquet files needs the pyarrow package.",
@@ -71,7 +74,7 @@ def _parquet() -> Any:
     return pq
 
 
-def _check_float(dtype: np.dtype[Any], path: Path) -> None:
+def _check_float(dtype: np.dtype[np.generic], path: Path) -> None:
     if dtype not in FLOAT_DTYPES:
         raise BadInputError(f"holds {dtype} vectors; expected float16 or float32.", path=path)
 
@@ -108,7 +111,7 @@ def _npy_shard(path: Path, dim: int, first_id: int) -> Shard:
     return Shard(path, int(arr.shape[0]), arr.dtype, ids_path)
 
 
-def _vector_type(path: Path, schema: pa.Schema) -> tuple[np.dtype[Any], int | None]:
+def _vector_type(path: Path, schema: pa.Schema) -> tuple[np.dtype[np.generic], int | None]:
     """The vectors' dtype and, for fixed-size lists, their length."""
     import pyarrow as pa
 
@@ -155,7 +158,7 @@ class EmbeddingShards:
         return sum(s.rows for s in self.shards)
 
     @property
-    def dtype(self) -> np.dtype[Any]:
+    def dtype(self) -> np.dtype[np.generic]:
         """float16 when every shard is (halving the snapshot's vectors), else float32."""
         if all(s.dtype == np.float16 for s in self.shards):
             return np.dtype(np.float16)

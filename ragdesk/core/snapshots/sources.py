@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ragdesk.core.errors import BadInputError, NotFoundError
 from ragdesk.core.safe_json import (
@@ -348,7 +348,7 @@ class Source:
                     data.count(b"\n", 0, start) + 1)
             raise
         obj = loads_bounded(text, max_bytes=VITAL_MAX_BYTES, path=self.path)
-        items: list[Any]
+        items: list[tuple[str | None, object]]
         if isinstance(obj, dict):
             items = [(k, v) for k, v in obj.items()]
         elif isinstance(obj, list):

@@ -17,12 +17,12 @@ import logging
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ragdesk.core.encoders import FLOAT32, EncoderInfo, EncoderPrecision, check_query_space
 from ragdesk.core.errors import CorruptSnapshotError, DensePendingError
+from ragdesk.core.safe_json import as_int, as_object
 from ragdesk.core.snapshots.calibration import snapshot_temperature
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageReader
 from ragdesk.core.types import Hit, Passage
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 STATE_FILE = "build.json"  # the importer's resumable state (see staging_build.py)
 
 
-def read_build_state(folder: Path) -> dict[str, Any]:
+def read_build_state(folder: Path) -> dict[str, object]:
     try:
         state = json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -58,9 +58,10 @@ class StagedSnapshot:
         self.folder = folder
         state = read_build_state(folder)
         try:
-            self.size = int(state["passages"])
-            self.encoder = EncoderInfo.from_json(state["fingerprint"]["encoder"])
-            made = state["fingerprint"].get("precision")
+            self.size = as_int(state["passages"])
+            fingerprint = as_object(state["fingerprint"])
+            self.encoder = EncoderInfo.from_json(as_object(fingerprint["encoder"]))
+            made = fingerprint.get("precision")
             # the import's choice (before it was recorded there: float32 questions)
             self.query_precision = (EncoderPrecision.from_json(made).questions
                                     if made is not None else FLOAT32)
@@ -80,7 +81,7 @@ class StagedSnapshot:
             state = read_build_state(self.folder)
         except CorruptSnapshotError:
             return 0, self.size  # renamed into place meanwhile, or being rewritten
-        return int(state.get("encoded", 0)), self.size
+        return as_int(state.get("encoded", 0)), self.size
 
     def _pending(self) -> DensePendingError:
         done, total = self.dense_progress()

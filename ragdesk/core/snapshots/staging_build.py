@@ -373,7 +373,7 @@ class StagingBuild:
                                self.progress, self.cancel, stats)
         emb_bytes = n * info.dim * self.plan.dtype.itemsize
         src = self.plan.source
-        source: dict[str, Any] = {"label": src.label, "format": src.fmt, "size": src.size,
+        source: dict[str, object] = {"label": src.label, "format": src.fmt, "size": src.size,
                                   "limit": self.plan.limit}
         if src.site:
             source["site"] = src.site  # where citations of a MediaWiki dump link to

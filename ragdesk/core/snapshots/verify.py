@@ -13,6 +13,7 @@ from ragdesk.core.catalog import Catalog, SnapshotRecord
 from ragdesk.core.errors import CorruptSnapshotError, RagdeskError, UnfinishedImportError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int
 from ragdesk.core.snapshots.checked import file_problem, update_verified
 from ragdesk.core.snapshots.index import SnapshotIndex
 from ragdesk.core.snapshots.lifecycle import record_variants
@@ -178,7 +179,7 @@ def _check_files(folder: Path, manifest: Manifest, report: VerifyReport,
     needed = {PASSAGES_FILE, EMBEDDINGS_FILE} | {v.file for v in manifest.variants.values()}
     for f in sorted(needed - set(manifest.files)):
         report.problems.append(f"{f}: not listed in the manifest's checksums.")
-    total = sum(int(m.get("size", 0)) for m in manifest.files.values())
+    total = sum(as_int(m.get("size", 0)) for m in manifest.files.values())
     prog = Progress(total, "verifying checksums", progress, unit="bytes")
     passed: dict[str, os.stat_result] = {}
     failed: list[str] = []

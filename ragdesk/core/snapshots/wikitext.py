@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import re
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mwparserfromhell.nodes import Node
+    from mwparserfromhell.wikicode import Wikicode
 
 # Tags whose content is not prose (footnotes, tables, formulas, galleries, ...).
 DROP_TAGS = frozenset({
@@ -24,7 +28,7 @@ NON_ARTICLE_LINK = re.compile(
 _SPACE = re.compile(r"\s+")
 
 
-def _remove(code: Any, node: Any) -> None:
+def _remove(code: Wikicode, node: Node) -> None:
     with contextlib.suppress(ValueError):  # already gone with an enclosing node
         code.remove(node)
 

@@ -13,12 +13,13 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_float, as_int, as_object
 from ragdesk.core.sparse.tokenize import TOKENIZER_VERSION, bm25_tokens
 
 if TYPE_CHECKING:
@@ -38,17 +39,17 @@ class BM25Meta:
     b: float
     num_docs: int
     vocab_size: int
-    source: dict[str, Any]  # what the index was built from (e.g. snapshot name, created)
+    source: dict[str, object]  # what the index was built from (e.g. snapshot name, created)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"tokenizer": self.tokenizer, "k1": self.k1, "b": self.b,
                 "num_docs": self.num_docs, "vocab_size": self.vocab_size, "source": self.source}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> BM25Meta:
-        return cls(tokenizer=str(d["tokenizer"]), k1=float(d["k1"]), b=float(d["b"]),
-                   num_docs=int(d["num_docs"]), vocab_size=int(d["vocab_size"]),
-                   source=dict(d.get("source") or {}))
+    def from_json(cls, d: dict[str, object]) -> BM25Meta:
+        return cls(tokenizer=str(d["tokenizer"]), k1=as_float(d["k1"]), b=as_float(d["b"]),
+                   num_docs=as_int(d["num_docs"]), vocab_size=as_int(d["vocab_size"]),
+                   source=dict(as_object(d.get("source") or {})))
 
 
 class BM25Index:
@@ -71,7 +72,7 @@ class BM25Index:
         total: int | None = None,
         k1: float = DEFAULT_K1,
         b: float = DEFAULT_B,
-        source: dict[str, Any] | None = None,
+        source: dict[str, object] | None = None,
         progress: ProgressCallback | None = None,
         cancel: CancelToken | None = None,
     ) -> BM25Index:

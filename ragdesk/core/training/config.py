@@ -74,7 +74,7 @@ class TrainConfig:
                                 "both frozen.")
         return self
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["eval_ks"] = list(self.eval_ks)
         return d
@@ -120,7 +120,7 @@ class TrainState:
     losses: list[float] = field(default_factory=list)  # mean loss of every step
     evaluations: list[dict[str, Any]] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

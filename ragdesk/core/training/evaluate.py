@@ -23,6 +23,7 @@ from ragdesk.core.evaluation.metrics import exact_match, top_k_accuracy
 from ragdesk.core.matching import AnswerMatcher, passage_string
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.safe_json import as_int, as_object, as_opt_float
 from ragdesk.core.training.forward import question_vectors
 from ragdesk.core.training.guard import RetrievalStats, retrieval_stats
 
@@ -42,15 +43,17 @@ class EvalResult:
     em_questions: int
     retrieval: RetrievalStats
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["retrieval"] = self.retrieval.to_json()
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> EvalResult:
-        return cls(int(d["n_questions"]), dict(d["top_k"]), d.get("em"),
-                   int(d.get("em_questions", 0)), RetrievalStats.from_json(d["retrieval"]))
+    def from_json(cls, d: dict[str, object]) -> EvalResult:
+        top_k = {k: as_opt_float(v) for k, v in as_object(d["top_k"]).items()}
+        return cls(as_int(d["n_questions"]), top_k, as_opt_float(d.get("em")),
+                   as_int(d.get("em_questions", 0)),
+                   RetrievalStats.from_json(as_object(d["retrieval"])))
 
     def describe(self) -> str:
         parts = [f"top-{k} {v * 100:.1f}%" for k, v in self.top_k.items() if v is not None]

@@ -22,11 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import numpy as np
 
 from ragdesk.core.posterior import entropy, probs_np
+from ragdesk.core.safe_json import as_float, as_int
 
 ACTIONS = ("warn", "stop", "freeze-retriever")
 
@@ -39,13 +39,13 @@ class RetrievalStats:
     distinct_top1: int
     temperature: float = 1.0  # τ of the p(z|x) the entropy is of
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> RetrievalStats:
-        return cls(int(d["n_questions"]), int(d["n_docs"]), float(d["mean_entropy"]),
-                   int(d["distinct_top1"]), float(d.get("temperature", 1.0)))
+    def from_json(cls, d: dict[str, object]) -> RetrievalStats:
+        return cls(as_int(d["n_questions"]), as_int(d["n_docs"]), as_float(d["mean_entropy"]),
+                   as_int(d["distinct_top1"]), as_float(d.get("temperature", 1.0)))
 
 
 def retrieval_stats(scores: np.ndarray, top1_ids: Sequence[int],

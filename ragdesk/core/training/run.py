@@ -60,7 +60,7 @@ class TrainResult:
         return self.state.evaluations
 
 
-def _check_resume(saved: dict[str, Any], config: TrainConfig, ident: dict[str, Any],
+def _check_resume(saved: dict[str, Any], config: TrainConfig, ident: dict[str, object],
                   checkpoint: Path) -> None:
     saved_cfg = saved.get("config", {})
     diffs = [k for k in TrainConfig.RESUME_KEYS if saved_cfg.get(k) != getattr(config, k)]
@@ -160,7 +160,7 @@ class _Start:
     saved: dict[str, Any] = field(default_factory=dict)
 
 
-def _start_point(out_dir: Path, config: TrainConfig, ident: dict[str, Any], spec: PackSpec,
+def _start_point(out_dir: Path, config: TrainConfig, ident: dict[str, object], spec: PackSpec,
                  report: Reporter | None) -> _Start:
     ck.clean_staging(out_dir)
     latest = ck.latest_checkpoint(out_dir)
@@ -179,7 +179,7 @@ def _start_point(out_dir: Path, config: TrainConfig, ident: dict[str, Any], spec
                   str(gen_dir) if gen_dir.is_dir() else spec.generator, state, latest, saved)
 
 
-def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, Any]
+def _saver(out_dir: Path, config: TrainConfig, ident: dict[str, object]
            ) -> Callable[[RagTrainer], None]:
     def save(t: RagTrainer) -> None:
         path = ck.write_checkpoint(
@@ -252,7 +252,7 @@ def _description(spec: PackSpec, train_name: str, trainer: RagTrainer, snapshot:
 
 def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
                      trainer: RagTrainer, config: TrainConfig, description: str,
-                     details: dict[str, Any]) -> str:
+                     details: dict[str, object]) -> str:
     info = trainer.encoder.info
     gen_dir = final / ck.GENERATOR_DIR
     return register_pack(catalog, PackSpec(
@@ -276,7 +276,7 @@ def _check_target_name(catalog: Catalog, name: str, out_dir: Path,
                      f"`ragdesk models remove {name}`.")
 
 
-def _write_models(out_dir: Path, name: str, trainer: RagTrainer, ident: dict[str, Any],
+def _write_models(out_dir: Path, name: str, trainer: RagTrainer, ident: dict[str, object],
                   config: TrainConfig) -> Path:
     """``OUT/name`` with the trainer's models, written whole or not at all."""
     final = out_dir / name
