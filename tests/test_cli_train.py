@@ -270,3 +270,29 @@ def test_retriever_only_training_registers_a_tuned_pack(
     assert final_state["selected"] == before
     assert res["steps"] == 2 * ((len(before) + 3) // 4)
     assert not (out / "final" / "generator").exists()
+
+
+def test_the_passages_objective_trains_the_question_encoder_alone(
+        tiny_models, tiny_setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """--objective passages freezes the generator without being told (--generator-layers 0),
+    keeps the questions with a gold answer in the top 100, and writes a retriever-only pack."""
+    data, out = tiny_setup["data"], tmp_path / "run"
+    synthetic.register_tiny_pack(data, "tiny-st", tiny_models.st_encoder,
+                                 tiny_models.st_encoder, tiny_models.bart, kind="seq2seq")
+    code, stdout, stderr = _cli(
+        data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-st",
+        "--out", str(out), "--objective", "passages", "--batch-size", "4", "--lr", "1e-3",
+        "--no-eval-before", "--name", "tiny-passages", "--json", capsys=capsys)
+    assert code == 0, stderr
+    assert "objective passages" in stderr and "among its top 100" in stderr
+    assert "p(y|x,z) from" not in stderr  # the generator is not read
+    assert "training on 8 of 8 questions" in stderr
+    assert json.loads(stdout)["pack"] == "tiny-passages"
+    assert (out / "final" / "question_encoder").is_dir()
+    assert not (out / "final" / "generator").exists()
+
+    code, _stdout, stderr = _cli(
+        data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-st",
+        "--out", str(tmp_path / "run2"), "--objective", "passages", "--generator-layers", "2",
+        capsys=capsys)
+    assert code == 2 and "question encoder alone" in stderr

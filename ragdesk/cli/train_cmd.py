@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
-from ragdesk.core.options import PRECISIONS
+from ragdesk.core.options import PRECISIONS, TRAIN_OBJECTIVES
 from ragdesk.core.progress import CancelToken
 
 if TYPE_CHECKING:
@@ -71,6 +71,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="name of the pack to register (default: PACK-ft)")
     p.add_argument("--no-register", action="store_true",
                    help="do not register the result as a model pack")
+    p.add_argument("--objective", choices=TRAIN_OBJECTIVES, default="rag",
+                   help="rag: the answer's RAG likelihood through the generator (default); "
+                   "passages: the question encoder alone, taught to rank the passages that "
+                   "hold a gold answer first (the generator stays frozen)")
+    p.add_argument("--passage-temperature", type=float, default=0.05, metavar="T",
+                   help="with --objective passages: the softmax temperature of its scores "
+                   "(default 0.05)")
     p.add_argument("--mode", choices=["token", "sequence"], default="token",
                    help="RAG-Token or RAG-Sequence loss (default token)")
     p.add_argument("--docs", type=int, default=5, metavar="K",
@@ -122,7 +129,8 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "retrieved for them (default: skip them)")
     p.add_argument("--answer-depth", type=int, metavar="N",
                    help="a question is trained on when a gold answer is in its top N "
-                   "retrieved passages (default: --docs)")
+                   "retrieved passages (default: --docs; with --objective passages: 100, "
+                   "the passages each step ranks)")
     p.add_argument("--differentiable-reader", action="store_true",
                    help="with --generator-layers 0, score answers with the generator's "
                    "differentiable forward instead of the engine's (in float32 the same "
@@ -154,12 +162,16 @@ def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.progress import terminal_printer
     from ragdesk.core.training import TrainConfig, train_pack
 
+    passages = args.objective == "passages"
     config = TrainConfig(
+        objective=args.objective, passage_temperature=args.passage_temperature,
         mode=args.mode, n_docs=args.docs, epochs=args.epochs, lr=args.lr,
         question_encoder_lr=args.question_encoder_lr, batch_size=args.batch_size,
         weight_decay=args.weight_decay, seed=args.seed,
         train_question_encoder=not args.freeze_question_encoder,
-        generator_layers=args.generator_layers, checkpoint_every=args.checkpoint_every,
+        # the passages objective never reads the generator
+        generator_layers=0 if passages and args.generator_layers is None
+        else args.generator_layers, checkpoint_every=args.checkpoint_every,
         keep_checkpoints=args.keep_checkpoints, eval_every=args.eval_every,
         skip_unanswerable=not args.all_questions, answer_depth=args.answer_depth,
         inference_reader=not args.differentiable_reader,

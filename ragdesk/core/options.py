@@ -21,6 +21,9 @@ Mode = Literal["token", "sequence", "together"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 # The modes that marginalize over passages (what training and the paper's checkpoints use).
 PER_PASSAGE_MODES: tuple[Mode, ...] = ("token", "sequence")
+# What `ragdesk train` optimizes (see ragdesk.core.training.config): "rag", the answer's RAG
+# likelihood through the generator; "passages", the question encoder alone.
+TRAIN_OBJECTIVES = ("rag", "passages")
 
 # RAG-Sequence only: "thorough" scores every hypothesis under every passage (the paper's),
 # "fast" gives p(y|x,z) ≈ 0 where a passage's beam did not produce the hypothesis.

@@ -9,13 +9,26 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import PER_PASSAGE_MODES
+from ragdesk.core.options import PER_PASSAGE_MODES, TRAIN_OBJECTIVES
 from ragdesk.core.training.guard import ACTIONS, CollapseThresholds
+
+# "rag": the RAG marginal likelihood of the gold answer, through the generator (Lewis et al.
+# 2020); "passages": the question encoder alone, taught to score the retrieved passages that
+# hold a gold answer (the has-answer test) above the others (distant supervision, as DPR's
+# training on NQ): far more questions can teach it, and the generator plays no part.
+OBJECTIVES = TRAIN_OBJECTIVES
+# How deep "passages" looks for passages that hold the answer (and the others it contrasts
+# them with) when --answer-depth is not given.
+PASSAGES_DEPTH = 100
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     mode: str = "token"  # "token" (RAG-Token) or "sequence" (RAG-Sequence)
+    objective: str = "rag"  # one of OBJECTIVES
+    # "passages": the temperature of its softmax over d(z)·q(x) (cosine scores of the
+    # sentence-transformers encoders lie in [-1, 1])
+    passage_temperature: float = 0.05
     n_docs: int = 5
     epochs: int = 1
     lr: float = 3e-5
@@ -48,11 +61,12 @@ class TrainConfig:
     RESUME_KEYS: ClassVar[tuple[str, ...]] = (
         "mode", "n_docs", "lr", "question_encoder_lr", "batch_size", "weight_decay", "seed",
         "train_question_encoder", "generator_layers", "max_answer_tokens",
-        "skip_unanswerable", "answer_depth")
+        "skip_unanswerable", "answer_depth", "objective", "passage_temperature")
 
     def check(self) -> TrainConfig:
         if self.mode not in PER_PASSAGE_MODES:
             raise BadInputError(f"Unknown mode {self.mode!r}.", hint="Use 'token' or 'sequence'.")
+        self._check_objective()
         if self.answer_depth is not None and self.answer_depth < 1:
             raise BadInputError(f"The answer depth must be at least 1, not {self.answer_depth}.")
         if self.eval_every < 0 or self.checkpoint_every < 0:
@@ -74,6 +88,19 @@ class TrainConfig:
                                 "both frozen.")
         return self
 
+    def _check_objective(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise BadInputError(f"Unknown training objective {self.objective!r}.",
+                                hint=f"Use one of: {', '.join(OBJECTIVES)}.")
+        if self.objective == "passages":
+            if not self.generator_frozen or not self.train_question_encoder:
+                raise BadInputError(
+                    "The passages objective trains the question encoder alone.",
+                    hint="Keep the question encoder trainable and use --generator-layers 0.")
+            if not self.passage_temperature > 0:
+                raise BadInputError("The passage temperature must be positive, not "
+                                    f"{self.passage_temperature!r}.")
+
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
         d["eval_ks"] = list(self.eval_ks)
@@ -90,8 +117,10 @@ class TrainConfig:
 
     @property
     def depth(self) -> int:
-        """How deep a gold answer may be retrieved for a question to be trained on."""
-        return self.answer_depth or self.n_docs
+        """How deep a gold answer may be retrieved for a question to be trained on (and,
+        for the passages objective, how many passages each step contrasts)."""
+        return self.answer_depth or (PASSAGES_DEPTH if self.objective == "passages"
+                                     else self.n_docs)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TrainConfig:

@@ -1,4 +1,5 @@
-"""The two RAG training objectives (Lewis et al. 2020, section 2.1 and 2.4).
+"""The two RAG training objectives (Lewis et al. 2020, section 2.1 and 2.4), and the
+retriever's own (:func:`passages_nll`).
 
 Both take the retrieval scores ``d(z)·q(x)`` of the top-K passages and the teacher-forced
 log-probabilities ``log p(y_i | x, z, y_<i)`` of the answer tokens under every passage, so
@@ -8,6 +9,7 @@ generator through the token log-probabilities.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ragdesk.core.options import MODES
@@ -55,3 +57,16 @@ def rag_nll(mode: str, doc_scores: torch.Tensor, token_logprobs: torch.Tensor,
     if mode == "token":
         return rag_token_nll(doc_scores, token_logprobs, mask, temperature)
     raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+
+
+def passages_nll(scores: torch.Tensor, holds: Sequence[bool],
+                 temperature: float) -> torch.Tensor:
+    """-log Σ_{z holds the answer} softmax_z(d(z)·q(x) / temperature) over the retrieved
+    passages ``scores`` [K]; 0 (no gradient) when none of them holds it."""
+    import torch
+
+    pos = torch.tensor(list(holds), dtype=torch.bool, device=scores.device)
+    if not bool(pos.any()):
+        return scores.sum() * 0.0
+    logits = scores.float() / temperature
+    return torch.logsumexp(logits, dim=0) - torch.logsumexp(logits[pos], dim=0)

@@ -134,7 +134,11 @@ def train_pack(
 
 
 def _report_reader(config: TrainConfig, generator: object, report: Reporter | None) -> None:
-    if report is not None and config.generator_frozen:
+    if report is not None and config.objective == "passages":
+        report(f"objective passages: the question encoder alone learns to rank the passages "
+               f"holding a gold answer first among its top {config.depth}; the generator "
+               "is not read")
+    elif report is not None and config.generator_frozen:
         how = ("the engine's inference path" if config.inference_reader
                else "its differentiable forward")
         report(f"generator frozen: p(y|x,z) from {how} "

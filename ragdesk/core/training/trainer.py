@@ -32,6 +32,7 @@ import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
+from ragdesk.core.matching import has_answer
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState, epoch_order
@@ -43,7 +44,7 @@ from ragdesk.core.training.forward import (
     reader_logprobs,
 )
 from ragdesk.core.training.guard import check_collapse
-from ragdesk.core.training.loss import rag_nll
+from ragdesk.core.training.loss import passages_nll, rag_nll
 
 if TYPE_CHECKING:
     import torch
@@ -147,18 +148,24 @@ class RagTrainer:
         return torch.from_numpy(rows).to(self.device)
 
     def example_loss(self, ex: Example) -> torch.Tensor:
-        """The RAG negative marginal log-likelihood of one (question, answer) pair."""
+        """The loss of one (question, answer) pair: the RAG negative marginal
+        log-likelihood, or for the passages objective the retriever's own."""
         import torch
 
         retriever_trains = self.config.train_question_encoder and not self.state.retriever_frozen
         with torch.set_grad_enabled(retriever_trains):
             q = question_vectors(self.encoder, [ex.question])  # [1, d]
-        hits = self.index.search(q.detach().cpu().numpy().astype(np.float32),
-                                 self.config.n_docs)[0]
+        passages_objective = self.config.objective == "passages"
+        k = min(self.config.depth, int(self.index.size)) if passages_objective \
+            else self.config.n_docs
+        hits = self.index.search(q.detach().cpu().numpy().astype(np.float32), k)[0]
         d = self.passage_vectors([h.id for h in hits])  # [K, d], frozen
         scores = q @ d.T  # [1, K]: d(z)·q(x), differentiable in q
         if not self._checked_scores:
             self._check_scores(scores, hits)
+        if passages_objective:
+            holds = [has_answer(h.title, h.text, ex.answers) for h in hits]
+            return passages_nll(scores[0], holds, self.config.passage_temperature)
         target = answer_ids(self.generator, ex.target, self.config.max_answer_tokens)
         passages = [PassageText(h.title, h.text) for h in hits]
         if self._reader_path:
