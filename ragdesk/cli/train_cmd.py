@@ -71,13 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="name of the pack to register (default: PACK-ft)")
     p.add_argument("--no-register", action="store_true",
                    help="do not register the result as a model pack")
-    p.add_argument("--objective", choices=TRAIN_OBJECTIVES, default="rag",
-                   help="rag: the answer's RAG likelihood through the generator (default); "
-                   "passages: the question encoder alone, taught to rank the passages that "
-                   "hold a gold answer first (the generator stays frozen)")
-    p.add_argument("--passage-temperature", type=float, default=0.05, metavar="T",
-                   help="with --objective passages: the softmax temperature of its scores "
-                   "(default 0.05)")
+    _add_objective_options(p)
     p.add_argument("--mode", choices=["token", "sequence"], default="token",
                    help="RAG-Token or RAG-Sequence loss (default token)")
     p.add_argument("--docs", type=int, default=5, metavar="K",
@@ -120,6 +114,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_train)
+
+
+def _add_objective_options(p: argparse.ArgumentParser) -> None:
+    """What the run optimizes."""
+    p.add_argument("--objective", choices=TRAIN_OBJECTIVES, default="rag",
+                   help="rag: the answer's RAG likelihood through the generator (default); "
+                   "passages: the question encoder alone, taught to rank the passages that "
+                   "hold a gold answer first (the generator stays frozen)")
+    p.add_argument("--passage-temperature", type=float, default=0.05, metavar="T",
+                   help="with --objective passages: the softmax temperature of its scores "
+                   "(default 0.05)")
 
 
 def _add_retriever_options(p: argparse.ArgumentParser) -> None:
