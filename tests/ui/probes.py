@@ -4,6 +4,9 @@ name (``ActionSpec.name`` is the QAction's objectName) and the error dialog open
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMessageBox, QWidget
 
@@ -24,3 +27,16 @@ def error_box(window: QWidget) -> QMessageBox | None:
 def no_error(window: QWidget) -> bool:
     """No error dialog is open over ``window``."""
     return error_box(window) is None
+
+
+def answer_packs(window: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The packs the window's backend is asked to answer with, from now on, in order."""
+    asked: list[str] = []
+    real_answer = window.backend.answer
+
+    def answer(question: str, params: Any, *, pack: str, **kw: Any) -> Any:
+        asked.append(pack)
+        return real_answer(question, params, pack=pack, **kw)
+
+    monkeypatch.setattr(window.backend, "answer", answer)
+    return asked

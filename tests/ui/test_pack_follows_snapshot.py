@@ -16,7 +16,7 @@ import pytest
 from ragdesk.core.session import resolve_pack_name
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
-from tests.ui.probes import no_error
+from tests.ui.probes import answer_packs, no_error
 
 TIMEOUT_MS = 180_000
 NOTE = "The tiny pack cannot query other-space; answering with its own pack tiny-st."
@@ -81,14 +81,7 @@ def test_a_snapshot_the_chosen_pack_cannot_query_answers_with_its_own(
     assert w.state.snapshot("other-space").unusable_reason is None
     assert w.index_menu.actions["other-space"].isEnabled()
 
-    asked: list[str] = []
-    real_answer = w.backend.answer
-
-    def answer(question: str, params: Any, *, pack: str, **kw: Any) -> Any:
-        asked.append(pack)
-        return real_answer(question, params, pack=pack, **kw)
-
-    monkeypatch.setattr(w.backend, "answer", answer)
+    asked = answer_packs(w, monkeypatch)
     w.question.setPlainText("who wrote the origin of species?")
     with qtbot.waitSignal(w.conversation.answerFinished, timeout=TIMEOUT_MS) as sig:
         w.send()

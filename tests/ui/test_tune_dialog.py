@@ -15,6 +15,7 @@ from ragdesk.core.progress import TrainingUpdate
 from ragdesk.ui.ops import Lane
 from ragdesk.ui.tune_dialog import CHECK_TITLE, TUNE_TITLE, TuneDialog, open_tune_dialog
 from tests.ui.conftest import A_ARTICLES
+from tests.ui.probes import answer_packs
 
 TIMEOUT_MS = 120_000
 
@@ -167,14 +168,7 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
     assert d.use_tuned.isVisible() and d.use_tuned.text() == "&Use tiny-tuned"
     assert d.keep_base.isVisible() and d.keep_base.text() == "&Keep tiny"
     qtbot.waitUntil(lambda: "tiny-tuned" in {p.name for p in w.state.packs}, timeout=30_000)
-    asked: list[str] = []
-    real_answer = w.backend.answer
-
-    def answer(question: str, params: Any, *, pack: str, **kw: Any) -> Any:
-        asked.append(pack)
-        return real_answer(question, params, pack=pack, **kw)
-
-    monkeypatch.setattr(w.backend, "answer", answer)
+    asked = answer_packs(w, monkeypatch)
     qtbot.mouseClick(d.use_tuned, Qt.MouseButton.LeftButton)
     assert w.state.pack == "tiny-tuned"
     qtbot.waitUntil(lambda: w.backend.ctx.settings.get("model_pack") == "tiny-tuned",
