@@ -31,7 +31,7 @@ from ragdesk.core.errors import RagdeskError
 from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
 from ragdesk.core.models.packs import question_encoder_space
 from ragdesk.core.options import PRECISION_KEY, AnswerOptions, RetrieverName
-from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
+from ragdesk.core.pack_choice import STARTER, chosen_or_none
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.retrieval import SearchableSnapshot
@@ -50,8 +50,7 @@ def resolve_pack_name(app: AppContext, pack: str | None = None,
     :func:`pack_for`, given the choice remembered in the settings."""
     if pack:
         return pack
-    chosen = app.settings.chosen(SETTINGS_KEY)
-    return pack_for(app, str(chosen) if chosen else None, snapshot)
+    return pack_for(app, chosen_or_none(app.settings), snapshot)
 
 
 def pack_for(app: AppContext, chosen: str | None, snapshot: str | None) -> str:

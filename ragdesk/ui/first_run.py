@@ -133,7 +133,6 @@ class FirstRunDialog(FittedDialog):
         head.addLayout(title_box, 1)
         return head
 
-
     def _option(self, lay: QVBoxLayout, title: str, text: str) -> QRadioButton:
         radio = QRadioButton(title)
         f = QFont(radio.font())

@@ -6,6 +6,7 @@ anyway) and the preallocated KV cache.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
 # product streams W once (measured: 5 rows 55 ms vs 157 ms). On the small per-layer matrices
 # both cost the same, so they keep F.linear.
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
+
+# Rows quantized at a time into an int8 copy: a block stays in the cache (see Int8Rows).
+_QUANTIZE_ROWS = 4096
+
 
 class Linear:
     """``x @ W.T (+ b)`` in float32, or with int8 weights and dynamically quantized inputs;
@@ -123,23 +128,18 @@ class Int8Rows:
         return self.q.float() * self.scales.float()[:, None]
 
 
-_QUANTIZE_ROWS = 4096
-_INT8_ROWS: list[bool] = []
-
-
+@functools.cache
 def int8_rows_available() -> bool:
     """Whether this torch build multiplies bfloat16 by int8 rows on the CPU (checked once)."""
-    if not _INT8_ROWS:
-        import torch
+    import torch
 
-        try:
-            w = torch.ones((4, 32), dtype=torch.int8)
-            got = torch._weight_int8pack_mm(torch.ones((1, 32), dtype=torch.bfloat16), w,
-                                            torch.ones(4, dtype=torch.bfloat16))
-            _INT8_ROWS.append(bool(float(got[0, 0]) == 32.0))
-        except (AttributeError, RuntimeError, NotImplementedError):
-            _INT8_ROWS.append(False)
-    return _INT8_ROWS[0]
+    try:
+        w = torch.ones((4, 32), dtype=torch.int8)
+        got = torch._weight_int8pack_mm(torch.ones((1, 32), dtype=torch.bfloat16), w,
+                                        torch.ones(4, dtype=torch.bfloat16))
+        return bool(float(got[0, 0]) == 32.0)
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 def int8_prepack(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:

@@ -32,7 +32,7 @@ import numpy as np
 
 from ragdesk.core.engine.generators import PassageText
 from ragdesk.core.errors import BadInputError, CorruptSnapshotError
-from ragdesk.core.matching import has_answer
+from ragdesk.core.matching import AnswerMatcher, passage_string
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState, epoch_order
@@ -164,7 +164,8 @@ class RagTrainer:
         if not self._checked_scores:
             self._check_scores(scores, hits)
         if passages_objective:
-            holds = [has_answer(h.title, h.text, ex.answers) for h in hits]
+            matcher = AnswerMatcher(ex.answers)  # once: it is compiled from the answers
+            holds = [matcher.matches(passage_string(h.title, h.text)) for h in hits]
             return passages_nll(scores[0], holds, self.config.passage_temperature)
         target = answer_ids(self.generator, ex.target, self.config.max_answer_tokens)
         passages = [PassageText(h.title, h.text) for h in hits]
