@@ -93,7 +93,7 @@ def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
     from ragdesk.core.models import load_generator
 
     generator = load_generator(pack.generator, precision=opts.precision)
-    engine = Engine(encoder, generator)
+    engine = Engine(encoder, generator, every_feature=True)  # its rows may be fitted on
 
     def answer(question: str) -> Answer:
         return engine.ask(question, opts, snapshot=snapshot)

@@ -46,7 +46,9 @@ FEATURES: tuple[str, ...] = (
     "closed_book_lp_per_token",  # the same per token of the answer's text
 )
 
-_READING = FEATURES[FEATURES.index("best_passage_lp"):]
+_READING = FEATURES[FEATURES.index("best_passage_lp"):FEATURES.index("closed_book_lp")]
+# The features of the closed-book pass, the one that costs a forward of its own.
+CLOSED_BOOK: tuple[str, ...] = FEATURES[FEATURES.index("closed_book_lp"):]
 
 # Words that say nothing about whether a passage is about the question.
 _STOP = frozenset((
@@ -118,10 +120,12 @@ def _share_of(words: Sequence[str], within: set[str]) -> float:
     return sum(1 for w in words if w in within) / len(words) if words else 0.0
 
 
-def answer_features(answer: Answer, closed_book_lp: float,
-                    closed_book_tokens: int) -> dict[str, float]:
+def answer_features(answer: Answer, closed_book_lp: float | None,
+                    closed_book_tokens: int = 0) -> dict[str, float]:
     """The features of one answer, by name (see :data:`FEATURES`); ``closed_book_lp`` over
-    ``closed_book_tokens``: the answer read without passages (0 over 0 for no text)."""
+    ``closed_book_tokens``: the answer read without passages (0 over 0 for no text). With
+    ``closed_book_lp`` None (the pass was not run) the :data:`CLOSED_BOOK` features are
+    absent, which a model reads as their mean."""
     docs = answer.docs
     n_tok = len(answer.tokens)
     lp = max(-40.0, float(answer.logprob)) if math.isfinite(answer.logprob) else -40.0
@@ -156,6 +160,7 @@ def answer_features(answer: Answer, closed_book_lp: float,
         "has_digit": float(any(c.isdigit() for c in answer.text)),
         "empty": float(not a_words),
         **_reading(answer, held),
-        "closed_book_lp": float(closed_book_lp),
-        "closed_book_lp_per_token": float(closed_book_lp) / max(1, closed_book_tokens),
+        **({} if closed_book_lp is None else {
+            "closed_book_lp": float(closed_book_lp),
+            "closed_book_lp_per_token": float(closed_book_lp) / max(1, closed_book_tokens)}),
     }

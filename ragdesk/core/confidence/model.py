@@ -39,6 +39,11 @@ class ConfidenceModel:
             z += w * (x - m) / s
         return _sigmoid(z)
 
+    def reads_any(self, names: Sequence[str]) -> bool:
+        """Whether any of ``names`` has a weight in this model."""
+        return any(w != 0.0 for n, w in zip(self.names, self.weights, strict=True)
+                   if n in names)
+
     def abstains(self, confidence: float) -> bool:
         return confidence < self.threshold
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.confidence import (
+    CLOSED_BOOK,
     ConfidenceModel,
     answer_features,
     assign_sources,
@@ -73,8 +74,11 @@ class Engine:
     def __init__(self, question_encoder: TextEncoder, generator: Generator, *,
                  library: SnapshotSource | None = None, snapshot: str | None = None,
                  on_close: Callable[[], None] | None = None,
-                 owns_library: bool = False) -> None:
+                 owns_library: bool = False, every_feature: bool = False) -> None:
         self.question_encoder = question_encoder
+        # Run the closed-book pass even when no confidence model reads it: an evaluation's
+        # rows are what a model is fitted on. Answering alone skips a pass nobody reads.
+        self.every_feature = every_feature
         self.generator = generator
         self.library = library
         self.snapshot_name = snapshot
@@ -237,12 +241,15 @@ class Engine:
         if ans.cancelled:
             return
         assign_sources(ans)
-        t0 = time.perf_counter()
-        with self._lock:
-            prior = closed_book(self.generator, ans.question, ans.text, ans.style)
-        ans.timings["closed_book_s"] = time.perf_counter() - t0
-        ans.features = answer_features(ans, prior.logprob, prior.tokens)
         model = self._confidence_model(index)
+        if self.every_feature or (model is not None and model.reads_any(CLOSED_BOOK)):
+            t0 = time.perf_counter()
+            with self._lock:
+                prior = closed_book(self.generator, ans.question, ans.text, ans.style)
+            ans.timings["closed_book_s"] = time.perf_counter() - t0
+            ans.features = answer_features(ans, prior.logprob, prior.tokens)
+        else:
+            ans.features = answer_features(ans, None)
         if model is not None:
             ans.confidence = model.predict(ans.features)
             ans.abstained = bool(abstain) and model.abstains(ans.confidence)

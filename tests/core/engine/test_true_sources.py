@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from ragdesk.core.confidence import (
+    CLOSED_BOOK,
     FEATURES,
     ConfidenceModel,
     assign_sources,
@@ -19,6 +20,7 @@ from ragdesk.core.confidence import (
     write_snapshot_model,
 )
 from ragdesk.core.engine.api import Engine
+from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.matching import answer_tokens
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
@@ -119,15 +121,16 @@ class _Library:
         pass
 
 
-def _model(threshold: float, bias: float) -> ConfidenceModel:
+def _model(threshold: float, bias: float, reads: tuple[str, ...] = ()) -> ConfidenceModel:
     n = len(FEATURES)
-    return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, (0.0,) * n, bias, threshold)
+    weights = tuple(1e-9 if f in reads else 0.0 for f in FEATURES)
+    return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, weights, bias, threshold)
 
 
 @pytest.mark.parametrize("bias,abstains", [(-3.0, True), (3.0, False)])
 def test_the_engine_judges_answers_with_the_snapshots_model(
         causal_gen: Any, make_cases: Any, tmp_path: Path, bias: float, abstains: bool) -> None:
-    write_snapshot_model(tmp_path, causal_gen.name, _model(0.5, bias))
+    write_snapshot_model(tmp_path, causal_gen.name, _model(0.5, bias, reads=CLOSED_BOOK))
     snap = _Snap(tmp_path, "snap")
     engine = Engine(None, causal_gen, library=_Library(snap))  # type: ignore[arg-type]
     case = make_cases(0)
@@ -149,3 +152,23 @@ def test_without_a_model_an_answer_has_no_confidence_and_never_abstains(
     ans = Engine(None, causal_gen).answer_from_docs(  # type: ignore[arg-type]
         case.question, case.hits, max_new_tokens=NEW)
     assert ans.confidence is None and not ans.abstained and ans.features
+
+
+@pytest.mark.parametrize("every_feature,reads,runs", [
+    (False, (), False), (False, ("logprob",), False), (False, CLOSED_BOOK, True),
+    (True, (), True)])
+def test_the_closed_book_pass_runs_only_when_its_features_are_read_or_collected(
+        causal_gen: Any, make_cases: Any, tmp_path: Path, every_feature: bool,
+        reads: tuple[str, ...], runs: bool) -> None:
+    write_snapshot_model(tmp_path, causal_gen.name, _model(0.5, 0.0, reads=reads))
+    engine = Engine(None, causal_gen, library=_Library(_Snap(tmp_path, "snap")),  # type: ignore[arg-type]
+                    every_feature=every_feature)
+    case = make_cases(2)
+    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                  snapshot_name="snap")
+    assert ans.text.strip()
+    assert ("closed_book_s" in ans.timings) is runs
+    assert set(ans.features) == (set(FEATURES) if runs else set(FEATURES) - set(CLOSED_BOOK))
+    if runs:
+        prior = closed_book(causal_gen, case.question, ans.text, ans.style)
+        assert ans.features["closed_book_lp"] == pytest.approx(prior.logprob, abs=1e-5)
