@@ -67,6 +67,7 @@ def test_train_registers_a_pack_that_ask_uses(tiny_models, tiny_setup, tmp_path:
     finally:
         ctx.close()
     assert spec.kind == "custom" and spec.generator_kind == "seq2seq"
+    assert spec.default_mode == "token"  # a trained generator reads as it was trained
     assert Path(spec.question_encoder) == out / "final" / "question_encoder"
     assert Path(spec.generator) == out / "final" / "generator"
     assert spec.passage_encoder == str(tiny_models.st_encoder)  # the snapshot's, unchanged
@@ -278,7 +279,8 @@ def test_the_passages_objective_trains_the_question_encoder_alone(
     keeps the questions with a gold answer in the top 100, and writes a retriever-only pack."""
     data, out = tiny_setup["data"], tmp_path / "run"
     synthetic.register_tiny_pack(data, "tiny-st", tiny_models.st_encoder,
-                                 tiny_models.st_encoder, tiny_models.bart, kind="seq2seq")
+                                 tiny_models.st_encoder, tiny_models.bart, kind="seq2seq",
+                                 default_mode="sequence")
     code, stdout, stderr = _cli(
         data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-st",
         "--out", str(out), "--objective", "passages", "--batch-size", "4", "--lr", "1e-3",
@@ -290,6 +292,14 @@ def test_the_passages_objective_trains_the_question_encoder_alone(
     assert json.loads(stdout)["pack"] == "tiny-passages"
     assert (out / "final" / "question_encoder").is_dir()
     assert not (out / "final" / "generator").exists()
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models import get_pack
+
+    ctx = AppContext(data)
+    try:  # the frozen reader reads as in its own pack
+        assert get_pack(ctx.catalog, "tiny-passages").default_mode == "sequence"
+    finally:
+        ctx.close()
 
     code, _stdout, stderr = _cli(
         data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-st",

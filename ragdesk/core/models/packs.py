@@ -174,6 +174,7 @@ def _data_for(catalog: Catalog, data: DataDir | None) -> DataDir:
 def _custom_spec(rec: ModelPackRecord) -> PackSpec:
     details = dict(rec.details or {})
     family, dim = details.get("encoder_family"), details.get("encoder_dim")
+    mode = details.get("default_mode")
     return PackSpec(
         name=rec.name, kind=KIND_CUSTOM, question_encoder=rec.question_encoder or "",
         passage_encoder=rec.passage_encoder, generator=rec.generator or "",
@@ -181,7 +182,7 @@ def _custom_spec(rec: ModelPackRecord) -> PackSpec:
         description=str(details.get("description") or "Imported with `ragdesk models import`."),
         encoder_family=family if isinstance(family, str) else None,
         encoder_dim=dim if isinstance(dim, int) else None,
-        details=details)
+        default_mode=mode if isinstance(mode, str) else None, details=details)
 
 
 def builtin_names() -> list[str]:
@@ -367,7 +368,7 @@ def register_pack(catalog: Catalog, spec: PackSpec, *, replace: bool = False) ->
     check_pack_name(spec.name)
     details = dict(spec.details)
     details.update({"description": spec.description, "encoder_family": spec.encoder_family,
-                    "encoder_dim": spec.encoder_dim})
+                    "encoder_dim": spec.encoder_dim, "default_mode": spec.default_mode})
     catalog.add_model_pack(spec.name, KIND_CUSTOM, question_encoder=spec.question_encoder,
                            passage_encoder=spec.passage_encoder, generator=spec.generator,
                            generator_kind=spec.generator_kind, details=details, replace=replace)

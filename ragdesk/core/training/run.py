@@ -264,7 +264,10 @@ def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
         passage_encoder=base.passage_encoder,
         generator=str(gen_dir) if gen_dir.is_dir() else base.generator,
         generator_kind=trainer.generator.kind, description=description,
-        encoder_family=info.family, encoder_dim=info.dim, default_mode=config.mode,
+        encoder_family=info.family, encoder_dim=info.dim,
+        # a frozen reader reads as it did in its own pack (the reader pack: together);
+        # a trained one in the mode it was trained in
+        default_mode=base.default_mode if config.generator_frozen else config.mode,
         details=details), replace=True).name
 
 

@@ -3,6 +3,7 @@ and the remembered choice."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,13 @@ def _custom(tiny_models, name: str = "mine") -> PackSpec:  # type: ignore[no-unt
                     passage_encoder=str(tiny_models.ctx_encoder),
                     generator=str(tiny_models.rag_sequence), generator_kind="seq2seq",
                     encoder_family="dpr", encoder_dim=32, details={"source": "x"})
+
+
+@pytest.mark.parametrize("mode", [None, "together"])
+def test_a_custom_pack_keeps_its_reading_mode(tiny_models, catalog: Catalog,  # type: ignore[no-untyped-def]
+                                              mode: str | None) -> None:
+    register_pack(catalog, dataclasses.replace(_custom(tiny_models), default_mode=mode))
+    assert get_pack(catalog, "mine").default_mode == mode
 
 
 def test_custom_pack_roundtrip(tiny_models, catalog: Catalog) -> None:  # type: ignore[no-untyped-def]

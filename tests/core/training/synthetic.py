@@ -48,7 +48,8 @@ def build_snapshot(data_root: Path, encoder: Path, name: str = "synth") -> None:
 
 
 def register_tiny_pack(data_root: Path, name: str, question_encoder: Path,
-                       passage_encoder: Path, generator: Path, kind: str = "seq2seq") -> None:
+                       passage_encoder: Path, generator: Path, kind: str = "seq2seq",
+                       default_mode: str | None = None) -> None:
     from ragdesk.core.app import AppContext
     from ragdesk.core.models.packs import PackSpec, register_pack
 
@@ -57,6 +58,6 @@ def register_tiny_pack(data_root: Path, name: str, question_encoder: Path,
         register_pack(ctx.catalog, PackSpec(
             name=name, kind="custom", question_encoder=str(question_encoder),
             passage_encoder=str(passage_encoder), generator=str(generator),
-            generator_kind=kind))
+            generator_kind=kind, default_mode=default_mode))
     finally:
         ctx.close()
