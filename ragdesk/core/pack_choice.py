@@ -20,6 +20,12 @@ class SettingsReader(Protocol):
     def get(self, key: str, default: object = None) -> object: ...
 
 
+def fallback_note(chosen: str, snapshot: str, answering: str) -> str:
+    """What every front end says when the pack chosen cannot query the snapshot and the
+    snapshot's own pack answers instead (:func:`ragdesk.core.session.pack_for`)."""
+    return f"The {chosen} pack cannot query {snapshot}; answering with its own pack {answering}."
+
+
 def chosen_or_none(settings: SettingsReader) -> str | None:
     """The pack chosen (``ragdesk models use``, the GUI's pack menu); None: never chosen."""
     value = settings.get(SETTINGS_KEY)

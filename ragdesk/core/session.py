@@ -31,7 +31,7 @@ from ragdesk.core.errors import RagdeskError
 from ragdesk.core.models import PackSpec, check_pack_matches_snapshot, get_pack, loading
 from ragdesk.core.models.packs import question_encoder_space
 from ragdesk.core.options import PRECISION_KEY, AnswerOptions, RetrieverName
-from ragdesk.core.pack_choice import STARTER, chosen_or_none
+from ragdesk.core.pack_choice import STARTER, chosen_or_none, fallback_note
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, ProgressCallback
 from ragdesk.core.retrieval import SearchableSnapshot
@@ -69,8 +69,7 @@ def pack_for(app: AppContext, chosen: str | None, snapshot: str | None) -> str:
     if chosen and not (own and own != chosen and not _fits(app, chosen, str(name))):
         return chosen
     if chosen:
-        log.info("the chosen pack %s cannot query snapshot %s; using its own pack %s",
-                 chosen, name, own)
+        log.info("%s", fallback_note(chosen, str(name), own or STARTER))
     return own or STARTER
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from PySide6.QtCore import QObject, Signal
 
-from ragdesk.core.pack_choice import STARTER
+from ragdesk.core.pack_choice import STARTER, fallback_note
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.infos import FolderImportSummary, PackInfo, SnapshotInfo, VerifyReport
@@ -139,7 +139,7 @@ class Library(QObject):
             return None
         self._explained = (chosen, pack, name)
         # The core gives way to the snapshot's own pack only when the choice cannot query it.
-        return f"The {chosen} pack cannot query {name}; answering with its own pack {pack}."
+        return fallback_note(chosen, name, pack)
 
     def _explain_pack(self) -> None:
         note = self._pack_note()

@@ -8,6 +8,7 @@ import logging
 
 from PySide6.QtWidgets import QLabel, QStatusBar
 
+from ragdesk.core.pack_choice import fallback_note
 from ragdesk.core.units import plural
 from ragdesk.ui.dialogs import JobPanel
 from ragdesk.ui.elided import ElidedLabel
@@ -56,11 +57,11 @@ class StatusLine:
             "Its dense index is still being computed (or its computation was interrupted): "
             "answers use keyword search (BM25) until it is done." if pending else "")
         self.pack.setText(f"Pack: <b>{html.escape(self.state.pack)}</b>")
-        chosen = self.state.chosen_pack
+        chosen, snapshot = self.state.chosen_pack, self.state.active_snapshot
         # The activity line says it once and is soon replaced; this stays while it holds.
         self.pack.setToolTip(
-            f"The {chosen} pack you chose cannot query {self.state.active_snapshot}: its own "
-            f"pack {self.state.pack} answers." if chosen and chosen != self.state.pack else "")
+            fallback_note(chosen, snapshot, self.state.pack)
+            if chosen and snapshot and chosen != self.state.pack else "")
 
     def _job_finished(self, op: Op[object], _result: object) -> None:
         self.job.finish(op)

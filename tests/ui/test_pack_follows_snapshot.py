@@ -77,7 +77,7 @@ def test_a_snapshot_the_chosen_pack_cannot_query_answers_with_its_own(
     assert w.controls.pack.currentData() == "tiny-st"
     assert "tiny-st" in w.status.pack.text()
     assert w.said == [NOTE]  # once
-    assert "tiny pack you chose cannot query other-space" in w.status.pack.toolTip()
+    assert w.status.pack.toolTip() == NOTE
     assert w.state.snapshot("other-space").unusable_reason is None
     assert w.index_menu.actions["other-space"].isEnabled()
 
