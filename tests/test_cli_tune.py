@@ -53,6 +53,20 @@ def test_tune_registers_the_pack_the_app_would(data: Path, tmp_path: Path,
     assert code == 0, err
 
 
+def test_the_help_gives_the_job_s_recipe_and_objective() -> None:
+    from ragdesk.cli.tune_cmd import EPILOG
+    from ragdesk.core.training.config import PASSAGES_DEPTH
+    from ragdesk.core.training.tune import TuneChoices
+
+    d = TuneChoices()
+    assert (d.epochs, d.lr, d.batch_size, d.held_out, d.n_docs) == (6, 2e-5, 16, 0.2, 5)
+    text = " ".join(EPILOG.split())
+    assert "(6 epochs, lr 2e-5, batch 16)" in text and "docs/finetuning.md" in text
+    assert f"top {PASSAGES_DEPTH} passages" in text and "top-5 retrieval" in text
+    assert "--objective passages" in text and "not read, nor loaded" in text
+    assert "through its frozen reader" not in text
+
+
 def test_tune_errors_say_what_to_fix(data: Path, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(data, "tune", str(tmp_path / "missing.jsonl"), "--pack", "tiny",

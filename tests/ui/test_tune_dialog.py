@@ -45,13 +45,23 @@ def _open(qtbot: Any, w: Any) -> TuneDialog:
     return d
 
 
-def _expected_answerable(w: Any, path: Path) -> int:
+def _expected_check(w: Any, path: Path) -> tuple[int, int]:
+    """(the questions the core's check counts, the depth training selects them at: the
+    passages objective's, or all of wiki-a when it holds fewer passages)."""
     from ragdesk.core.app import AppContext
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.training.config import PASSAGES_DEPTH
     from ragdesk.core.training.tune import check_questions
 
     ctx = AppContext(w.backend.data.root)
     try:
-        return check_questions(ctx.data, ctx.catalog, path, pack="tiny").answerable
+        index = open_snapshot(ctx.data, ctx.catalog, "wiki-a")
+        try:
+            size = int(index.size)
+        finally:
+            index.close()
+        n = check_questions(ctx.data, ctx.catalog, path, pack="tiny").answerable
+        return n, min(PASSAGES_DEPTH, size)
     finally:
         ctx.close()
 
@@ -74,20 +84,25 @@ def test_the_file_is_checked_before_anything_trains(qtbot: Any, window: Any,
     good = _questions(tmp_path, tiny_models)
     d.choose_file(str(good))
     qtbot.waitUntil(lambda: d.check is not None, timeout=TIMEOUT_MS)
-    n = _expected_answerable(w, good)
+    n, depth = _expected_check(w, good)
     assert 0 < n <= 24  # the four answers no passage holds are not counted
+    assert d.check is not None and d.check.depth == depth > 5  # not K: training's depth
     have = "has" if n == 1 else "have"
-    assert _text(d.check_label) == (f"28 questions; {n} {have} a gold answer in the top 5 "
-                                    "passages of wiki-a and can teach the retriever.")
+    assert _text(d.check_label) == (f"28 questions; {n} {have} a gold answer in the top "
+                                    f"{depth} passages of wiki-a and can teach the retriever.")
     assert d.check_label.property("error") is False
     qtbot.waitUntil(d.start_button.isEnabled, timeout=30_000)
     assert d.start_button.text() == "&Start"
-    # the recipe's choices, shown with their units
-    assert d.epochs.value() == 1 and d.epochs.text() == "1 epoch"
-    d.epochs.setValue(2)
-    assert d.epochs.text() == "2 epochs"
-    assert d.lr.currentText() == "3e-5  (default)" and d.held_out.value() == 20
-    assert [d.lr.itemData(i) for i in range(d.lr.count())] == [1e-5, 3e-5, 1e-4, 3e-4]
+    # what happens, in the intro: the passages objective, without the reader
+    intro = _text(d.intro)
+    assert "hold a gold answer first" in intro and "reader is not read" in intro
+    assert "minutes" in intro and "through its reader" not in intro
+    # the recipe's choices (the passages objective's), shown with their units
+    assert d.epochs.value() == 6 and d.epochs.text() == "6 epochs"
+    d.epochs.setValue(1)
+    assert d.epochs.text() == "1 epoch"
+    assert d.lr.currentText() == "2e-5  (default)" and d.held_out.value() == 20
+    assert [d.lr.itemData(i) for i in range(d.lr.count())] == [1e-5, 2e-5, 5e-5, 1e-4]
 
 
 def _gate_after_first_step(w: Any, monkeypatch: pytest.MonkeyPatch
@@ -150,7 +165,7 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
     assert r is not None and r.pack == "tiny-tuned" and r.base_pack == "tiny"
     trained = [u for u in runs[1] if u.stage == "Training the question encoder"]
     assert trained[0].done == 1  # resumed from the checkpoint's step
-    assert trained[-1].done == trained[-1].total == r.steps == 2 * -(-r.trained_on // 8)
+    assert trained[-1].done == trained[-1].total == r.steps == 2 * -(-r.trained_on // 16)
     # the steps line shows what the last update said, in the dialog's words
     assert _text(d.steps).startswith(f"Step {r.steps:,} of {r.steps:,}  ·  loss ")
     assert f"held-out top-5 {r.top_k_after * 100:.1f} %" in _text(d.steps)
@@ -166,6 +181,8 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
 
     # the tuned pack beside the one in use; choosing it answers the next question with it
     assert d.use_tuned.isVisible() and d.use_tuned.text() == "&Use tiny-tuned"
+    # every text of the end state fits a 1280x720 screen at the dialog's narrowest
+    assert d.layout().totalHeightForWidth(d.minimumWidth()) <= 720 - 40
     assert d.keep_base.isVisible() and d.keep_base.text() == "&Keep tiny"
     qtbot.waitUntil(lambda: "tiny-tuned" in {p.name for p in w.state.packs}, timeout=30_000)
     asked = answer_packs(w, monkeypatch)

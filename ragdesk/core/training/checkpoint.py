@@ -82,10 +82,13 @@ def save_generator(gen: Generator, folder: Path) -> None:
     gen.tokenizer.save_pretrained(str(folder))
 
 
-def save_models(folder: Path, encoder: TextEncoder, gen: Generator,
+def save_models(folder: Path, encoder: TextEncoder, gen: Generator | None,
                 with_generator: bool = True) -> None:
+    """``gen`` may be None when ``with_generator`` is off (a run that never loaded it)."""
     save_question_encoder(encoder, folder / QUESTION_ENCODER_DIR)
     if with_generator:
+        if gen is None:
+            raise ValueError("with_generator needs the generator")
         save_generator(gen, folder / GENERATOR_DIR)
 
 
@@ -146,7 +149,7 @@ def read_state(checkpoint: Path) -> dict[str, Any]:
     return data
 
 
-def write_checkpoint(out_dir: Path, step: int, encoder: TextEncoder, gen: Generator,
+def write_checkpoint(out_dir: Path, step: int, encoder: TextEncoder, gen: Generator | None,
                      optimizer: torch.optim.Optimizer, state: dict[str, object],
                      keep: int = 1, with_generator: bool = True) -> Path:
     """Write ``checkpoint-<step>`` atomically, then drop all but the newest ``keep``."""

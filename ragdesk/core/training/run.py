@@ -9,6 +9,8 @@ Output folder layout::
                              (with an evaluation file, once training has beaten the start)
 
 With the generator frozen, no generator folder is written: the pack uses the base pack's.
+The passages objective does not even load it, unless held-out questions are answered for
+exact match.
 
 A second run with the same ``OUT`` resumes from the newest checkpoint; its options must be the
 ones the checkpoint was made with (``epochs`` may grow).
@@ -37,6 +39,7 @@ from ragdesk.core.training.trainer import RagTrainer, Reporter, Watcher
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
+    from ragdesk.core.engine.generators import Generator
     from ragdesk.core.paths import DataDir
 
 log = logging.getLogger(__name__)
@@ -108,8 +111,8 @@ def train_pack(
                  "train_file": str(Path(train_path).resolve()), "n_train": len(examples)}
         start = _start_point(out_dir, config, ident, spec, report)
         encoder = load_question_encoder(start.question_encoder)
-        generator = load_generator(start.generator, progress=progress, cancel=cancel,
-                                   precision=precision)
+        generator = _load_reader(start.generator, config, dev is not None, progress=progress,
+                                 cancel=cancel, precision=precision)
         trainer = RagTrainer(encoder, generator, index, config, device=device,
                              state=start.state)
         if start.checkpoint is not None:
@@ -133,11 +136,28 @@ def train_pack(
         index.close()
 
 
+def reads_generator(config: TrainConfig, *, answers: bool) -> bool:
+    """Whether a run reads the generator, and so loads it (a 1.5 GB reader takes minutes and
+    gigabytes): the RAG objective always; the passages objective only to answer evaluation
+    questions for exact match (``answers``: there are evaluation questions; an EM limit of 0
+    answers none)."""
+    return config.objective != "passages" or (answers and config.eval_em_limit != 0)
+
+
+def _load_reader(path: str, config: TrainConfig, answers: bool, *,
+                 progress: ProgressCallback | None, cancel: CancelToken | None,
+                 precision: str | None) -> Generator | None:
+    """The generator at ``path``, or None for a run that would never read it."""
+    if not reads_generator(config, answers=answers):
+        return None
+    return load_generator(path, progress=progress, cancel=cancel, precision=precision)
+
+
 def _report_reader(config: TrainConfig, generator: object, report: Reporter | None) -> None:
     if report is not None and config.objective == "passages":
         report(f"objective passages: the question encoder alone learns to rank the passages "
                f"holding a gold answer first among its top {config.depth}; the generator "
-               "is not read")
+               "is not read" + (" (nor loaded)" if generator is None else ""))
     elif report is not None and config.generator_frozen:
         how = ("the engine's inference path" if config.inference_reader
                else "its differentiable forward")
@@ -263,7 +283,8 @@ def _register_result(catalog: Catalog, name: str, final: Path, base: PackSpec,
         name=name, kind="custom", question_encoder=str(final / ck.QUESTION_ENCODER_DIR),
         passage_encoder=base.passage_encoder,
         generator=str(gen_dir) if gen_dir.is_dir() else base.generator,
-        generator_kind=trainer.generator.kind, description=description,
+        generator_kind=base.generator_kind if trainer.generator is None
+        else trainer.generator.kind, description=description,
         encoder_family=info.family, encoder_dim=info.dim,
         # a frozen reader reads as it did in its own pack (the reader pack: together);
         # a trained one in the mode it was trained in

@@ -85,9 +85,11 @@ def decoder_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(found[-1][3])
 
 
-def set_trainable(encoder: TextEncoder, gen: Generator, config: TrainConfig,
+def set_trainable(encoder: TextEncoder, gen: Generator | None, config: TrainConfig,
                   retriever_frozen: bool) -> None:
     encoder.model.requires_grad_(config.train_question_encoder and not retriever_frozen)
+    if gen is None:
+        return
     layers = config.generator_layers
     if layers is None:
         gen.model.requires_grad_(True)
@@ -98,15 +100,30 @@ def set_trainable(encoder: TextEncoder, gen: Generator, config: TrainConfig,
             block.requires_grad_(True)
 
 
-class RagTrainer:
-    """Trains one question encoder and one generator against one snapshot index."""
+def _generator_params(gen: Generator | None, config: TrainConfig) -> list[torch.nn.Parameter]:
+    """The generator's parameters the optimizer holds: its trainable ones when only some
+    layers train, all of them otherwise, none without a generator."""
+    if gen is None:
+        return []
+    if config.generator_layers is not None:
+        return [p for p in gen.model.parameters() if p.requires_grad]
+    return list(gen.model.parameters())
 
-    def __init__(self, encoder: TextEncoder, generator: Generator, index: VectorSnapshot,
-                 config: TrainConfig, *, device: str | None = None,
+
+class RagTrainer:
+    """Trains one question encoder and one generator against one snapshot index.
+
+    ``generator`` may be None where nothing reads it: the passages objective, evaluated
+    without answering (no exact match)."""
+
+    def __init__(self, encoder: TextEncoder, generator: Generator | None,
+                 index: VectorSnapshot, config: TrainConfig, *, device: str | None = None,
                  state: TrainState | None = None) -> None:
         import torch
 
         self.config = config.check()
+        if generator is None and config.objective != "passages":
+            raise ValueError("The RAG objective reads the generator: pass one.")
         self.encoder = encoder
         self.generator = generator
         self.index = index
@@ -123,15 +140,17 @@ class RagTrainer:
         # A frozen generator read through the engine stays where the engine built its
         # decoder (the lean decoders keep their own copies of the weights).
         self._reader_path = config.generator_frozen and config.inference_reader
-        self.generator_device = str(generator.device) if self._reader_path else self.device
+        self.generator_device = str(generator.device) if (
+            self._reader_path and generator is not None) else self.device
         encoder.model.to(self.device)
-        generator.model.to(self.generator_device)
+        if generator is not None:
+            generator.model.to(self.generator_device)
         set_trainable(encoder, generator, config, self.state.retriever_frozen)
         # One group per model, always both, so that the optimizer state lines up with the
-        # parameters whatever is frozen at the time.
+        # parameters whatever is frozen at the time (the passages objective's generator
+        # group is empty whether or not the generator was loaded).
         self.q_params = list(encoder.model.parameters())
-        self.g_params = [p for p in generator.model.parameters() if p.requires_grad] \
-            if config.generator_layers is not None else list(generator.model.parameters())
+        self.g_params = _generator_params(generator, config)
         groups: list[dict[str, object]] = [
             {"params": self.q_params, "lr": config.question_encoder_lr or config.lr},
             {"params": self.g_params}]
@@ -167,6 +186,7 @@ class RagTrainer:
             matcher = AnswerMatcher(ex.answers)  # once: it is compiled from the answers
             holds = [matcher.matches(passage_string(h.title, h.text)) for h in hits]
             return passages_nll(scores[0], holds, self.config.passage_temperature)
+        assert self.generator is not None  # checked in __init__: the RAG objective reads it
         target = answer_ids(self.generator, ex.target, self.config.max_answer_tokens)
         passages = [PassageText(h.title, h.text) for h in hits]
         if self._reader_path:
@@ -195,7 +215,8 @@ class RagTrainer:
 
         self.encoder.model.train()
         # a frozen generator's dropout would only add noise to p(y|x,z)
-        self.generator.model.train(not self.config.generator_frozen)
+        if self.generator is not None:
+            self.generator.model.train(not self.config.generator_frozen)
         torch.manual_seed(self.config.seed * 1_000_003 + self.state.step)
         self.optimizer.zero_grad(set_to_none=True)
         total = 0.0

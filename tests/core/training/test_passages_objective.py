@@ -5,6 +5,7 @@ holding the answers first, with the generator untouched."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -91,3 +92,28 @@ def test_training_ranks_the_passages_that_hold_the_answers_first(
     # the generator plays no part: not one of its weights moved
     assert all(torch.equal(a, b) for a, b in
                zip(gen_before, tr.generator.model.parameters(), strict=True))
+
+
+def test_the_generator_is_loaded_only_where_something_reads_it() -> None:
+    from ragdesk.core.training.run import reads_generator
+
+    passages = TrainConfig(objective="passages", generator_layers=0)
+    assert not reads_generator(passages, answers=False)  # no evaluation questions
+    assert not reads_generator(replace(passages, eval_em_limit=0), answers=True)
+    assert reads_generator(passages, answers=True)  # exact match answers the held-out ones
+    assert reads_generator(TrainConfig(), answers=False)  # the RAG objective reads it
+
+
+def test_a_trainer_without_a_generator_trains_the_passages_objective(
+        tiny_models: Any, index: Any) -> None:
+    from ragdesk.core.models import load_question_encoder
+    from ragdesk.core.training.trainer import RagTrainer
+
+    enc = load_question_encoder(tiny_models.st_encoder)
+    cfg = TrainConfig(objective="passages", generator_layers=0, n_docs=4, batch_size=4,
+                      eval_ks=(1, 2))
+    tr = RagTrainer(enc, None, index, cfg, device="cpu")
+    st = tr.run(_examples(), _examples()[:4], held_out=True)
+    assert st.step == 2 and tr.evaluate(_examples()).em is None  # nothing answered
+    with pytest.raises(ValueError, match="reads the generator"):
+        RagTrainer(enc, None, index, TrainConfig(n_docs=4), device="cpu")

@@ -1,5 +1,7 @@
-"""The tuning job the app and ``ragdesk tune`` share: progress by step, Cancel
-then resume to the same end, clear errors for bad files, and the tuned pack registered."""
+"""The tuning job the app and ``ragdesk tune`` share: the passages objective with its
+recipe, the generator never loaded, the questions counted at the depth training selects
+them at, progress by step, Cancel then resume to the same end, clear errors for bad files,
+and the tuned pack registered."""
 
 from __future__ import annotations
 
@@ -41,7 +43,7 @@ def _questions(tmp_path: Path, copies: int = 2) -> Path:
 def _job(path: Path, **choices: Any) -> Any:
     from ragdesk.core.training.tune import TuneChoices, TuneJob
 
-    base: dict[str, Any] = {"n_docs": 8, "batch_size": 2, "held_out": 0.25}
+    base: dict[str, Any] = {"n_docs": 8, "batch_size": 2, "held_out": 0.25, "epochs": 1}
     base.update(choices)
     return TuneJob(path, "tiny", choices=TuneChoices(**base))
 
@@ -53,8 +55,10 @@ def test_a_job_reports_steps_and_registers_the_tuned_pack(ctx, tmp_path: Path) -
     path = _questions(tmp_path)
     check = check_questions(ctx.data, ctx.catalog, path, pack="tiny",
                             choices=_job(path).choices)
-    assert (check.questions, check.depth, check.snapshot) == (16, 8, "synth")
-    assert 0 < check.answerable <= 16
+    # the passages objective looks deeper than the snapshot's 16 passages: every answer
+    # there is held by one of them
+    assert (check.questions, check.depth, check.snapshot) == (16, 16, "synth")
+    assert check.answerable == 16
     updates: list[Any] = []
     res = run_tune(ctx.data, ctx.catalog, _job(path), progress=updates.append)
 
@@ -82,6 +86,84 @@ def test_a_job_reports_steps_and_registers_the_tuned_pack(ctx, tmp_path: Path) -
     first, last = evals["state"]["evaluations"][0], evals["state"]["evaluations"][-1]
     assert res.top_k_before == first["top_k"]["8"] and res.top_k_after == last["top_k"]["8"]
     assert first["n_questions"] == 4  # measured on the held-out share only
+
+
+def test_a_job_trains_the_passages_objective_and_never_loads_the_generator(
+        ctx, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from ragdesk.core.models import get_pack
+    from ragdesk.core.training import run
+    from ragdesk.core.training.tune import TuneChoices, run_tune
+
+    # the measured recipe (docs/finetuning.md, "The retriever's own objective")
+    recipe = TuneChoices()
+    assert (recipe.epochs, recipe.lr, recipe.batch_size) == (6, 2e-5, 16)
+    config = recipe.config()
+    assert config.objective == "passages" and config.generator_frozen
+    assert config.eval_em_limit == 0 and config.n_docs == 5
+
+    def no_reader(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("the tune job loaded the generator")
+
+    monkeypatch.setattr(run, "load_generator", no_reader)
+    path = _questions(tmp_path)
+    res = run_tune(ctx.data, ctx.catalog, _job(path))
+    assert res.steps == -(-res.trained_on // 2) and res.top_k_after is not None
+    spec, base = get_pack(ctx.catalog, res.pack, ctx.data), get_pack(ctx.catalog, "tiny", ctx.data)
+    assert (spec.generator, spec.generator_kind) == (base.generator, base.generator_kind)
+    saved = json.loads((Path(spec.question_encoder).parent / "training.json").read_text())
+    assert saved["config"]["objective"] == "passages"
+    assert json.loads((res.folder / "job.json").read_text())["objective"] == "passages"
+
+
+def test_the_check_counts_the_questions_with_a_gold_answer_at_the_passages_depth(
+        ctx, tiny_models, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from ragdesk.core.matching import AnswerMatcher, passage_string
+    from ragdesk.core.models import load_question_encoder
+    from ragdesk.core.snapshots import open_snapshot
+    from ragdesk.core.training import config
+    from ragdesk.core.training.tune import check_questions
+
+    depth = 3  # below the snapshot's 16 passages, so that the depth decides the count
+    monkeypatch.setattr(config, "PASSAGES_DEPTH", depth)
+    path = _questions(tmp_path)
+    check = check_questions(ctx.data, ctx.catalog, path, pack="tiny",
+                            choices=_job(path).choices)  # K = 8: the depth is not K
+    assert check.depth == depth
+
+    # the same count by hand: exact inner products over every passage, then the top 3
+    encoder = load_question_encoder(tiny_models.st_encoder)
+    index = open_snapshot(ctx.data, ctx.catalog, "synth")
+    try:
+        emb = np.asarray(index.embeddings(), dtype=np.float64)
+        rows = synthetic.questions() * 2
+        q = encoder.encode([r["question"] for r in rows], role="question")
+        count = 0
+        for row, vec in zip(rows, q, strict=True):
+            top = np.argsort(-(emb @ vec.astype(np.float64)), kind="stable")[:depth]
+            found = index.get_passages([int(i) for i in top])
+            matcher = AnswerMatcher(row["answer"])
+            count += any(matcher.matches(passage_string(p.title, p.text)) for p in found)
+    finally:
+        index.close()
+    assert check.answerable == count
+
+
+def test_an_old_or_unreadable_job_file_does_not_break_a_job(ctx, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from ragdesk.core.training.tune import JOB_FILE, _saved_name, job_folder, run_tune
+
+    path = _questions(tmp_path)
+    job = _job(path)
+    folder = job_folder(ctx.data, ctx.catalog, job)
+    folder.mkdir(parents=True)
+    # the file a job of the RAG objective wrote: no objective in it; its name is kept
+    (folder / JOB_FILE).write_text(json.dumps({"name": "tiny-mine", "base_pack": "tiny"}))
+    assert run_tune(ctx.data, ctx.catalog, job).pack == "tiny-mine"
+    for text in ("", "{", "[1]", '{"name": 3}', '{"base_pack": "tiny"}'):
+        (folder / JOB_FILE).write_text(text)
+        assert _saved_name(folder / JOB_FILE) is None  # the job takes a new name instead
+    assert _saved_name(folder / "missing.json") is None
 
 
 def test_cancel_leaves_a_checkpoint_and_resume_ends_where_a_whole_run_does(
