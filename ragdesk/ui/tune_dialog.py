@@ -210,9 +210,9 @@ class TuneDialog(FittedDialog):
         self.intro.setText(
             f"Trains the question encoder of <b>{self.base_pack}</b> on your questions to "
             f"rank the passages of <b>{snapshot}</b> that hold a gold answer first. The "
-            "reader is not read (nor loaded), so this works for every pack, the 1.5 GB "
-            "reader pack too, and takes minutes. The tuned pack is added beside it; nothing "
-            "of the pack in use is changed.")
+            "reader is not even loaded, so it works for every pack (the 1.5 GB reader pack "
+            "too) and takes minutes. The tuned pack is added beside it; nothing of the pack "
+            "in use is changed.")
 
     def _context_changed(self) -> None:
         """Another pack or snapshot: the next job starts from them, so the file is checked

@@ -95,7 +95,7 @@ def test_the_file_is_checked_before_anything_trains(qtbot: Any, window: Any,
     assert d.start_button.text() == "&Start"
     # what happens, in the intro: the passages objective, without the reader
     intro = _text(d.intro)
-    assert "hold a gold answer first" in intro and "reader is not read" in intro
+    assert "hold a gold answer first" in intro and "reader is not even loaded" in intro
     assert "minutes" in intro and "through its reader" not in intro
     # the recipe's choices (the passages objective's), shown with their units
     assert d.epochs.value() == 6 and d.epochs.text() == "6 epochs"
