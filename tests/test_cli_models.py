@@ -197,3 +197,18 @@ def test_setup_starter(cli, data_dir: Path) -> None:  # type: ignore[no-untyped-
     code, out, _ = cli("models", "setup-starter", "--skip-generator")
     assert code == 0 and "already exists" in out
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # all of it without the hub
+
+
+def test_an_imported_pack_reads_in_the_mode_it_was_given(cli, tiny_models) -> None:  # type: ignore[no-untyped-def]
+    code, _, err = cli("models", "import", str(tiny_models.causal_lm), "--name", "chat",
+                       "--question-encoder", str(tiny_models.st_encoder), "--mode", "together")
+    assert code == 0, err
+    code, _, err = cli("models", "import", str(tiny_models.rag_sequence), "--name", "seq",
+                       "--passage-encoder", str(tiny_models.ctx_encoder), "--mode", "together")
+    assert code == 2 and "cannot read the passages together" in err and "--mode token" in err
+    packs = _packs(cli)
+    assert packs["chat"]["default_mode"] == "together" and "seq" not in packs
+    code, _, err = cli("models", "import", str(tiny_models.rag_sequence), "--name", "seq",
+                       "--passage-encoder", str(tiny_models.ctx_encoder))
+    assert code == 0, err
+    assert _packs(cli)["seq"]["default_mode"] is None  # as the settings say

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
+from ragdesk.core.options import MODES
 from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
 from ragdesk.core.units import human_bytes
@@ -72,6 +73,10 @@ def _register_import(msub: argparse._SubParsersAction[argparse.ArgumentParser]) 
                          "that is inside the model folder (or its Hugging Face cache entry), "
                          "any other link is refused")
     im.add_argument("--replace", action="store_true", help="replace a pack of the same name")
+    im.add_argument("--mode", choices=MODES,
+                    help="how the pack reads its passages when no mode is chosen (default: "
+                         "the settings' mode); together: all in one prompt, for instruct "
+                         "causal LMs")
     im.add_argument("--use", action="store_true", help="also make it the pack to use")
     add_json_option(im)
     im.set_defaults(func=cmd_import)
@@ -189,7 +194,8 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
     spec = import_pack(ctx.data, ctx.catalog, args.path, args.name,
                        question_encoder=args.question_encoder,
                        passage_encoder=args.passage_encoder, generator=args.generator,
-                       copy=args.copy, replace=args.replace, progress=terminal_printer())
+                       copy=args.copy, replace=args.replace, mode=args.mode,
+                       progress=terminal_printer())
     if args.use:
         ctx.settings.set(SETTINGS_KEY, spec.name)
     if args.json:

@@ -27,6 +27,7 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,7 @@ from ragdesk.core.models.refs import (
     inspect_model,
     resolve_ref,
 )
+from ragdesk.core.options import check_mode
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.safe_paths import link_problem
 
@@ -386,11 +388,15 @@ def import_pack(
     generator: str | None = None,
     copy: bool = False,
     replace: bool = False,
+    mode: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> PackSpec:
-    """Validate and register a custom pack (see the module doc for how PATH maps to parts)."""
+    """Validate and register a custom pack (see the module doc for how PATH maps to parts).
+    ``mode``: how the pack reads when no mode is chosen (None: as the settings say)."""
     check_pack_name(name)
+    if mode is not None:
+        check_mode(mode)
     registered = any(r.name == name for r in catalog.list_model_packs())
     if not replace and registered:
         raise AlreadyExistsError(f"A model pack named {name!r} already exists.",
@@ -403,24 +409,37 @@ def import_pack(
     q_info = _check_encoders(parts, prog, cancel)
     prog.set(2, "checking the generator")
     generator_kind = validate_generator(parts["generator"], cancel=cancel)
+    if mode == "together" and generator_kind != "causal":
+        raise BadInputError(
+            f"The generator of {name!r} reads one passage at a time: it cannot read the "
+            "passages together.", hint="Import it with --mode token or --mode sequence.")
     if cancel is not None:
         cancel.raise_if_cancelled()
+    kind = _Kind(generator_kind, mode)
     if not copy:
-        spec = _register(catalog, name, path, parts, q_info, generator_kind, [], replace)
+        spec = _register(catalog, name, path, parts, q_info, kind, [], replace)
     else:
         prog.set(3, "copying the models into the data directory")
         with _PackCopy(data, catalog, name, replace) as pack_copy:
             parts = pack_copy.copy(parts, local)
             pack_copy.swap()
-            spec = _register(catalog, name, path, parts, q_info, generator_kind,
+            spec = _register(catalog, name, path, parts, q_info, kind,
                              [str(pack_copy.dest)], replace, pack_copy.token)
     prog.set(steps, f"registered {name}")
     log.info("registered model pack %s: %s", name, spec.to_json())
     return spec
 
 
+@dataclass(frozen=True)
+class _Kind:
+    """The generator's kind and the pack's reading mode (None: the settings')."""
+
+    generator: str
+    mode: str | None
+
+
 def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
-              parts: dict[str, str], q_info: EncoderInfo, generator_kind: str,
+              parts: dict[str, str], q_info: EncoderInfo, kind: _Kind,
               copied: list[str], replace: bool, copy_token: str | None = None) -> PackSpec:
     details: dict[str, object] = {
         "source": str(Path(path).expanduser().resolve()) if path is not None else None,
@@ -432,7 +451,7 @@ def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
     spec = PackSpec(
         name=name, kind=KIND_CUSTOM, question_encoder=parts["question_encoder"],
         passage_encoder=parts.get("passage_encoder"), generator=parts["generator"],
-        generator_kind=generator_kind,
+        generator_kind=kind.generator, default_mode=kind.mode,
         description=f"Imported from {path}" if path is not None else "Imported",
         encoder_family=q_info.family, encoder_dim=int(q_info.dim), details=details)
     return register_pack(catalog, spec, replace=replace)
