@@ -35,6 +35,7 @@ from ragdesk.core.progress import (
     ProgressUpdate,
     TrainingUpdate,
 )
+from ragdesk.core.safe_json import load_file_bounded
 from ragdesk.core.snapshots import open_snapshot
 from ragdesk.core.training import checkpoint as ck
 from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState
@@ -268,8 +269,8 @@ def _saved_name(job_file: Path) -> str | None:
     """The pack name a job's file keeps; None when there is no file, or one this job cannot
     read (cut short, or written by another version): the job then takes a new name."""
     try:
-        saved = json.loads(job_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        saved = load_file_bounded(job_file)
+    except BadInputError:
         return None
     name = saved.get("name") if isinstance(saved, dict) else None
     return name if isinstance(name, str) and name else None

@@ -160,7 +160,7 @@ def test_an_old_or_unreadable_job_file_does_not_break_a_job(ctx, tmp_path: Path)
     # the file a job of the RAG objective wrote: no objective in it; its name is kept
     (folder / JOB_FILE).write_text(json.dumps({"name": "tiny-mine", "base_pack": "tiny"}))
     assert run_tune(ctx.data, ctx.catalog, job).pack == "tiny-mine"
-    for text in ("", "{", "[1]", '{"name": 3}', '{"base_pack": "tiny"}'):
+    for text in ("", "{", "[1]", '{"name": 3}', '{"base_pack": "tiny"}', "[" * 100_000):
         (folder / JOB_FILE).write_text(text)
         assert _saved_name(folder / JOB_FILE) is None  # the job takes a new name instead
     assert _saved_name(folder / "missing.json") is None
