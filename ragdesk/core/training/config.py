@@ -12,11 +12,6 @@ from ragdesk.core.errors import BadInputError
 from ragdesk.core.options import PER_PASSAGE_MODES, TRAIN_OBJECTIVES
 from ragdesk.core.training.guard import ACTIONS, CollapseThresholds
 
-# "rag": the RAG marginal likelihood of the gold answer, through the generator (Lewis et al.
-# 2020); "passages": the question encoder alone, taught to score the retrieved passages that
-# hold a gold answer (the has-answer test) above the others (distant supervision, as DPR's
-# training on NQ): far more questions can teach it, and the generator plays no part.
-OBJECTIVES = TRAIN_OBJECTIVES
 # How deep "passages" looks for passages that hold the answer (and the others it contrasts
 # them with) when --answer-depth is not given.
 PASSAGES_DEPTH = 100
@@ -25,7 +20,12 @@ PASSAGES_DEPTH = 100
 @dataclass(frozen=True)
 class TrainConfig:
     mode: str = "token"  # "token" (RAG-Token) or "sequence" (RAG-Sequence)
-    objective: str = "rag"  # one of OBJECTIVES
+    # One of TRAIN_OBJECTIVES. "rag": the RAG marginal likelihood of the gold answer, through
+    # the generator (Lewis et al. 2020); "passages": the question encoder alone, taught to
+    # score the retrieved passages that hold a gold answer (the has-answer test) above the
+    # others (distant supervision, as DPR's training on NQ): far more questions can teach
+    # it, and the generator plays no part.
+    objective: str = "rag"
     # "passages": the temperature of its softmax over d(z)·q(x) (cosine scores of the
     # sentence-transformers encoders lie in [-1, 1])
     passage_temperature: float = 0.05
@@ -89,9 +89,9 @@ class TrainConfig:
         return self
 
     def _check_objective(self) -> None:
-        if self.objective not in OBJECTIVES:
+        if self.objective not in TRAIN_OBJECTIVES:
             raise BadInputError(f"Unknown training objective {self.objective!r}.",
-                                hint=f"Use one of: {', '.join(OBJECTIVES)}.")
+                                hint=f"Use one of: {', '.join(TRAIN_OBJECTIVES)}.")
         if self.objective == "passages":
             if not self.generator_frozen or not self.train_question_encoder:
                 raise BadInputError(
