@@ -27,7 +27,6 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -415,32 +414,25 @@ def import_pack(
             "passages together.", hint="Import it with --mode token or --mode sequence.")
     if cancel is not None:
         cancel.raise_if_cancelled()
-    kind = _Kind(generator_kind, mode)
     if not copy:
-        spec = _register(catalog, name, path, parts, q_info, kind, [], replace)
+        spec = _register(catalog, name, path, parts, q_info, generator_kind, [], replace,
+                         mode=mode)
     else:
         prog.set(3, "copying the models into the data directory")
         with _PackCopy(data, catalog, name, replace) as pack_copy:
             parts = pack_copy.copy(parts, local)
             pack_copy.swap()
-            spec = _register(catalog, name, path, parts, q_info, kind,
-                             [str(pack_copy.dest)], replace, pack_copy.token)
+            spec = _register(catalog, name, path, parts, q_info, generator_kind,
+                             [str(pack_copy.dest)], replace, pack_copy.token, mode=mode)
     prog.set(steps, f"registered {name}")
     log.info("registered model pack %s: %s", name, spec.to_json())
     return spec
 
 
-@dataclass(frozen=True)
-class _Kind:
-    """The generator's kind and the pack's reading mode (None: the settings')."""
-
-    generator: str
-    mode: str | None
-
-
 def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
-              parts: dict[str, str], q_info: EncoderInfo, kind: _Kind,
-              copied: list[str], replace: bool, copy_token: str | None = None) -> PackSpec:
+              parts: dict[str, str], q_info: EncoderInfo, generator_kind: str,
+              copied: list[str], replace: bool, copy_token: str | None = None, *,
+              mode: str | None = None) -> PackSpec:
     details: dict[str, object] = {
         "source": str(Path(path).expanduser().resolve()) if path is not None else None,
         "copied": copied,
@@ -451,7 +443,7 @@ def _register(catalog: Catalog, name: str, path: str | os.PathLike[str] | None,
     spec = PackSpec(
         name=name, kind=KIND_CUSTOM, question_encoder=parts["question_encoder"],
         passage_encoder=parts.get("passage_encoder"), generator=parts["generator"],
-        generator_kind=kind.generator, default_mode=kind.mode,
+        generator_kind=generator_kind, default_mode=mode,
         description=f"Imported from {path}" if path is not None else "Imported",
         encoder_family=q_info.family, encoder_dim=int(q_info.dim), details=details)
     return register_pack(catalog, spec, replace=replace)
