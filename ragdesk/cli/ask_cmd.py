@@ -108,7 +108,8 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
         encoder = load_question_encoder(qenc_ref)
         snapshot.check_query_encoder(encoder.info)
         marks["encoder"] = time.perf_counter()
-        gen = load_generator(gen_ref, precision=opts.precision or default_precision())
+        gen = load_generator(gen_ref, precision=opts.precision or default_precision(),
+                             answering=True)
     marks["loaded"] = time.perf_counter()
     engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
                     snapshot=snapshot.name, owns_library=True)

@@ -92,7 +92,7 @@ def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
     from ragdesk.core.engine import Engine
     from ragdesk.core.models import load_generator
 
-    generator = load_generator(pack.generator, precision=opts.precision)
+    generator = load_generator(pack.generator, precision=opts.precision, answering=True)
     engine = Engine(encoder, generator, every_feature=True)  # its rows may be fitted on
 
     def answer(question: str) -> Answer:

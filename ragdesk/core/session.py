@@ -253,7 +253,8 @@ class Session:
         # a setting of another type is refused by its text, as any unknown precision is
         precision = self.app.settings.get(PRECISION_KEY)
         gen = loading.load_generator(
-            str(generator), precision=None if precision is None else str(precision))
+            str(generator), precision=None if precision is None else str(precision),
+            answering=True)
         log.info("engine: question encoder %s, generator %s (%s)", qenc.info.id, gen.name,
                  gen.kind)
         return Engine(qenc, gen, library=self.library, snapshot=snapshot, on_close=on_close)

@@ -56,6 +56,12 @@ def default_precision() -> str:
     return FAST_PRECISION if cpu_has_native_bf16() else "float32"
 
 
+def architecture_of(model: object) -> str:
+    """The transformers class a model computes as: its own, or the one a lean tree
+    (:mod:`ragdesk.core.models.lean_causal_lm`) stands for."""
+    return str(getattr(model, "lean_architecture", None) or type(model).__name__)
+
+
 # The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
 # a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
 LM_HEAD_INT8_ROWS = 8

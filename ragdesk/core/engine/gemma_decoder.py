@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
+from ragdesk.core.engine.causal_decoder import LeanCausalDecoder, architecture_of
 from ragdesk.core.engine.lean_parts import Projections
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def supports(model: object) -> bool:
     cfg = getattr(model, "config", None)
-    return (type(model).__name__ == "Gemma3ForCausalLM"
+    return (architecture_of(model) == "Gemma3ForCausalLM"
             and getattr(cfg, "model_type", None) == "gemma3_text"
             and getattr(cfg, "attn_logit_softcapping", None) is None
             and not getattr(cfg, "use_bidirectional_attention", False)

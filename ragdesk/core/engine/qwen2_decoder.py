@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
+from ragdesk.core.engine.causal_decoder import LeanCausalDecoder, architecture_of
 from ragdesk.core.engine.lean_parts import Projections
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 def supports(model: object) -> bool:
     cfg = getattr(model, "config", None)
-    return (type(model).__name__ == "Qwen2ForCausalLM"
+    return (architecture_of(model) == "Qwen2ForCausalLM"
             and getattr(cfg, "model_type", None) == "qwen2"
             and not getattr(cfg, "use_sliding_window", False)
             and getattr(cfg, "hidden_act", None) == "silu"

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ragdesk.core.errors import MissingModelError, RagdeskError
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
@@ -211,6 +211,16 @@ def _kept_key(gguf_path: Path, dtype: torch.dtype) -> tuple[str, str]:
     return str(gguf_path.resolve()), str(dtype)
 
 
+def _read_converted(cache: Path, answering: bool) -> PreTrainedModel:
+    if answering:
+        from ragdesk.core.models.lean_causal_lm import load_lean_causal_lm
+
+        lean = load_lean_causal_lm(cache)
+        if lean is not None:  # typed as the model it stands for (the engine reads it as one)
+            return cast("PreTrainedModel", lean)
+    return load_mapped_causal_lm(cache)
+
+
 def load_gguf_causal_lm(
     gguf_path: Path,
     *,
@@ -220,12 +230,16 @@ def load_gguf_causal_lm(
     cancel: CancelToken | None = None,
     keep: bool = False,
     on_loaded: Callable[[], None] | None = None,
+    answering: bool = False,
 ) -> LoadedLM:
     """(model, tokenizer) of the causal LM in ``gguf_path``; see the module doc for the cache.
 
     ``keep``: also keep the result for the next load of this file in this process.
     ``on_loaded``: called once the model is in memory, before the converted copy is written
-    (with ``keep``, the next load can start right then: it does not need the copy)."""
+    (with ``keep``, the next load can start right then: it does not need the copy).
+    ``answering``: the converted copy is read as a lean tree where the lean decoders
+    reproduce its model (:mod:`.lean_causal_lm`: no transformers modeling import, no forward
+    of its own)."""
     import torch
 
     dtype = dtype or torch.float32
@@ -242,7 +256,7 @@ def load_gguf_causal_lm(
         cache = cache_dir_for(gguf_path)
         try:
             tokenizer = load_tokenizer(cache)
-            model = load_mapped_causal_lm(cache)  # float32, as converted
+            model = _read_converted(cache, answering)  # float32, as converted
             prog.set(3, f"loaded {gguf_path.name}")
             if dtype == torch.float32:
                 return model, tokenizer

@@ -163,8 +163,10 @@ def load_generator_parts(
     device: str | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    answering: bool = False,
 ) -> GeneratorParts:
-    """(model, tokenizer, kind) of a generator reference."""
+    """(model, tokenizer, kind) of a generator reference; ``answering``: see
+    :func:`load_generator`."""
     import torch
 
     dtype = dtype or torch.float32
@@ -179,7 +181,7 @@ def load_generator_parts(
     target = select_device(device)
     if resolved.is_gguf:
         model, tokenizer = load_gguf_causal_lm(resolved.path, dtype=dtype, progress=progress,
-                                               cancel=cancel)
+                                               cancel=cancel, answering=answering)
         return GeneratorParts(to_device(model, target), tokenizer, "causal", resolved.id,
                               resolved)
     info = inspect_model(resolved)
@@ -218,19 +220,25 @@ def load_generator(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     precision: str | None = None,
+    answering: bool = False,
 ) -> Seq2SeqGenerator | CausalLMGenerator:
     """The engine's generator for a reference (BART-style seq2seq or a causal LM).
 
     ``precision`` (causal LMs that take ragdesk's lean decoder, i.e. Gemma 3): "float32"
     (exact), "bfloat16" (the fast path, the default where the CPU has native bf16: bfloat16
     weights for the linear layers and the output layer) or "int8" (int8 weights, dynamically
-    quantized activations); other generators always run in float32."""
+    quantized activations); other generators always run in float32.
+
+    ``answering``: the generator only answers (no training, no transformers forward), so a
+    GGUF's converted model that the lean decoders reproduce is read as a lean tree without
+    transformers' modeling modules (:mod:`.lean_causal_lm`), which a one-shot ``ask`` would
+    spend seconds importing."""
     from ragdesk.core.engine.causal_decoder import default_precision
     from ragdesk.core.options import check_precision
 
     precision = check_precision(precision or default_precision())  # before any weight is read
     parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
-                                 cancel=cancel)
+                                 cancel=cancel, answering=answering)
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
 
     if parts.kind == "seq2seq":
