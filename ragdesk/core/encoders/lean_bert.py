@@ -48,15 +48,33 @@ class LeanBertOutput:
     pooler_output: torch.Tensor | None
 
 
+# Modules that skip their random initialisation: the weights are assigned from the file, and
+# initialising even on the meta device goes through torch._refs, which imports torch._dynamo
+# (the import this module exists to avoid).
+class _Linear(nn.Linear):
+    def reset_parameters(self) -> None:
+        pass
+
+
+class _Embedding(nn.Embedding):
+    def reset_parameters(self) -> None:
+        pass
+
+
+class _LayerNorm(nn.LayerNorm):
+    def reset_parameters(self) -> None:
+        pass
+
+
 class _Embeddings(nn.Module):
     def __init__(self, cfg: Any) -> None:
         super().__init__()
         hidden = int(cfg.hidden_size)
-        self.word_embeddings = nn.Embedding(int(cfg.vocab_size), hidden,
+        self.word_embeddings = _Embedding(int(cfg.vocab_size), hidden,
                                             padding_idx=cfg.pad_token_id)
-        self.position_embeddings = nn.Embedding(int(cfg.max_position_embeddings), hidden)
-        self.token_type_embeddings = nn.Embedding(int(cfg.type_vocab_size), hidden)
-        self.LayerNorm = nn.LayerNorm(hidden, eps=float(cfg.layer_norm_eps))
+        self.position_embeddings = _Embedding(int(cfg.max_position_embeddings), hidden)
+        self.token_type_embeddings = _Embedding(int(cfg.type_vocab_size), hidden)
+        self.LayerNorm = _LayerNorm(hidden, eps=float(cfg.layer_norm_eps))
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None
                 ) -> torch.Tensor:
@@ -78,9 +96,9 @@ class _SelfAttention(nn.Module):
         hidden = int(cfg.hidden_size)
         self.heads = int(cfg.num_attention_heads)
         self.head_size = hidden // self.heads
-        self.query = nn.Linear(hidden, hidden)
-        self.key = nn.Linear(hidden, hidden)
-        self.value = nn.Linear(hidden, hidden)
+        self.query = _Linear(hidden, hidden)
+        self.key = _Linear(hidden, hidden)
+        self.value = _Linear(hidden, hidden)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, t, _ = x.shape
@@ -97,8 +115,8 @@ class _DenseNorm(nn.Module):
     def __init__(self, cfg: Any, width: int) -> None:
         super().__init__()
         hidden = int(cfg.hidden_size)
-        self.dense = nn.Linear(width, hidden)
-        self.LayerNorm = nn.LayerNorm(hidden, eps=float(cfg.layer_norm_eps))
+        self.dense = _Linear(width, hidden)
+        self.LayerNorm = _LayerNorm(hidden, eps=float(cfg.layer_norm_eps))
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         out: torch.Tensor = self.LayerNorm(self.dense(x) + residual)
@@ -119,7 +137,7 @@ class _Attention(nn.Module):
 class _Intermediate(nn.Module):
     def __init__(self, cfg: Any) -> None:
         super().__init__()
-        self.dense = nn.Linear(int(cfg.hidden_size), int(cfg.intermediate_size))
+        self.dense = _Linear(int(cfg.hidden_size), int(cfg.intermediate_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.gelu(self.dense(x))
@@ -147,7 +165,7 @@ class _Encoder(nn.Module):
 class _Pooler(nn.Module):
     def __init__(self, cfg: Any) -> None:
         super().__init__()
-        self.dense = nn.Linear(int(cfg.hidden_size), int(cfg.hidden_size))
+        self.dense = _Linear(int(cfg.hidden_size), int(cfg.hidden_size))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.tanh(self.dense(x[:, 0]))
@@ -166,7 +184,8 @@ def padding_mask(attention_mask: torch.Tensor | None, t: int) -> torch.Tensor | 
 
 
 class LeanBertModel(nn.Module):
-    """``BertModel``'s modules, parameter names and float32 forward, in eval mode only."""
+    """``BertModel``'s modules, parameter names and float32 forward, in eval mode only.
+    Its weights start uninitialised: :func:`load_lean_encoder_model` assigns them."""
 
     def __init__(self, config: Any, pooler: bool = True) -> None:
         super().__init__()
@@ -195,7 +214,7 @@ class _DPREncoder(nn.Module):
         super().__init__()
         self.bert_model = LeanBertModel(config, pooler=False)
         self.projection_dim = int(getattr(config, "projection_dim", 0) or 0)
-        self.encode_proj = (nn.Linear(int(config.hidden_size), self.projection_dim)
+        self.encode_proj = (_Linear(int(config.hidden_size), self.projection_dim)
                             if self.projection_dim > 0 else None)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
