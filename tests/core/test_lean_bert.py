@@ -148,6 +148,17 @@ def test_a_bert_saved_under_its_head_prefix(tiny_models, tmp_path: Path) -> None
     np.testing.assert_allclose(lean.encode(texts), exact.encode(texts), atol=1e-5)
 
 
+def test_buffers_older_transformers_saved_are_dropped(tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # all-MiniLM-L6-v2's file (transformers 4.8) holds embeddings.position_ids
+    folder = _copy(tiny_models.st_encoder, tmp_path / "old-buffers")
+    _rewrite_weights(folder, lambda w: {**w, "embeddings.position_ids": torch.arange(512)[None]})
+    lean = load_encoder(folder, role="question", answering=True)
+    assert type(lean.model).__name__ == "LeanBertModel"
+    texts = _texts(tiny_models)
+    np.testing.assert_allclose(lean.encode(texts), load_encoder(folder).encode(texts),
+                               atol=1e-5)
+
+
 @pytest.mark.parametrize("config", [{"position_embedding_type": "relative_key"},
                                     {"hidden_act": "relu"}, {"is_decoder": True}])
 def test_configs_it_does_not_reproduce_stay_with_transformers(
