@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -229,40 +230,63 @@ def passage_input(encoder: TextEncoder, title: str, text: str) -> str | tuple[st
     return f"{title}. {text}" if title else text
 
 
+def _transformers_model(folder: Path, family: str) -> Any:
+    if family == DPR_FAMILY:
+        from transformers import AutoConfig, DPRContextEncoder, DPRQuestionEncoder
+
+        cfg = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+        arch = (getattr(cfg, "architectures", None) or [""])[0]
+        cls: Any = DPRQuestionEncoder if "Question" in arch else DPRContextEncoder
+        return cls.from_pretrained(str(folder), use_safetensors=True, trust_remote_code=False)
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(str(folder), use_safetensors=True, trust_remote_code=False)
+
+
+def _load_model(folder: Path, family: str, device: str | None, answering: bool) -> Any:
+    """The lean BERT where answering on the CPU and it reproduces the folder's model (no
+    transformers modeling import: seconds of a one-shot ask), else the transformers model."""
+    if answering and select_device(device) == "cpu":
+        from ragdesk.core.encoders.lean_bert import load_lean_encoder_model
+
+        lean = load_lean_encoder_model(folder, family)
+        if lean is not None:
+            return lean
+    return _transformers_model(folder, family)
+
+
 def load_encoder(model: str | os.PathLike[str], role: str = "passage",
-                 max_length: int | None = None, device: str | None = None) -> TextEncoder:
+                 max_length: int | None = None, device: str | None = None, *,
+                 answering: bool = False) -> TextEncoder:
     """Load a passage (``role="passage"``) or question (``role="question"``) encoder.
 
     DPR folders hold a context or question encoder (``DPRContextEncoder`` /
     ``DPRQuestionEncoder``); a folder with a ``question_encoder`` subfolder (a RAG
     checkpoint saved with ``save_pretrained``) is handled by the model registry. ``device``:
-    see :class:`TextEncoder` (default ``$RAGDESK_DEVICE``).
+    see :class:`TextEncoder` (default ``$RAGDESK_DEVICE``). ``answering``: the caller
+    encodes questions to answer them, never trains or saves the model, so a plain BERT on
+    the CPU may be :mod:`ragdesk.core.encoders.lean_bert`'s (the same vectors, without
+    importing transformers' modeling code).
     """
     if role not in ("passage", "question"):
         raise ValueError(f"role must be 'passage' or 'question', not {role!r}")
     folder, model_id, revision = resolve_model_path(model)
     family = detect_family(folder)
     try:
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers import AutoTokenizer
 
         # False, never the default None: with None, a folder whose config has an auto_map
         # makes transformers ask on stdin whether to run its .py files (tests/test_remote_code.py).
         tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+        mdl = _load_model(folder, family, device, answering)
         if family == DPR_FAMILY:
-            from transformers import DPRContextEncoder, DPRQuestionEncoder
-
-            cfg = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+            cfg = mdl.config
             arch = (getattr(cfg, "architectures", None) or [""])[0]
-            cls: Any = DPRQuestionEncoder if "Question" in arch else DPRContextEncoder
             if role == "question" and "Context" in arch:
                 log.warning("%s is a DPR context encoder used for questions", model_id)
-            mdl = cls.from_pretrained(str(folder), use_safetensors=True,
-                                  trust_remote_code=False)
             pooling, normalize, head = "cls-pooler", False, SentenceHead()
             dim = int(getattr(cfg, "projection_dim", 0) or cfg.hidden_size)
         else:
-            mdl = AutoModel.from_pretrained(str(folder), use_safetensors=True,
-                                        trust_remote_code=False)
             layout = read_st_layout(folder)
             pooling, normalize, head = layout.pooling, layout.normalize, layout.head
             dim = layout.dim or int(mdl.config.hidden_size)

@@ -13,6 +13,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# transformers' BERT and ragdesk's lean copy of it (encoders.lean_bert), known by name so that
+# the kernels import neither
+_BERTS = ("BertModel", "LeanBertModel")
+
 
 class PooledEncoder(Protocol):
     """What the kernel reads of an encoder's description (``encoders.EncoderInfo``)."""
@@ -131,7 +135,7 @@ class FusedBertKernel:
         else:
             bert, pooling = model, info.pooling
         cfg = getattr(bert, "config", None)
-        if cfg is None or type(bert).__name__ != "BertModel" or pooling not in ("mean", "cls"):
+        if cfg is None or type(bert).__name__ not in _BERTS or pooling not in ("mean", "cls"):
             return None
         if (getattr(cfg, "model_type", "") not in ("bert", "dpr") or cfg.hidden_act != "gelu"
                 or getattr(cfg, "position_embedding_type", "absolute") != "absolute"

@@ -72,9 +72,11 @@ def check_tokenizer(tokenizer: Any, model: Any, what: str, ref: ResolvedRef) -> 
 
 
 def load_question_encoder(ref: str | os.PathLike[str], *,
-                          max_length: int | None = None) -> TextEncoder:
+                          max_length: int | None = None,
+                          answering: bool = False) -> TextEncoder:
     """The question encoder of a reference: a DPR question encoder, a sentence-transformers
-    model, or the question encoder inside a RAG checkpoint."""
+    model, or the question encoder inside a RAG checkpoint. ``answering``: see
+    :func:`ragdesk.core.encoders.load_encoder` (a RAG checkpoint's encoder is unaffected)."""
     resolved = resolve_ref(ref)
     if resolved.is_gguf:
         raise MissingModelError(f"{resolved.path} is a GGUF generator, not a question encoder.")
@@ -97,7 +99,7 @@ def load_question_encoder(ref: str | os.PathLike[str], *,
         raise MissingModelError(
             f"{resolved.id!r} holds a {info.kind} model ({info.model_type}), not a question "
             "encoder.")
-    return _load_plain_encoder(resolved, "question", max_length)
+    return _load_plain_encoder(resolved, "question", max_length, answering=answering)
 
 
 def load_passage_encoder(ref: str | os.PathLike[str], *,
@@ -115,10 +117,12 @@ def load_passage_encoder(ref: str | os.PathLike[str], *,
     return _load_plain_encoder(resolved, "passage", max_length)
 
 
-def _load_plain_encoder(resolved: ResolvedRef, role: str, max_length: int | None) -> TextEncoder:
+def _load_plain_encoder(resolved: ResolvedRef, role: str, max_length: int | None, *,
+                        answering: bool = False) -> TextEncoder:
     safetensors_files(resolved.path)  # refuses pickle-only folders with a clear message
     try:
-        encoder = load_encoder(resolved.path, role=role, max_length=max_length)
+        encoder = load_encoder(resolved.path, role=role, max_length=max_length,
+                               answering=answering)
     except RagdeskError:
         raise
     except Exception as exc:
