@@ -105,7 +105,7 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
         print(f"ragdesk: {what}", file=sys.stderr)
     marks = {"checked": time.perf_counter()}
     with _quiet_loading(args.verbose):
-        encoder = load_question_encoder(qenc_ref)
+        encoder = load_question_encoder(qenc_ref, answering=True)
         snapshot.check_query_encoder(encoder.info)
         marks["encoder"] = time.perf_counter()
         gen = load_generator(gen_ref, precision=opts.precision or default_precision(),

@@ -225,7 +225,7 @@ class Session:
         """The pack's question encoder, checked against the snapshot before and after
         loading (the pack's declared space, then the loaded model's)."""
         self.check_fits(pack, snapshot_encoder, snapshot)
-        encoder = loading.load_question_encoder(pack.question_encoder)
+        encoder = loading.load_question_encoder(pack.question_encoder, answering=True)
         check_query_space(snapshot, snapshot_encoder, encoder.info)
         return encoder
 
@@ -249,7 +249,7 @@ class Session:
             question_encoder = question_encoder or spec.question_encoder
             generator = generator or spec.generator
         # Through the module: a test that forbids loading (monkeypatch) reaches every caller.
-        qenc = loading.load_question_encoder(str(question_encoder))
+        qenc = loading.load_question_encoder(str(question_encoder), answering=True)
         # a setting of another type is refused by its text, as any unknown precision is
         precision = self.app.settings.get(PRECISION_KEY)
         gen = loading.load_generator(
