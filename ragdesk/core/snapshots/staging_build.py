@@ -47,11 +47,11 @@ from ragdesk.core.snapshots.manifest import (
 )
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE, PassageWriter
 from ragdesk.core.snapshots.shards import check_ids, copy_shards
+from ragdesk.core.snapshots.staged import STATE_FILE
 from ragdesk.core.units import plural
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = "build.json"
 PHASE_PASSAGES = "passages"
 PHASE_EMBEDDINGS = "embeddings"
 PASSAGE_BATCH = 2000
