@@ -183,9 +183,32 @@ def test_a_snapshot_of_another_vector_space_is_disabled_with_the_reason(qtbot, w
     box.close()
 
 
+def _hold_bulk_encoding(monkeypatch: Any) -> tuple[threading.Event, threading.Event]:
+    """(hold, release): once ``hold`` is set, the second batch of more than one text (an
+    import's, not a question's) waits until ``release`` before it is encoded (the first one
+    is encoded and reported), so that a cancel lands while the import still has batches
+    left, however fast this machine encodes."""
+    from ragdesk.core.encoders.runtime import TextEncoder
+
+    hold, release = threading.Event(), threading.Event()
+    encode = TextEncoder.encode_tokenized
+    bulk: list[int] = []
+
+    def held(self: TextEncoder, rows: list[dict[str, list[int]]]) -> Any:
+        if hold.is_set() and len(rows) > 1:
+            if bulk:
+                release.wait(JOB_TIMEOUT_MS / 1000)
+            bulk.append(len(rows))
+        return encode(self, rows)
+
+    monkeypatch.setattr(TextEncoder, "encode_tokenized", held)
+    return hold, release
+
+
 def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # type: ignore[no-untyped-def]
-        qtbot, window, tiny_models, tmp_path) -> None:
+        qtbot, window, tiny_models, tmp_path, monkeypatch) -> None:
     w = window
+    hold, release = _hold_bulk_encoding(monkeypatch)
     action(window, "manage").trigger()
     m = w.index_manager
     assert m.isVisible()
@@ -223,6 +246,7 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     w.ops.events(Lane.JOBS).progressed.connect(
         lambda job, u: started.set() if job.title == "Importing big" and u.done and
         "encod" in u.message else None)
+    hold.set()
     qtbot.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                      Qt.MouseButton.LeftButton)
     qtbot.waitUntil(started.is_set, timeout=JOB_TIMEOUT_MS)
@@ -234,6 +258,7 @@ def test_index_manager_imports_a_jsonl_with_progress_and_cancels_another(  # typ
     assert m.job_panel.isVisible() and m.job_panel.cancel_button.isEnabled()
     with qtbot.waitSignal(w.ops.events(Lane.JOBS).failed, timeout=JOB_TIMEOUT_MS) as sig:
         qtbot.mouseClick(m.job_panel.cancel_button, Qt.MouseButton.LeftButton)
+        release.set()  # the held batch ends; the cancel is seen before the next one
     assert sig.args[1].cancelled
     assert no_error(w)  # a cancel is not an error dialog
     rec = w.backend.catalog.find_snapshot("big")
