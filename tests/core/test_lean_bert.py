@@ -54,12 +54,17 @@ def _padded(enc, texts: list[str]) -> dict[str, torch.Tensor]:  # type: ignore[n
     return enc._pad(enc.tokenize(texts))
 
 
+def _lean_and_exact(tiny_models, which: str):  # type: ignore[no-untyped-def]
+    """The tiny encoder ``which`` loaded for answering, and through transformers."""
+    role, _ = FOLDERS[which]
+    folder = getattr(tiny_models, which)
+    return load_encoder(folder, role=role, answering=True), load_encoder(folder, role=role)
+
+
 @pytest.mark.parametrize("which", sorted(FOLDERS))
 def test_answering_vectors_equal_the_transformers_forward(tiny_models, which: str) -> None:  # type: ignore[no-untyped-def]
-    role, lean_class = FOLDERS[which]
-    folder = getattr(tiny_models, which)
-    lean = load_encoder(folder, role=role, answering=True)
-    exact = load_encoder(folder, role=role)
+    lean_class = FOLDERS[which][1]
+    lean, exact = _lean_and_exact(tiny_models, which)
     assert type(lean.model).__name__ == lean_class
     assert type(exact.model).__name__ != lean_class
     assert lean.info == exact.info and lean.max_length == exact.max_length
@@ -76,10 +81,7 @@ def _bert(model):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("which", sorted(FOLDERS))
 def test_hidden_states_and_pooler_equal_transformers(tiny_models, which: str) -> None:  # type: ignore[no-untyped-def]
-    role, _ = FOLDERS[which]
-    folder = getattr(tiny_models, which)
-    lean = load_encoder(folder, role=role, answering=True)
-    exact = load_encoder(folder, role=role)
+    lean, exact = _lean_and_exact(tiny_models, which)
     assert set(lean.model.state_dict()) <= set(exact.model.state_dict())
     texts = _texts(tiny_models)
     with torch.inference_mode():
@@ -110,10 +112,7 @@ def test_lean_weights_are_frozen_float32_on_the_cpu(tiny_models) -> None:  # typ
 
 @pytest.mark.parametrize("which", sorted(FOLDERS))
 def test_bfloat16_kernel_twin_builds_from_the_lean_model(tiny_models, which: str) -> None:  # type: ignore[no-untyped-def]
-    role, _ = FOLDERS[which]
-    folder = getattr(tiny_models, which)
-    lean = load_encoder(folder, role=role, answering=True).at_precision("bfloat16")
-    exact = load_encoder(folder, role=role).at_precision("bfloat16")
+    lean, exact = (e.at_precision("bfloat16") for e in _lean_and_exact(tiny_models, which))
     assert lean.precision == exact.precision == "bfloat16"
     texts = _texts(tiny_models)
     np.testing.assert_allclose(lean.encode(texts), exact.encode(texts), atol=1e-6, rtol=0)
