@@ -31,7 +31,8 @@ from ragdesk.core.snapshots.import_plan import ImportPlan, make_plan
 from ragdesk.core.snapshots.lifecycle import RecoveryReport, mark_ready
 from ragdesk.core.snapshots.manifest import read_manifest
 from ragdesk.core.snapshots.sources import open_source
-from ragdesk.core.snapshots.staging_build import STATE_FILE, StagingBuild
+from ragdesk.core.snapshots.staged import STATE_FILE
+from ragdesk.core.snapshots.staging_build import StagingBuild
 
 log = logging.getLogger(__name__)
 
