@@ -188,6 +188,8 @@ def test_a_stored_not_found_answer_reopens_as_one(qtbot: Any, window: Any) -> No
     qtbot.waitUntil(lambda: bool(window.chat.cards) and window.chat.cards[-1].answer
                     is not None, timeout=10_000)
     card = window.chat.cards[-1]
+    # the card is added before it is shown: its widgets' visibility means something after
+    qtbot.waitUntil(card.isVisible, timeout=10_000)
     assert card.status_label.text() == not_found_message("wiki-a")
     assert not card.text.isVisible() and card.verdict.guess_button.isVisible()
     assert confidence_label(0.03) in card.verdict.confidence.text()
