@@ -22,13 +22,20 @@ if TYPE_CHECKING:
     import torch
 
 
-def supports(model: object) -> bool:
-    cfg = getattr(model, "config", None)
-    return (architecture_of(model) == "Gemma3ForCausalLM"
-            and getattr(cfg, "model_type", None) == "gemma3_text"
+ARCHITECTURE = "Gemma3ForCausalLM"
+
+
+def supports_config(cfg: object) -> bool:
+    """Whether this decoder computes what ``Gemma3ForCausalLM`` computes for ``cfg``."""
+    return (getattr(cfg, "model_type", None) == "gemma3_text"
             and getattr(cfg, "attn_logit_softcapping", None) is None
             and not getattr(cfg, "use_bidirectional_attention", False)
             and getattr(cfg, "hidden_activation", None) == "gelu_pytorch_tanh")
+
+
+def supports(model: object) -> bool:
+    return (architecture_of(model) == ARCHITECTURE
+            and supports_config(getattr(model, "config", None)))
 
 
 class _Norm:

@@ -23,14 +23,21 @@ if TYPE_CHECKING:
     import torch
 
 
-def supports(model: object) -> bool:
-    cfg = getattr(model, "config", None)
-    return (architecture_of(model) == "Qwen2ForCausalLM"
-            and getattr(cfg, "model_type", None) == "qwen2"
+ARCHITECTURE = "Qwen2ForCausalLM"
+
+
+def supports_config(cfg: object) -> bool:
+    """Whether this decoder computes what ``Qwen2ForCausalLM`` computes for ``cfg``."""
+    return (getattr(cfg, "model_type", None) == "qwen2"
             and not getattr(cfg, "use_sliding_window", False)
             and getattr(cfg, "hidden_act", None) == "silu"
             and all(t == "full_attention" for t in (getattr(cfg, "layer_types", None)
                                                     or ["full_attention"])))
+
+
+def supports(model: object) -> bool:
+    return (architecture_of(model) == ARCHITECTURE
+            and supports_config(getattr(model, "config", None)))
 
 
 class _Norm:

@@ -26,11 +26,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from ragdesk.core.engine import gemma_decoder, qwen2_decoder
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.models.mapped_weights import WEIGHTS_FILE
+from ragdesk.core.models.mapped_weights import WEIGHTS_FILE, mapped_tensors
 
-# model_type -> the transformers class whose arithmetic the lean decoder reproduces
-ARCHITECTURES = {"gemma3_text": "Gemma3ForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+# model_type -> the lean decoder module that reads the tree (its transformers class, and the
+# configurations it reproduces)
+_DECODERS = {"gemma3_text": gemma_decoder, "qwen2": qwen2_decoder}
 # rotary embeddings computed once from the configuration (the dynamic kinds change with the
 # sequence length, which transformers does in a decorator this module does not reproduce)
 _STATIC_ROPE = frozenset({"default", "linear", "yarn", "llama3"})
@@ -48,19 +50,9 @@ def _rope_types(config: Any) -> dict[str | None, str]:
 
 def reproduces(config: Any) -> bool:
     """Whether the lean tree and decoder reproduce this configuration's model exactly."""
-    kind = getattr(config, "model_type", None)
-    if kind == "gemma3_text":
-        ok = (getattr(config, "attn_logit_softcapping", None) is None
-              and not getattr(config, "use_bidirectional_attention", False)
-              and getattr(config, "hidden_activation", None) == "gelu_pytorch_tanh")
-    elif kind == "qwen2":
-        ok = (getattr(config, "hidden_act", None) == "silu"
-              and not getattr(config, "use_sliding_window", False)
-              and all(t == "full_attention" for t in (getattr(config, "layer_types", None)
-                                                       or ["full_attention"])))
-    else:
-        return False
-    return ok and set(_rope_types(config).values()) <= _STATIC_ROPE
+    decoder = _DECODERS.get(str(getattr(config, "model_type", None)))
+    return (decoder is not None and decoder.supports_config(config)
+            and set(_rope_types(config).values()) <= _STATIC_ROPE)
 
 
 class _Rotary:
@@ -156,7 +148,7 @@ class LeanCausalLM(nn.Module):
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.config = config
-        self.lean_architecture = ARCHITECTURES[config.model_type]
+        self.lean_architecture = _DECODERS[config.model_type].ARCHITECTURE
         self.generation_config: Any = None
         gemma = config.model_type == "gemma3_text"
         inner = nn.Module()
@@ -179,14 +171,6 @@ class LeanCausalLM(nn.Module):
 
     def get_output_embeddings(self) -> Any:
         return self.lm_head
-
-
-def _mapped_state(path: Path) -> dict[str, torch.Tensor]:
-    from safetensors import safe_open
-
-    with safe_open(str(path), "pt") as fh:
-        # views of the mapped file (a safe_open handle is not iterable itself)
-        return {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
 
 
 def _tie(state: dict[str, torch.Tensor], config: Any) -> None:
@@ -213,7 +197,7 @@ def load_lean_causal_lm(folder: Path) -> LeanCausalLM | None:
     if not reproduces(config):
         return None
     model = LeanCausalLM(config)
-    state = _mapped_state(weights)
+    state = mapped_tensors(weights)
     _tie(state, config)
     try:
         model.load_state_dict(state, strict=True, assign=True)

@@ -19,15 +19,24 @@ from typing import TYPE_CHECKING, Any
 from ragdesk.core.errors import MissingModelError
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel
 
 WEIGHTS_FILE = "model.safetensors"
 
 
+def mapped_tensors(path: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a safetensors file, as views of the mapped file (nothing copied)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), "pt") as fh:
+        # a safe_open handle is not iterable itself
+        return {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
+
+
 def load_mapped_causal_lm(folder: Path) -> PreTrainedModel:
     """The causal LM in ``folder`` (config.json, one ``model.safetensors``,
     optionally generation_config.json), in eval mode, its weights mapped from the file."""
-    from safetensors import safe_open
     from transformers import AutoConfig, GenerationConfig
     from transformers.initialization import no_init_weights
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
@@ -41,9 +50,7 @@ def load_mapped_causal_lm(folder: Path) -> PreTrainedModel:
                                 "language model.") from exc
     with no_init_weights():
         model: PreTrainedModel = cls(config)
-    with safe_open(str(folder / WEIGHTS_FILE), "pt") as fh:
-        # views of the mapped file (a safe_open handle is not iterable itself)
-        state = {k: fh.get_tensor(k) for k in fh.keys()}  # noqa: SIM118
+    state = mapped_tensors(folder / WEIGHTS_FILE)
     text_config = config.get_text_config()
     if getattr(text_config, "tie_word_embeddings", False):
         for target, source in dict(getattr(model, "_tied_weights_keys", None) or {}).items():
