@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,7 @@ from ragdesk.core.models.fast_tokenizers import load_tokenizer
 from ragdesk.core.models.lean_causal_lm import LeanCausalLM, load_lean_causal_lm
 from ragdesk.core.types import Hit
 from tests.core.engine.test_qwen2_decoder import build_tiny_qwen2
-from tests.core.models.test_mapped_weights import _tied_gemma
+from tests.core.models.test_mapped_weights import _tied_gemma, other_weights_folder
 
 QUESTION = "who wrote the first book"
 REPO = Path(__file__).resolve().parents[3]
@@ -124,9 +125,7 @@ def test_lean_decoder_over_the_tree_equals_transformers_forward(tiny_models: Any
 def test_models_it_does_not_reproduce_are_left_to_transformers(tiny_models: Any,
                                                               tmp_path: Path) -> None:
     folder = tmp_path / "capped"
-    folder.mkdir()
-    for name in os.listdir(tiny_models.gemma3):
-        (folder / name).write_bytes((Path(tiny_models.gemma3) / name).read_bytes())
+    shutil.copytree(tiny_models.gemma3, folder)
     cfg = json.loads((folder / "config.json").read_text())
     cfg["attn_logit_softcapping"] = 50.0
     (folder / "config.json").write_text(json.dumps(cfg))
@@ -136,14 +135,8 @@ def test_models_it_does_not_reproduce_are_left_to_transformers(tiny_models: Any,
 
 
 def test_a_file_of_other_weights_is_refused(tiny_models: Any, tmp_path: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder = tmp_path / "damaged"
-    folder.mkdir()
-    (folder / "config.json").write_bytes((Path(tiny_models.gemma3) / "config.json").read_bytes())
-    save_file({"model.norm.weight": torch.zeros(64)}, str(folder / "model.safetensors"))
     with pytest.raises(MissingModelError, match="does not hold the weights"):
-        load_lean_causal_lm(folder)
+        load_lean_causal_lm(other_weights_folder(tiny_models, tmp_path))
 
 
 def test_it_has_no_forward_of_its_own(tiny_models: Any) -> None:
@@ -160,9 +153,7 @@ def _fake_converted_gguf(tiny_models: Any, tmp_path: Path) -> Path:
     gguf = tmp_path / "tiny-gemma.gguf"
     gguf.write_bytes(b"GGUF-placeholder")
     cache = gguf_files.cache_dir_for(gguf)
-    cache.mkdir()
-    for name in os.listdir(tiny_models.gemma3):
-        (cache / name).write_bytes((Path(tiny_models.gemma3) / name).read_bytes())
+    shutil.copytree(tiny_models.gemma3, cache)
     (cache / gguf_files.SOURCE_FILE).write_text(json.dumps(gguf_files._source_stamp(gguf)))
     assert gguf_files.cache_is_valid(gguf)
     return gguf

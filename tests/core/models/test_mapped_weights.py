@@ -61,12 +61,17 @@ def test_weights_are_mapped_not_copied(tiny_models: Any) -> None:
     assert not param.untyped_storage().resizable()
 
 
-def test_a_file_of_other_weights_is_refused(tiny_models: Any, tmp_path: Path) -> None:
+def other_weights_folder(tiny_models: Any, tmp_path: Path) -> Path:
+    """The tiny Gemma 3's config beside a file that holds one unrelated weight."""
     from safetensors.torch import save_file
 
     folder = tmp_path / "damaged"
     folder.mkdir()
     (folder / "config.json").write_bytes((Path(tiny_models.gemma3) / "config.json").read_bytes())
     save_file({"model.norm.weight": torch.zeros(64)}, str(folder / "model.safetensors"))
+    return folder
+
+
+def test_a_file_of_other_weights_is_refused(tiny_models: Any, tmp_path: Path) -> None:
     with pytest.raises(MissingModelError, match="missing"):
-        load_mapped_causal_lm(folder)
+        load_mapped_causal_lm(other_weights_folder(tiny_models, tmp_path))
