@@ -268,7 +268,10 @@ class CausalLMGenerator(Generator):
                  max_passage_tokens: int = MAX_COMBINED_LENGTH,
                  use_chat_template: bool | None = None, stop_at_newline: bool = True,
                  no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
-                 precision: str = "float32", lean_decoder: bool | None = None) -> None:
+                 precision: str = "float32", lean_decoder: bool | None = None,
+                 newline_ids: frozenset[int] | None = None) -> None:
+        """``newline_ids``: :func:`newline_token_ids` of ``tokenizer`` where the caller
+        kept them (found here otherwise)."""
         super().__init__(model, tokenizer, name)
         # Gemma 3 and Qwen2 run through ragdesk's lean decoders (packed prompts, preallocated
         # cache, bfloat16 as the fast path), other models through transformers' forward.
@@ -284,7 +287,9 @@ class CausalLMGenerator(Generator):
             # answer never needs the same three tokens twice.
             self.settings = replace(self.settings, no_repeat_ngram_size=no_repeat_ngram_size)
         if stop_at_newline:
-            self.stop_ids = newline_token_ids(tokenizer) - self.special_ids
+            if newline_ids is None:
+                newline_ids = newline_token_ids(tokenizer)
+            self.stop_ids = newline_ids - self.special_ids
             extra = tuple(sorted(self.stop_ids - set(self.settings.eos_token_ids)))
             # the model's own EOS stays first: training ends answers with eos_token_ids[0]
             self.settings = replace(self.settings,

@@ -21,7 +21,8 @@ from ragdesk.core.encoders import TextEncoder, load_encoder
 from ragdesk.core.errors import MissingModelError, RagdeskError
 from ragdesk.core.models import first_use
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
-from ragdesk.core.models.gguf_files import load_gguf_causal_lm
+from ragdesk.core.models.gguf_files import cache_dir_for, cache_is_valid, load_gguf_causal_lm
+from ragdesk.core.models.newline_cache import converted_newline_ids
 from ragdesk.core.models.rag_checkpoint import GENERATOR, QUESTION_ENCODER, load_rag_part
 from ragdesk.core.models.refs import (
     KIND_CAUSAL,
@@ -247,4 +248,8 @@ def load_generator(
 
     if parts.kind == "seq2seq":
         return Seq2SeqGenerator(parts.model, parts.tokenizer, parts.name)
-    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name, precision=precision)
+    newline_ids = None
+    if parts.source.is_gguf and cache_is_valid(parts.source.path):  # ragdesk's own folder
+        newline_ids = converted_newline_ids(cache_dir_for(parts.source.path), parts.tokenizer)
+    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name, precision=precision,
+                             newline_ids=newline_ids)

@@ -4,7 +4,6 @@ tokenizer, first from the file and then from the converted copy kept next to it.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -16,14 +15,6 @@ from ragdesk.core.models.gguf_files import cache_dir_for, cache_is_valid
 
 TEXTS = ["The capital of France is Paris, which lies on the Seine.",
          "Who wrote Hamlet? William Shakespeare did, around 1600."]
-
-
-@pytest.fixture()
-def gguf_copy(tiny_gguf: Path, tmp_path: Path) -> Path:
-    dst = tmp_path / "gguf" / tiny_gguf.name
-    dst.parent.mkdir()
-    shutil.copy2(tiny_gguf, dst)
-    return dst
 
 
 def _assert_same_as_source(parts, source_dir: Path) -> None:  # type: ignore[no-untyped-def]

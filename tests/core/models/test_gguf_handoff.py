@@ -3,7 +3,6 @@ instead of being read back from disk, once, and behaves like the converted copy.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -11,14 +10,6 @@ import torch
 
 from ragdesk.core.models import gguf_files, load_generator_parts
 from tests.core.models.test_gguf import _assert_same_as_source
-
-
-@pytest.fixture()
-def gguf_copy(tiny_gguf: Path, tmp_path: Path) -> Path:
-    dst = tmp_path / "gguf" / tiny_gguf.name
-    dst.parent.mkdir()
-    shutil.copy2(tiny_gguf, dst)
-    return dst
 
 
 def test_kept_conversion_is_handed_over_once(tiny_models, gguf_copy: Path,  # type: ignore[no-untyped-def]
