@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
+import functools
+
 _BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# x86 instructions that add u8 x s8 products straight into 32-bit sums
+_INT8_DOT_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+@functools.cache
+def _x86_flags() -> frozenset[str] | None:
+    """The ``flags`` of /proc/cpuinfo (x86 Linux); None elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
 
 
 def cpu_has_native_bf16() -> bool:
@@ -11,15 +28,24 @@ def cpu_has_native_bf16() -> bool:
     Elsewhere oneDNN emulates bf16 and it is slower than float32, so callers stay in float32
     there.
     """
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return any(f in flags for f in _BF16_FLAGS)
-    except OSError:
-        pass
-    return False
+    flags = _x86_flags()
+    return flags is not None and any(f in flags for f in _BF16_FLAGS)
+
+
+def int8_weight_levels() -> int:
+    """The largest magnitude an int8 weight may take for products with u8 activations.
+
+    Without VNNI, x86 int8 kernels (fbgemm, oneDNN) multiply u8 x s8 pairs with
+    ``vpmaddubsw``, which sums two products into a saturating int16: 255 x 127 x 2 overflows
+    it, and a product of all-large inputs came out at half its value (323.8 for 639).
+    Weights of at most 63 keep every pair sum within int16 (255 x 64 x 2 = 32,640), at one
+    bit of weight precision; activations keep their 8 bits, whose per-tensor range is the
+    coarser of the two. With VNNI (or off x86) the sums are 32-bit and weights use 127.
+    """
+    flags = _x86_flags()
+    if flags is None or any(f in flags for f in _INT8_DOT_FLAGS):
+        return 127
+    return 63
 
 
 def passive_openmp_waits() -> None:

@@ -143,11 +143,14 @@ def int8_rows_available() -> bool:
 
 
 def int8_prepack(weight: torch.Tensor, bias: torch.Tensor | None) -> Any:
-    """Symmetric int8 per output channel, packed for ``quantized.linear_dynamic``."""
+    """Symmetric int8 per output channel (within :func:`int8_weight_levels`), packed for
+    ``quantized.linear_dynamic``."""
     import torch
 
+    from ragdesk.core.cpu import int8_weight_levels
+
     w = weight.float().contiguous()
-    scales = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12).double()
+    scales = (w.abs().amax(dim=1) / float(int8_weight_levels())).clamp(min=1e-12).double()
     zeros = torch.zeros(w.shape[0], dtype=torch.long)
     engine = torch.backends.quantized.engine
     # oneDNN packs about 2x faster than fbgemm (the x86 default: 262k x 640 output layer 1.3-1.6

@@ -222,6 +222,7 @@ def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
     difference does not count as many): int8 / bfloat16 weights are an approximation."""
     import torch
 
+    from ragdesk.core.cpu import int8_weight_levels
     from ragdesk.core.engine import causal_decoder
 
     if precision == "int8" and not causal_decoder.int8_available():
@@ -243,7 +244,9 @@ def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
             total += la.shape[0]
             tokens = la.argmax(-1)
             la, lb = ra.step(tokens), rb.step(tokens)
-    assert agree / total >= 0.9
+    # int8 weights without VNNI keep within ±63 (see cpu.int8_weight_levels): half the levels
+    coarse = precision == "int8" and int8_weight_levels() < 127
+    assert agree / total >= (0.85 if coarse else 0.9)
 
 
 def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models: Any) -> None:
