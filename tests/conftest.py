@@ -29,6 +29,19 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-un
     return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
 
 
+@pytest.fixture(scope="session")
+def bf16_kernel_here(tiny_models) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the fused bfloat16 BERT kernel runs on this CPU (oneDNN's packed bfloat16
+    products need AVX-512 BW/VL/DQ or AVX-NE-CONVERT); elsewhere bfloat16 falls back to
+    float32, which the precision tests check instead."""
+    import torch
+
+    from ragdesk.core.encoders import FusedBertKernel, load_encoder
+
+    enc = load_encoder(tiny_models.st_encoder, role="passage")
+    return FusedBertKernel.build(enc.model, enc.info, torch.bfloat16) is not None
+
+
 @pytest.fixture()
 def data_dir(tmp_path: Path) -> Path:
     d = tmp_path / "data"

@@ -41,6 +41,7 @@ from ragdesk.core.documents.splitting import PASSAGE_WORDS, split_document
 from ragdesk.core.encoders import (
     EncoderPrecision,
     TextEncoder,
+    as_computed,
     chosen_precision,
     load_encoder,
     passage_input,
@@ -140,7 +141,7 @@ def import_folder(data: DataDir, catalog: Catalog, folder: str | os.PathLike[str
         enc = enc.at_precision(chosen.passages)
         run = _FolderImport(job, root, enc, previous, progress, cancel, batch_size,
                             default_pack)
-        run.precision = EncoderPrecision(enc.precision, chosen.questions)
+        run.precision = as_computed(chosen, enc.precision)
         return run.run()
 
 

@@ -25,6 +25,7 @@ from ragdesk.core.encoders.precision import (
     FAST_ENV,
     FLOAT32,
     EncoderPrecision,
+    as_computed,
     check_encoder_precision,
     chosen_precision,
     default_precision,
@@ -47,10 +48,10 @@ from ragdesk.core.kernels import FusedBertKernel, pool_tokens
 from ragdesk.core.options import ENCODER_PRECISIONS
 
 __all__ = [
-    "BFLOAT16", "DPR_FAMILY", "ENCODER_PRECISIONS", "EXACT", "FAST_ENV", "FLOAT32",
-    "MODEL_INPUTS", "POOLINGS", "ST_FAMILY", "EncoderInfo", "EncoderPrecision",
-    "FusedBertKernel", "Prompts", "SentenceHead", "StLayout", "TextEncoder",
-    "check_encoder_precision", "check_query_space", "chosen_precision", "default_precision",
-    "describe_encoder", "detect_family", "load_encoder", "passage_input", "pool_tokens",
-    "read_st_layout", "resolve_model_path", "stable_id", "token_length_order",
+    "BFLOAT16", "DPR_FAMILY", "ENCODER_PRECISIONS", "EXACT", "FAST_ENV", "FLOAT32", "MODEL_INPUTS",
+    "POOLINGS", "ST_FAMILY", "EncoderInfo", "EncoderPrecision", "FusedBertKernel", "Prompts",
+    "SentenceHead", "StLayout", "TextEncoder", "as_computed", "check_encoder_precision",
+    "check_query_space", "chosen_precision", "default_precision", "describe_encoder",
+    "detect_family", "load_encoder", "passage_input", "pool_tokens", "read_st_layout",
+    "resolve_model_path", "stable_id", "token_length_order",
 ]

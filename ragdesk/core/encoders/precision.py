@@ -85,3 +85,13 @@ def chosen_precision(info: EncoderInfo, precision: str | None) -> EncoderPrecisi
     if precision is None:
         return default_precision(info)
     return EncoderPrecision.both(check_encoder_precision(precision))
+
+
+def as_computed(chosen: EncoderPrecision, passages_ran: str) -> EncoderPrecision:
+    """What a snapshot records: its passages' precision as they were computed, and the
+    questions' as chosen, except where bfloat16 was chosen and the passages fell back to
+    float32 (the fused kernel does not run this model on this CPU): the questions would fall
+    back just the same, so the record says float32 for them too."""
+    if chosen.passages == BFLOAT16 and passages_ran == FLOAT32:
+        return EncoderPrecision.both(FLOAT32)
+    return EncoderPrecision(passages_ran, chosen.questions)

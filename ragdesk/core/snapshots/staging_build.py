@@ -20,7 +20,7 @@ import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.catalog.records import utcnow
-from ragdesk.core.encoders import EncoderPrecision, passage_input, token_length_order
+from ragdesk.core.encoders import as_computed, passage_input, token_length_order
 from ragdesk.core.errors import (
     BadInputError,
     Cancelled,
@@ -386,7 +386,7 @@ class StagingBuild:
             passages=n, encoder=info, embeddings_dtype=self.plan.dtype.name, dim=info.dim,
             variants={FLAT: VariantEntry(EMBEDDINGS_FILE, emb_bytes, {}, 1.0, 0.0)},
             default_variant=FLAT, files=files,
-            precision=EncoderPrecision(passages, self.plan.precision.questions),
+            precision=as_computed(self.plan.precision, passages),
         )
         write_manifest(self.staging, manifest)
         # the checksums just taken count as the files' first check: a first open of a
