@@ -8,7 +8,6 @@ towards its end, where the work is (the start is Python importing its modules).
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -164,11 +163,17 @@ def test_remove_killed_at_20_random_points(tmp_path: Path, tiny_models: Any) -> 
 
 
 def _pack(root: Path) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "ragdesk", "--data-dir", str(root), "models",
-                           "list", "--json"], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    packs = {p["name"]: p for p in json.loads(proc.stdout)}
+    """The pack as `ragdesk models list --json` shows it next (its context recovers first), read
+    in this process: a process per check was most of this test's time."""
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models import list_packs
+
+    app = AppContext(root)
+    try:
+        app.data.ensure()
+        packs = {s.name: s.to_json() for s in list_packs(app.catalog, app.data)}
+    finally:
+        app.close()
     return dict(packs["p"])
 
 
