@@ -89,8 +89,8 @@ class TextEncoder:
             twin = exact._kernel_twin(torch.bfloat16)
             if twin is None:
                 log.warning("%s cannot run in %s here: the fused kernel needs a plain BERT "
-                            "on the CPU, and a CPU with AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT; "
-                            "it computes in float32", self.info.id, precision)
+                            "on a CPU with AVX-512 (BW, VL, DQ) or AVX-NE-CONVERT; it computes "
+                            "in float32", self.info.id, precision)
                 twin = exact
             exact._twins[precision] = twin
         return twin
