@@ -23,6 +23,10 @@ from ragdesk.core.starter_encoder import ENCODER_ID
 FIRST_FITTING_LINE = 1001
 
 
+def _share(x: object) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path, help="an `ragdesk eval --out` JSONL file")
@@ -51,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.out}: {model.fitted_on['questions']} questions, {model.fitted_on['right']} "
           f"right; threshold {model.threshold:.3f}; cross-validated AUROC {cv['auroc']:.3f}, "
           f"ECE {cv['ece']:.3f}, given {cv['given']} ({cv['given_right_share']:.3f} right), "
-          f"right kept {cv['right_kept_share']:.3f}")
+          f"right kept {cv['right_kept_share']:.3f}, unanswerable abstaining "
+          f"{_share(cv['unanswerable_abstain_share'])}")
     return 0
 
 

@@ -17,6 +17,7 @@ from ragdesk.core.evaluation.selective import (
     auroc,
     choose_threshold,
     expected_calibration_error,
+    given_figures,
 )
 from ragdesk.core.safe_json import as_float, as_object
 
@@ -54,17 +55,21 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
     right = np.array([as_float(r["em"]) >= 1.0 for r in rows], dtype=bool)
     if right.all() or not right.any():
         raise ValueError("the answers are all right or all wrong; nothing to tell apart")
+    answerable: list[bool | None] = [
+        a if isinstance(a := r.get("answerable"), bool) else None for r in rows]
     cv = _cross_validated(feats, right, l2, folds)
-    threshold = choose_threshold(cv.tolist(), right.tolist())
+    threshold = choose_threshold(cv.tolist(), right.tolist(), answerable)
     given = cv >= threshold
+    figures = given_figures(given.tolist(), right.tolist(), answerable)
     fitted_on = {
         "source": source, "questions": len(rows), "right": int(right.sum()), "l2": l2,
         "cross_validated": {
             "folds": folds, "auroc": auroc(cv.tolist(), right.tolist()),
             "ece": expected_calibration_error(cv.tolist(), right.tolist()),
-            "given": int(given.sum()),
-            "given_right_share": float(right[given].mean()) if given.any() else None,
-            "right_kept_share": float(given[right].mean()),
+            "given": figures["given"],
+            "given_right_share": figures["given_right_share"],
+            "right_kept_share": figures["right_kept_share"],
+            "unanswerable_abstain_share": figures["unanswerable_abstain_share"],
         },
     }
     return fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=FEATURES,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -81,28 +82,76 @@ def given_figures(given: Sequence[bool], right: Sequence[bool],
     }
 
 
-# Share of the right answers the threshold must still give: a withheld right answer costs
-# a click ("Show the guess"), a confident wrong one costs trust, so the rest is withheld.
-KEEP_RIGHT = 0.5
+@dataclass(frozen=True)
+class Promises:
+    """What an answer's confidence promises a user at the shipped threshold: of the answers
+    given, at least ``given_right`` are right; at least ``right_kept`` of the right answers
+    are still given (a withheld one costs a click, "Show the guess"); on the questions the
+    snapshot cannot answer, at least ``unanswerable_abstain`` say "not found"."""
+
+    given_right: float = 0.20
+    right_kept: float = 0.40
+    unanswerable_abstain: float = 0.85
+
+    def __post_init__(self) -> None:
+        for name in ("given_right", "right_kept", "unanswerable_abstain"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must lie strictly between 0 and 1")
+
+
+PROMISES = Promises()
+
+
+def _excess(share: float, promise: float, n: int) -> float:
+    """How many standard errors ``share`` of ``n`` lies above ``promise`` (the binomial
+    error at the promise): the same footing for figures near 1 and figures near 0."""
+    return (share - promise) / math.sqrt(promise * (1.0 - promise) / n)
+
+
+def _margin(given: np.ndarray, y: np.ndarray, unanswerable: np.ndarray,
+            promises: Promises) -> float:
+    """The smallest of the figures' margins over their promises, in standard errors."""
+    n_given, n_right = int(given.sum()), int(y.sum())
+    if not n_given:
+        return -math.inf
+    hits = int((given & y).sum())
+    margins = [_excess(hits / n_given, promises.given_right, n_given),
+               _excess(hits / n_right, promises.right_kept, n_right)]
+    if unanswerable.any():
+        n_un = int(unanswerable.sum())
+        margins.append(_excess(int((~given & unanswerable).sum()) / n_un,
+                               promises.unanswerable_abstain, n_un))
+    return min(margins)
 
 
 def choose_threshold(confidence: Sequence[float], right: Sequence[bool],
-                     keep: float = KEEP_RIGHT) -> float:
-    """The highest threshold at which at least ``keep`` of the right answers are still
-    given (confidence ≥ threshold). Fitted on held-out answers.
+                     answerable: Sequence[bool | None] | None = None,
+                     promises: Promises = PROMISES) -> float:
+    """The threshold that meets every promise with the widest margin on held-out answers:
+    the one whose smallest margin (figure minus promise, in standard errors of a figure of
+    that many answers) is largest; the higher threshold on a tie. Candidates are the right
+    answers' confidences, each the highest threshold that still gives that right answer.
+    ``answerable`` None or all unknown: no abstention figure.
 
-    Why not the best F1 between "given" and "right": with few right answers its optimum sits
-    on a flat, noisy ridge (on the starter's fitting lines it moved from 45 % to 41 % of the
-    right answers kept when features were added), so the share of right answers a user still
-    sees was whatever the ridge gave; this rule fixes that share and lets the share of given
-    answers that are right follow from the model's quality."""
+    Why not a fixed share of right answers kept: a share fitted at exactly what the fitting
+    lines give lands under it on new questions about half the time, and how much the other
+    figures can give up for it follows from the model's quality, not from the rule. Why
+    standard errors rather than ratios to the promises: a share near 1 (abstention) cannot
+    exceed its promise by much of a ratio, so ratios would make it bind first. Why not the
+    best F1 of "given" against "right": with few right answers its optimum sits on a flat,
+    noisy ridge."""
     c = np.asarray(confidence, dtype=np.float64)
     y = np.asarray(right, dtype=bool)
     if not y.any():
         return 1.0
-    ranked = np.sort(c[y])[::-1]
-    need = max(1, math.ceil(keep * len(ranked)))
-    return float(ranked[need - 1])
+    marks = [None] * len(c) if answerable is None else list(answerable)
+    unanswerable = np.array([a is False for a in marks], dtype=bool)
+    best_t, best_m = 1.0, -math.inf
+    for t in np.unique(c[y])[::-1]:
+        m = _margin(c >= t, y, unanswerable, promises)
+        if m > best_m:
+            best_t, best_m = float(t), m
+    return best_t
 
 
 def selective_summary(confidence: Sequence[float | None], right: Sequence[bool],

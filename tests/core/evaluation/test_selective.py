@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from ragdesk.core.evaluation.selective import (
+    PROMISES,
+    Promises,
     auroc,
     choose_threshold,
     expected_calibration_error,
@@ -56,19 +58,53 @@ def test_given_figures_by_hand() -> None:
     assert g["unanswerable"] == 2 and g["unanswerable_abstain_share"] == pytest.approx(1 / 2)
 
 
-@pytest.mark.parametrize("keep", [0.25, 0.5, 0.9])
-def test_threshold_is_the_highest_that_keeps_the_share_of_right_answers(keep: float) -> None:
-    rng = np.random.default_rng(11)
-    c = rng.random(200)
-    y = rng.random(200) < c
-    t = choose_threshold(c.tolist(), y.tolist(), keep=keep)
+def _naive_margin(c: np.ndarray, y: np.ndarray, unans: np.ndarray, th: float,
+                  promises: Promises) -> float:
+    """The smallest of the three figures' distances above their promises, each in binomial
+    standard errors at the promise for the figure's own count of answers."""
+    given = [bool(x >= th) for x in c]
+    right_given = sum(1 for g, r in zip(given, y, strict=True) if g and r)
+    n_given, n_right, n_un = sum(given), int(y.sum()), int(unans.sum())
+    abstained = sum(1 for g, u in zip(given, unans, strict=True) if u and not g)
+    figures = [(right_given / n_given, promises.given_right, n_given),
+               (right_given / n_right, promises.right_kept, n_right),
+               (abstained / n_un, promises.unanswerable_abstain, n_un)]
+    return float(min((f - p) / ((p * (1 - p) / n) ** 0.5) for f, p, n in figures))
 
-    def kept(th: float) -> float:
-        return float((c[y] >= th).mean())
 
-    assert kept(t) >= keep
-    # a naive scan: no higher threshold among the confidences keeps as many
-    assert all(kept(th) < keep for th in c if th > t)
+@pytest.mark.parametrize("seed", [3, 11, 29])
+@pytest.mark.parametrize("promises", [PROMISES, Promises(0.5, 0.2, 0.9)])
+def test_threshold_meets_every_promise_with_the_widest_margin(seed: int,
+                                                              promises: Promises) -> None:
+    rng = np.random.default_rng(seed)
+    c = rng.random(300)
+    unans = rng.random(300) < 0.5
+    y = (rng.random(300) < c) & ~unans
+    answerable = [not u for u in unans]
+    t = choose_threshold(c.tolist(), y.tolist(), answerable, promises)
+    best = _naive_margin(c, y, unans, t, promises)
+    # a naive scan over every confidence: none meets the promises with a wider margin, and
+    # none above the chosen threshold meets them as well
+    for th in c:
+        m = _naive_margin(c, y, unans, float(th), promises)
+        assert m <= best + 1e-12
+        if th > t:
+            assert m < best
+    assert t in set(c[y].tolist())
+
+
+def test_threshold_without_answerability_balances_the_two_other_promises() -> None:
+    # ten right answers at the top, then wrong ones: giving the right ten and nothing else
+    # meets both promises best
+    c = [1.0 - i / 100 for i in range(40)]
+    y = [i < 10 for i in range(40)]
+    assert choose_threshold(c, y) == pytest.approx(c[9])
+    assert choose_threshold(c, [False] * 40) == 1.0
+
+
+def test_promises_must_be_shares() -> None:
+    with pytest.raises(ValueError, match="right_kept"):
+        Promises(right_kept=1.0)
 
 
 def test_summary_skips_answers_without_confidence_and_reports_abstention() -> None:
