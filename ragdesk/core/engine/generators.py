@@ -32,6 +32,7 @@ from ragdesk.core.engine.contracts import PassageContext, PassageText
 from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.hf_causal import CausalContext
 from ragdesk.core.engine.hf_seq2seq import Seq2SeqContext, right_padded
+from ragdesk.core.engine.inert_text import InertText
 from ragdesk.core.engine.prompts import (
     chat_messages,
     plain_prompt,
@@ -137,6 +138,8 @@ class Generator(ABC):
         self.device = next(model.parameters()).device
         self.settings = self._settings()
         self.special_ids = frozenset(int(i) for i in (tokenizer.all_special_ids or []))
+        # passages and questions never become control tokens (see .inert_text)
+        self.inert = InertText(tokenizer)
         # tokens that end an answer like EOS, and like EOS are scored but never shown
         self.stop_ids: frozenset[int] = frozenset()
 
@@ -212,6 +215,7 @@ class Seq2SeqGenerator(Generator):
     def input_ids(self, question: str, passage: PassageText) -> list[int]:
         """Token ids of one generator input; the question is never truncated."""
         tok = self.tokenizer
+        question, passage = self.inert.text(question), self.inert.passage(passage)
         full = rag_input_text(passage.title, passage.text, question, self.prefix,
                               self.title_sep, self.doc_sep)
         ids: list[int] = tok(full, add_special_tokens=True)["input_ids"]
@@ -317,7 +321,8 @@ class CausalLMGenerator(Generator):
                     ) -> str:
         """The prompt for one passage (see :mod:`.prompts`): the style's worked examples
         first, so that the K prompts of one question share their opening tokens."""
-        question = normalize_question(question)
+        question = normalize_question(self.inert.text(question))
+        passage = self.inert.passage(passage)
         if self.use_chat_template:
             msgs = chat_messages(question, passage.title, passage.text, style)
             return str(self.tokenizer.apply_chat_template(
@@ -327,6 +332,7 @@ class CausalLMGenerator(Generator):
     def input_ids(self, question: str, passage: PassageText, style: Style = DEFAULT_STYLE
                   ) -> list[int]:
         tok = self.tokenizer
+        passage = self.inert.passage(passage)  # before the cut, so that it counts as read
         text_ids = tok(passage.text, add_special_tokens=False)["input_ids"]
         if len(text_ids) > self.max_passage_tokens:
             # str(): the stubs' decode also covers batches (a list); one sequence is text
@@ -359,9 +365,9 @@ class CausalLMGenerator(Generator):
                      style: Style = DEFAULT_STYLE) -> list[int]:
         """The one prompt with every passage (each cut to ``max_passage_tokens``)."""
         tok = self.tokenizer
-        question = normalize_question(question)
+        question = normalize_question(self.inert.text(question))
         cut = []
-        for p in passages:
+        for p in map(self.inert.passage, passages):
             ids = tok(p.text, add_special_tokens=False)["input_ids"]
             text = str(tok.decode(ids[:self.max_passage_tokens])) if len(ids) > \
                 self.max_passage_tokens else p.text
