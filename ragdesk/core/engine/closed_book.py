@@ -37,7 +37,7 @@ def closed_book(generator: Generator, question: str, text: str,
     as text (an evaluation's ``--out`` rows) give the same number as answers just made."""
     if not text.strip():
         return NOTHING
-    ids = generator.tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = generator.tokenizer(generator.inert.text(text), add_special_tokens=False)["input_ids"]
     if not ids:
         return NOTHING
     import torch
