@@ -3,7 +3,7 @@ characters, never as the control token; text without one tokenizes exactly as be
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -22,9 +22,9 @@ class _Added:
 
 
 class _StubTokenizer:
-    all_special_tokens = ["<eos>", "<bos>"]
-    added_tokens_decoder = {7: _Added("<|im_end|>", True), 8: _Added("<|im", True),
-                            9: _Added("\n\n\n", False)}
+    all_special_tokens: ClassVar[list[str]] = ["<eos>", "<bos>"]
+    added_tokens_decoder: ClassVar[dict[int, _Added]] = {
+        7: _Added("<|im_end|>", True), 8: _Added("<|im", True), 9: _Added("\n\n\n", False)}
 
 
 def _hostile(gen: Any) -> PassageText:
