@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ragdesk.core.safe_json import as_float, as_int
+
 
 def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float | None:
     """P(a random positive scores above a random negative), ties counting one half (the
@@ -108,19 +110,19 @@ def _excess(share: float, promise: float, n: int) -> float:
     return (share - promise) / math.sqrt(promise * (1.0 - promise) / n)
 
 
-def _margin(given: np.ndarray, y: np.ndarray, unanswerable: np.ndarray,
+def _margin(given: np.ndarray, y: np.ndarray, answerable: Sequence[bool | None],
             promises: Promises) -> float:
-    """The smallest of the figures' margins over their promises, in standard errors."""
-    n_given, n_right = int(given.sum()), int(y.sum())
+    """The smallest of the figures' margins over their promises (:func:`given_figures`), in
+    standard errors."""
+    f = given_figures(given.tolist(), y.tolist(), answerable)
+    n_given, n_unanswerable = as_int(f["given"]), as_int(f["unanswerable"])
     if not n_given:
         return -math.inf
-    hits = int((given & y).sum())
-    margins = [_excess(hits / n_given, promises.given_right, n_given),
-               _excess(hits / n_right, promises.right_kept, n_right)]
-    if unanswerable.any():
-        n_un = int(unanswerable.sum())
-        margins.append(_excess(int((~given & unanswerable).sum()) / n_un,
-                               promises.unanswerable_abstain, n_un))
+    margins = [_excess(as_float(f["given_right_share"]), promises.given_right, n_given),
+               _excess(as_float(f["right_kept_share"]), promises.right_kept, int(y.sum()))]
+    if n_unanswerable:
+        margins.append(_excess(as_float(f["unanswerable_abstain_share"]),
+                               promises.unanswerable_abstain, n_unanswerable))
     return min(margins)
 
 
@@ -144,11 +146,10 @@ def choose_threshold(confidence: Sequence[float], right: Sequence[bool],
     y = np.asarray(right, dtype=bool)
     if not y.any():
         return 1.0
-    marks = [None] * len(c) if answerable is None else list(answerable)
-    unanswerable = np.array([a is False for a in marks], dtype=bool)
+    marks: Sequence[bool | None] = [None] * len(c) if answerable is None else answerable
     best_t, best_m = 1.0, -math.inf
     for t in np.unique(c[y])[::-1]:
-        m = _margin(c >= t, y, unanswerable, promises)
+        m = _margin(c >= t, y, marks, promises)
         if m > best_m:
             best_t, best_m = float(t), m
     return best_t
