@@ -21,6 +21,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.engine.score_processors import (
+    ForcedFirst,
+    ForcedLast,
+    MinLength,
+    NoRepeatNGram,
+    ProcessorList,
+    RepetitionPenalty,
+    ScoreProcessor,
+)
+
 if TYPE_CHECKING:
     import torch
 
@@ -80,35 +90,25 @@ class GenerationSettings:
 
 
 def build_processors(settings: GenerationSettings, *, max_length: int, min_new_tokens: int,
-                     prompt_length: int = 1) -> Any:
+                     prompt_length: int = 1) -> ProcessorList:
     """The logits processors ``generate`` would build from these settings, in its order.
 
     ``max_length`` counts the start token, as transformers does for encoder-decoders.
     """
-    from transformers import (
-        ForcedBOSTokenLogitsProcessor,
-        ForcedEOSTokenLogitsProcessor,
-        LogitsProcessorList,
-        MinLengthLogitsProcessor,
-        MinNewTokensLengthLogitsProcessor,
-        NoRepeatNGramLogitsProcessor,
-        RepetitionPenaltyLogitsProcessor,
-    )
-
     eos = list(settings.eos_token_ids)
-    procs = LogitsProcessorList()
+    procs = ProcessorList()
     if settings.repetition_penalty != 1.0:
-        procs.append(RepetitionPenaltyLogitsProcessor(settings.repetition_penalty))
+        procs.append(RepetitionPenalty(settings.repetition_penalty))
     if settings.no_repeat_ngram_size > 0:
-        procs.append(NoRepeatNGramLogitsProcessor(settings.no_repeat_ngram_size))
+        procs.append(NoRepeatNGram(settings.no_repeat_ngram_size))
     if eos and settings.min_length > 0:
-        procs.append(MinLengthLogitsProcessor(settings.min_length, eos))
+        procs.append(MinLength(settings.min_length, eos))
     if eos and min_new_tokens > 0:
-        procs.append(MinNewTokensLengthLogitsProcessor(prompt_length, min_new_tokens, eos))
+        procs.append(MinLength(min_new_tokens, eos, skip=prompt_length))
     if settings.forced_bos_token_id is not None:
-        procs.append(ForcedBOSTokenLogitsProcessor(int(settings.forced_bos_token_id)))
+        procs.append(ForcedFirst(int(settings.forced_bos_token_id)))
     if settings.forced_eos_token_ids:
-        procs.append(ForcedEOSTokenLogitsProcessor(max_length, list(settings.forced_eos_token_ids)))
+        procs.append(ForcedLast(max_length, list(settings.forced_eos_token_ids)))
     return procs
 
 
@@ -133,8 +133,8 @@ class GreedySearch:
     """``_sample`` without sampling: argmax of the processed scores, rows finish on EOS."""
 
     def __init__(self, rows: int, settings: GenerationSettings, *, max_new_tokens: int,
-                 min_new_tokens: int, extras_dim: int, extra_processors: Sequence[object] = ()
-                 ) -> None:
+                 min_new_tokens: int, extras_dim: int,
+                 extra_processors: Sequence[ScoreProcessor] = ()) -> None:
         import torch
 
         self.settings = settings
@@ -194,7 +194,7 @@ class BeamSearch:
 
     def __init__(self, batch_size: int, num_beams: int, settings: GenerationSettings, *,
                  max_new_tokens: int, min_new_tokens: int, extras_dim: int,
-                 extra_processors: Sequence[object] = ()) -> None:
+                 extra_processors: Sequence[ScoreProcessor] = ()) -> None:
         import torch
 
         self.settings = settings

@@ -20,7 +20,7 @@ from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter, token_p
 from ragdesk.core.engine.contracts import PassageContext, PassageText
 from ragdesk.core.engine.decoding import BeamSearch, GreedySearch, Hypothesis, common_prefix
 from ragdesk.core.engine.generators import Generator
-from ragdesk.core.engine.grounding import end_at_a_whole_span, span_processors
+from ragdesk.core.engine.grounding import SpanConstraint, end_at_a_whole_span, span_processors
 from ragdesk.core.engine.request import AnswerRequest, keyword_request, passages_of
 from ragdesk.core.options import DEFAULT_OPTIONS, Style
 from ragdesk.core.progress import CancelToken
@@ -129,7 +129,7 @@ class _Search:
     distribution, K decoder rows (one per passage) per hypothesis."""
 
     def __init__(self, ctx: PassageContext, generator: Generator, opts: AnswerRequest,
-                 marg: _Marginal, constraint: Sequence[object], emitter: TokenEmitter,
+                 marg: _Marginal, constraint: Sequence[SpanConstraint], emitter: TokenEmitter,
                  cancel: CancelToken | None) -> None:
         self.ctx, self.opts, self.marg = ctx, opts, marg
         self.settings = generator.settings
