@@ -243,10 +243,27 @@ def _precision_of(gen: object) -> str:
 
 @contextlib.contextmanager
 def _quiet_loading(verbose: int) -> Iterator[None]:
-    """transformers draws a "Loading weights" progress bar for every model on stderr; the
-    answer is what the user asked for, so the bars show only with -v."""
+    """transformers draws a "Loading weights" progress bar for every model it loads on
+    stderr; the answer is what the user asked for, so the bars show only with -v. Models
+    loaded for answering usually never import transformers, so neither does this."""
     if verbose:
         yield
+        return
+    if "transformers" not in sys.modules:
+        # a load that falls back to transformers imports it below; transformers takes its
+        # bars' switch from huggingface_hub's when it is imported (a cheap import)
+        import importlib
+
+        # the module itself: huggingface_hub.utils re-exports its tqdm class under its name
+        hub_utils = importlib.import_module("huggingface_hub.utils.tqdm")
+
+        hub_was = not hub_utils.are_progress_bars_disabled()
+        hub_utils.disable_progress_bars()
+        try:
+            yield
+        finally:
+            if hub_was:
+                hub_utils.enable_progress_bars()
         return
     from transformers.utils import logging as hf_logging
 

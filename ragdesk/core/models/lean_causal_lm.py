@@ -61,8 +61,6 @@ class _Rotary:
     float32 product, so that float32 results are equal)."""
 
     def __init__(self, config: Any) -> None:
-        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
         dim = int(getattr(config, "head_dim", None)
                   or config.hidden_size // config.num_attention_heads)
         self.inv_freq: dict[str | None, torch.Tensor] = {}
@@ -74,7 +72,9 @@ class _Rotary:
                 base = params["rope_theta"]
                 inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
                 scale = 1.0
-            else:
+            else:  # the scaled kinds: transformers' own arithmetic (and its import)
+                from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
                 extra = {} if layer_type is None else {"layer_type": layer_type}
                 inv, scale = ROPE_INIT_FUNCTIONS[kind](config, None, **extra)
             self.inv_freq[layer_type], self.scaling[layer_type] = inv, float(scale)
