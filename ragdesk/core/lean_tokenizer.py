@@ -1,0 +1,603 @@
+"""A model folder's tokenizer without ``transformers``: ``tokenizer.json`` read by the
+``tokenizers`` library (Rust), with transformers 5's Python behaviour on top.
+
+``AutoTokenizer`` costs a one-shot ``ragdesk ask`` ~0.7 s of imports. For the classes in
+:data:`_CLASSES` transformers keeps the file's vocabulary, merges, added tokens,
+post-processor, padding and truncation, but builds the normalizer, pre-tokenizer, decoder and
+model options in the class's ``__init__``; a folder is read here only when the file holds that
+same pipeline and nothing in it or its configs would make transformers add, rename or re-flag a
+token (then the Rust tokenizer is the one transformers ends up with). Every other folder gives
+None and goes through transformers. tests/core/test_lean_tokenizer.py holds the two together.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
+
+from ragdesk.core.errors import BadInputError
+from ragdesk.core.safe_json import loads_bounded
+
+log = logging.getLogger(__name__)
+
+VERY_LARGE_INTEGER = int(1e30)  # transformers' "no limit" model_max_length
+LARGE_INTEGER = int(1e20)  # above it transformers treats model_max_length as unset
+QWEN2_PRETOKENIZE_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+                           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+NAMED = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+         "mask_token")  # transformers' SPECIAL_TOKENS_ATTRIBUTES, in its order
+# config.json model types for which AutoTokenizer keeps tokenizer_config's class (checked
+# against transformers' tables in the tests); any other model type may reroute the folder
+_MODEL_TYPES = {
+    "gemma": {"gemma", "gemma2", "gemma3", "gemma3_text"},
+    "qwen2": {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"},
+    "bert": {"bert", "dpr"},
+}
+_BACKEND_IDS = ("deepseek-ai/deepseek-r1-distill-llama-*", "deepseek-ai/deepseek-coder-*",
+                "allenai/dolma2-tokenizer", "google/umt5-small", "naver-clova-ix/donut-*",
+                "salesforce/blip2-opt-*", "salesforce/blip2-flan-t5-*",
+                "salesforce/instructblip-flan-t5-*", "stepfun-ai/step-3.7-*")
+# configs that send transformers down paths not reproduced here
+_REFUSED_KEYS = ("auto_map", "fast_tokenizer_files", "model_specific_special_tokens",
+                 "init_inputs")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Class:
+    family: str
+    defaults: dict[str, str | None]  # the class __init__'s special-token defaults
+    padding_side: str
+    model_input_names: tuple[str, ...]
+
+
+_GEMMA = _Class("gemma", {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>",
+                          "pad_token": "<pad>", "mask_token": "<mask>"},
+                "left", ("input_ids", "attention_mask"))
+_QWEN2 = _Class("qwen2", {"unk_token": "<|endoftext|>", "bos_token": None,
+                          "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
+                "right", ("input_ids", "attention_mask"))
+_BERT = _Class("bert", {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
+                        "cls_token": "[CLS]", "mask_token": "[MASK]"},
+               "right", ("input_ids", "token_type_ids", "attention_mask"))
+_CLASSES = {"GemmaTokenizer": _GEMMA, "GemmaTokenizerFast": _GEMMA,
+            "Qwen2Tokenizer": _QWEN2, "Qwen2TokenizerFast": _QWEN2,
+            "BertTokenizer": _BERT, "BertTokenizerFast": _BERT}
+
+
+def _state(part: Any) -> Any:
+    return None if part is None else json.loads(part.__getstate__())
+
+
+def _expected_pipeline(cls: _Class, config: Mapping[str, Any],
+                       specials: Mapping[str, str | None]) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """(normalizer, pre-tokenizer, decoder, model options) as the class's ``__init__`` builds
+    them (transformers/models/*/tokenization_*.py)."""
+    if cls is _GEMMA:
+        return (normalizers.Replace(" ", "▁"),
+                pre_tokenizers.Split(" ", "merged_with_previous", invert=False),
+                decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
+                                   decoders.Fuse()]),
+                {"type": "BPE", "dropout": None, "unk_token": str(specials.get("unk_token")),
+                 "continuing_subword_prefix": None, "end_of_word_suffix": None,
+                 "fuse_unk": True, "byte_fallback": True, "ignore_merges": False})
+    if cls is _QWEN2:
+        prefix = config.get("add_prefix_space")
+        return (normalizers.NFC(),
+                pre_tokenizers.Sequence([
+                    pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), "isolated", invert=False),
+                    pre_tokenizers.ByteLevel(add_prefix_space=bool(prefix), use_regex=False)]),
+                decoders.ByteLevel(),
+                {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
+                 "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
+                 "ignore_merges": False})
+    return (normalizers.BertNormalizer(
+                clean_text=True, handle_chinese_chars=config.get("tokenize_chinese_chars", True),
+                strip_accents=config.get("strip_accents"),
+                lowercase=config.get("do_lower_case", True)),
+            pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##"),
+            {"type": "WordPiece", "unk_token": str(specials.get("unk_token")),
+             "continuing_subword_prefix": "##", "max_input_chars_per_word": 100})
+
+
+def _same_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, Any]]) -> bool:
+    normalizer, pre_tokenizer, decoder, model = want
+    if (_state(tok.normalizer), _state(tok.pre_tokenizer), _state(tok.decoder)) != (
+            _state(normalizer), _state(pre_tokenizer), _state(decoder)):
+        return False
+    if type(tok.model).__name__ != model["type"]:
+        return False
+    return all(getattr(tok.model, k, None) == v for k, v in model.items() if k != "type")
+
+
+def json_object(path: Path) -> dict[str, Any] | None:
+    """A model folder's JSON file holding an object, or None where it is missing,
+    unreadable, not JSON, nested too deep or not an object."""
+    try:
+        data = loads_bounded(path.read_bytes(), path=path)
+    except (OSError, BadInputError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _content(value: Any) -> str | None:
+    """A special token as a config stores it: a string or a serialized AddedToken."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _special_tokens(cls: _Class, config: dict[str, Any], folder: Path
+                    ) -> tuple[dict[str, str | None], list[str]] | None:
+    """(named tokens in transformers' attribute order, extra special tokens), or None where
+    transformers' merging of the two configs is not reproduced."""
+    merged = dict(config)
+    if "added_tokens_decoder" not in config:  # transformers only reads the map then
+        kept = json_object(folder / "special_tokens_map.json") or {}
+        if any(k not in NAMED for k in kept):
+            return None
+        merged.update(kept)
+    extra = merged.get("extra_special_tokens") or merged.get("additional_special_tokens") or []
+    model_specific = [k for k, v in merged.items()
+                      if k.endswith("_token") and k not in NAMED and isinstance(v, str)]
+    if not isinstance(extra, list) or model_specific:
+        return None  # a dict of extra tokens, or named model-specific ones
+    named: dict[str, str | None] = {}
+    for key in NAMED:
+        value = merged[key] if key in merged else cls.defaults.get(key)
+        if value is not None and _content(value) is None:
+            return None
+        named[key] = _content(value)
+    extras = [_content(t) for t in extra]
+    return None if None in extras else (named, [str(t) for t in extras])
+
+
+def _added_tokens_kept(tok: Tokenizer, config: Mapping[str, Any], specials: list[str]) -> bool:
+    """Whether transformers, adding the added tokens again in id order to a tokenizer built
+    from the vocabulary, and every special token not yet among them, gets the file's."""
+    added = tok.get_added_tokens_decoder()
+    saved = config.get("added_tokens_decoder")
+    if saved is not None:
+        try:
+            listed = {int(i): AddedToken(**{k: v for k, v in t.items() if k != "__type"})
+                      for i, t in saved.items()}
+        except (TypeError, ValueError, AttributeError):
+            return False
+        if listed != added:
+            return False
+    ids: dict[str, int] = {}
+    base, top = tok.get_vocab_size(with_added_tokens=False), -1
+    for index, token in sorted(added.items()):  # the Rust AddedVocabulary's id rule
+        known = ids.get(token.content, tok.model.token_to_id(token.content))
+        new = known if known is not None else (top + 1 if top >= base else base)
+        if new != index or token.content in ids:
+            return False
+        ids[token.content], top = index, max(top, index)
+    by_content = {t.content: t for t in added.values()}
+    return all(by_content.get(s) == AddedToken(s, special=True) for s in specials)
+
+
+def _routed_elsewhere(folder: Path, config: Mapping[str, Any], family: str) -> bool:
+    """Whether AutoTokenizer would pick another class than tokenizer_config's for the folder."""
+    if any(k in config for k in _REFUSED_KEYS) or (folder / "added_tokens.json").exists():
+        return True
+    if any(fnmatch.fnmatch(str(folder).lower(), p) for p in _BACKEND_IDS):
+        return True
+    if (folder / "additional_chat_templates").is_dir():
+        return True  # several templates: transformers keeps a dict of them
+    if not (folder / "config.json").exists():
+        return False
+    model = json_object(folder / "config.json")
+    return model is None or model.get("model_type") not in _MODEL_TYPES[family]
+
+
+def _chat_template(folder: Path, config: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """(whether reproduced, the template transformers' tokenizer reads): chat_template.json is
+    the processor's, not the tokenizer's; a list of named templates is not reproduced."""
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        return True, jinja.read_text(encoding="utf-8")
+    template = config.get("chat_template")
+    return template is None or isinstance(template, str), template
+
+
+def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
+    """The tokenizer of ``folder`` as transformers 5 loads it, for the classes in
+    :data:`_CLASSES`; None for any folder whose tokenizer this does not reproduce exactly,
+    including an unreadable or damaged ``tokenizer.json`` or config (never raises for those:
+    the caller then loads it with transformers, which reports the damage in its own words)."""
+    config = json_object(folder / "tokenizer_config.json")
+    if config is None or not (folder / "tokenizer.json").is_file():
+        return None
+    cls = _CLASSES.get(str(config.get("tokenizer_class")))
+    if cls is None or _routed_elsewhere(folder, config, cls.family):
+        return None
+    specials = _special_tokens(cls, config, folder)
+    known_template, template = _chat_template(folder, config)
+    if specials is None or not known_template:
+        return None
+    try:
+        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    except Exception as exc:  # the Rust reader raises plain Exceptions for damaged files
+        log.info("%s/tokenizer.json is unreadable (%s); using transformers", folder, exc)
+        return None
+    named, extra = specials
+    listed = list(dict.fromkeys([t for t in named.values() if t is not None] + extra))
+    if not _same_pipeline(tok, _expected_pipeline(cls, config, named)) \
+            or not _added_tokens_kept(tok, config, listed):
+        log.info("%s differs from what transformers builds; using transformers", folder)
+        return None
+    return LeanTokenizer(tok, cls, config, named, extra, template, folder)
+
+
+class LeanTokenizer:
+    """What ragdesk uses of transformers' ``TokenizersBackend`` (``PreTrainedTokenizerFast``),
+    with its results, over the Rust tokenizer. Like transformers, each call sets the backend's
+    truncation and padding, so one instance is not for concurrent calls."""
+
+    def __init__(self, tok: Tokenizer, cls: _Class, config: Mapping[str, Any],
+                 named: dict[str, str | None], extra: list[str], chat_template: str | None,
+                 folder: Path) -> None:
+        self._tok = tok
+        self._named = named
+        self._extra = extra
+        self.chat_template = chat_template
+        self.name_or_path = str(folder)
+        file_padding, file_truncation = tok.padding, tok.truncation
+        self.padding_side: str = config.get("padding_side") or (
+            file_padding["direction"] if file_padding else cls.padding_side)
+        self.truncation_side: str = config.get("truncation_side") or (
+            file_truncation["direction"] if file_truncation else "right")
+        length = config["model_max_length"] if "model_max_length" in config \
+            else config.get("max_len")
+        self.model_max_length: int = VERY_LARGE_INTEGER if length is None else int(length)
+        self.model_input_names = list(config.get("model_input_names", cls.model_input_names))
+        self.clean_up_tokenization_spaces = bool(config.get("clean_up_tokenization_spaces", False))
+        self._clean_up_bpe = bool(config.get(
+            "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False))
+        self.split_special_tokens = bool(config.get("split_special_tokens", False))
+        tok.encode_special_tokens = self.split_special_tokens
+        if cls is _BERT:  # BertTokenizer writes its own, whatever the file holds
+            cls_, sep = str(named["cls_token"]), str(named["sep_token"])
+            tok.post_processor = processors.TemplateProcessing(
+                single=f"{cls_}:0 $A:0 {sep}:0", pair=f"{cls_}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+                special_tokens=[(cls_, self._id(cls_)), (sep, self._id(sep))])
+        elif tok.post_processor is None:  # transformers' update_post_processor, no bos/eos
+            tok.post_processor = processors.TemplateProcessing(
+                single="$A:0", pair="$A:0 $B:1", special_tokens=[])
+
+    def _id(self, token: str | None) -> int | None:
+        if token is None:
+            return None
+        index = self._tok.token_to_id(token)
+        return index if index is not None else self.unk_token_id
+
+    @property
+    def backend_tokenizer(self) -> Tokenizer:
+        return self._tok
+
+    @property
+    def bos_token(self) -> str | None:
+        return self._named["bos_token"]
+
+    @property
+    def eos_token(self) -> str | None:
+        return self._named["eos_token"]
+
+    @property
+    def pad_token(self) -> str | None:
+        return self._named["pad_token"]
+
+    @property
+    def unk_token(self) -> str | None:
+        return self._named["unk_token"]
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._id(self.bos_token)
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._id(self.eos_token)
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._id(self.pad_token)
+
+    @property
+    def unk_token_id(self) -> int | None:
+        unk = self.unk_token
+        return None if unk is None else self._tok.token_to_id(unk)
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        return {k: v for k, v in self._named.items() if v is not None}
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(dict.fromkeys([*self.special_tokens_map.values(), *self._extra]))
+
+    @property
+    def all_special_ids(self) -> list[int | None]:
+        return [self._id(t) for t in self.all_special_tokens]
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, AddedToken]:
+        return self._tok.get_added_tokens_decoder()
+
+    def get_vocab(self) -> dict[str, int]:
+        return self._tok.get_vocab(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int], skip_special_tokens: bool = False
+                              ) -> str | list[str | None] | None:
+        if isinstance(ids, int):
+            return self._tok.id_to_token(ids)
+        skip = set(self.all_special_ids) if skip_special_tokens else set()
+        return [self._tok.id_to_token(int(i)) for i in ids if int(i) not in skip]
+
+    def __call__(self, text: str | list[str], text_pair: str | list[str] | None = None, *,
+                 add_special_tokens: bool = True, padding: bool | str = False,
+                 truncation: bool | str | None = None, max_length: int | None = None
+                 ) -> dict[str, Any]:
+        """transformers' ``__call__`` for text (no tensors, offsets or overflow)."""
+        pad, trunc, max_length = self._strategies(padding, truncation, max_length)
+        self._set_truncation_and_padding(pad, trunc, max_length)
+        batched = isinstance(text, (list, tuple))
+        if batched:
+            if isinstance(text_pair, str) or (text_pair is not None
+                                              and len(text) != len(text_pair)):
+                raise ValueError("text_pair must be a list as long as text")
+            inputs: list[Any] = list(zip(text, text_pair, strict=True)) if text_pair is not None \
+                else list(text)
+        else:  # transformers' `if text_pair`: an empty second text is no pair at all
+            inputs = [(text, text_pair)] if text_pair else [text]
+        encodings = self._tok.encode_batch(inputs, add_special_tokens=add_special_tokens)
+        out: dict[str, Any] = {"input_ids": [e.ids for e in encodings]}
+        if "token_type_ids" in self.model_input_names:
+            out["token_type_ids"] = [e.type_ids for e in encodings]
+        if "attention_mask" in self.model_input_names:
+            out["attention_mask"] = [e.attention_mask for e in encodings]
+        return out if batched else {k: v[0] for k, v in out.items()}
+
+    def _strategies(self, padding: bool | str, truncation: bool | str | None,
+                    max_length: int | None) -> tuple[str, str, int | None]:
+        """transformers' ``_get_padding_truncation_strategies`` as strategy names."""
+        if max_length is not None and padding is False and truncation is None:
+            truncation = "longest_first"  # max_length alone truncates
+        pad = "longest" if padding is True else "do_not_pad" if padding is False else padding
+        trunc = ("longest_first" if truncation is True else
+                 "do_not_truncate" if truncation in (False, None) else str(truncation))
+        if pad not in ("longest", "max_length", "do_not_pad") or trunc not in (
+                "longest_first", "only_first", "only_second", "do_not_truncate"):
+            raise ValueError(f"unknown padding {padding!r} or truncation {truncation!r}")
+        if max_length is None:
+            unlimited = self.model_max_length > LARGE_INTEGER
+            if pad == "max_length":
+                max_length = None if unlimited else self.model_max_length
+                pad = "do_not_pad" if unlimited else pad
+            if trunc != "do_not_truncate":
+                trunc, max_length = ("do_not_truncate", max_length) if unlimited \
+                    else (trunc, self.model_max_length)
+        if pad != "do_not_pad" and (self.pad_token is None or (self.pad_token_id or 0) < 0):
+            raise ValueError("Asking to pad but the tokenizer does not have a padding token.")
+        return pad, trunc, max_length
+
+    def _set_truncation_and_padding(self, pad: str, trunc: str, max_length: int | None) -> None:
+        tok = self._tok
+        if trunc == "do_not_truncate":
+            if tok.truncation is not None:
+                tok.no_truncation()
+        else:
+            target: dict[str, Any] = {"max_length": max_length, "stride": 0,
+                                      "strategy": trunc, "direction": self.truncation_side}
+            current = tok.truncation
+            if current is None or {k: current.get(k) for k in target} != target:
+                tok.enable_truncation(**target)
+        if pad == "do_not_pad":
+            if tok.padding is not None:
+                tok.no_padding()
+        else:
+            wanted = {"length": max_length if pad == "max_length" else None,
+                      "direction": self.padding_side, "pad_id": self.pad_token_id,
+                      "pad_token": self.pad_token, "pad_type_id": 0, "pad_to_multiple_of": None}
+            if tok.padding != wanted:
+                tok.enable_padding(**wanted)
+
+    def decode(self, token_ids: int | Sequence[int] | Sequence[Sequence[int]],
+               skip_special_tokens: bool = False,
+               clean_up_tokenization_spaces: bool | None = None) -> str | list[str]:
+        ids: Any = token_ids.tolist() if hasattr(token_ids, "tolist") else token_ids
+        if isinstance(ids, (list, tuple)) and ids and isinstance(ids[0], (list, tuple)):
+            return [self._decode(s, skip_special_tokens, clean_up_tokenization_spaces)
+                    for s in ids]
+        return self._decode([ids] if isinstance(ids, int) else ids, skip_special_tokens,
+                            clean_up_tokenization_spaces)
+
+    def batch_decode(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = False,
+                     clean_up_tokenization_spaces: bool | None = None) -> list[str]:
+        seqs: Any = sequences.tolist() if hasattr(sequences, "tolist") else sequences
+        if len(seqs) == 0:
+            return []
+        out = self.decode(seqs, skip_special_tokens, clean_up_tokenization_spaces)
+        return [out] if isinstance(out, str) else out
+
+    def _decode(self, ids: Sequence[int], skip_special_tokens: bool,
+                clean_up: bool | None) -> str:
+        text: str = self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        clean_up = self.clean_up_tokenization_spaces if clean_up is None else clean_up
+        # transformers 5 skips the clean-up, which was written for WordPiece, for BPE models
+        if clean_up and (type(self._tok.model).__name__ != "BPE" or self._clean_up_bpe):
+            for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+                         (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"),
+                         (" 're", "'re")):
+                text = text.replace(a, b)
+        return text
+
+    def apply_chat_template(self, conversation: Sequence[Any], *, tokenize: bool = False,
+                            add_generation_prompt: bool = False,
+                            tools: list[dict[str, Any]] | None = None,
+                            documents: list[dict[str, Any]] | None = None,
+                            chat_template: str | None = None, return_dict: bool = True,
+                            **kwargs: Any) -> Any:
+        """transformers' rendering (utils/chat_template_utils.py); not its function-to-schema
+        tools, continue_final_message, assistant masks or control-token sanitizing."""
+        for unsupported in ("continue_final_message", "sanitize_control_tokens",
+                            "return_assistant_tokens_mask"):
+            if kwargs.pop(unsupported, False):
+                raise NotImplementedError(f"{unsupported} needs transformers")
+        template = chat_template if chat_template is not None else self.chat_template
+        if template is None:
+            raise ValueError("Cannot use chat template functions because tokenizer.chat_template "
+                             "is not set and no template argument was passed!")
+        if len(conversation) == 0:
+            raise ValueError("Cannot apply chat template to an empty conversation.")
+        encode = {k: kwargs.pop(k) for k in ("padding", "truncation", "max_length") if k in kwargs}
+        batched = isinstance(conversation[0], (list, tuple))
+        chats = list(conversation) if batched else [conversation]
+        rendered = [_render(template, chat, tools, documents, add_generation_prompt,
+                            {**self.special_tokens_map, **kwargs}) for chat in chats]
+        text: str | list[str] = rendered if batched else rendered[0]
+        if not tokenize:
+            return text
+        out = self(text, add_special_tokens=False, **encode)
+        return out if return_dict else out["input_ids"]
+
+
+_REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
+
+
+def _plain(value: Any) -> Any:
+    """transformers' ``_plain_template_data``: only JSON-like data reaches the sandbox."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    for base in (str, int, float):
+        if isinstance(value, base):
+            return base(value)
+    if isinstance(value, Mapping):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value) if isinstance(value, tuple) \
+            else [_plain(v) for v in value]
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return _plain(value.item())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if callable(getattr(value, "model_dump", None)):
+        return _plain(value.model_dump())
+    return f"<{type(value).__name__}>"
+
+
+def _messages(chat: Sequence[Any]) -> list[dict[str, Any]]:
+    """Messages as the template sees them: None values dropped (transformers'
+    ``_normalize_chat_messages``) and the reasoning under all of its names."""
+    out = []
+    for message in _plain(list(chat)):
+        if not isinstance(message, dict):
+            raise TypeError(f"Chat messages should be dicts, but got {message!r}.")
+        message = {k: v for k, v in message.items() if v is not None}
+        reasoning = next((message[k] for k in _REASONING_FIELDS if message.get(k) is not None),
+                         None)
+        if reasoning is not None:
+            message = {"thinking": reasoning, **message, "reasoning_content": reasoning}
+        out.append(message)
+    return out
+
+
+def _render(template: str, chat: Sequence[Any], tools: list[dict[str, Any]] | None,
+            documents: list[dict[str, Any]] | None, add_generation_prompt: bool,
+            variables: dict[str, Any]) -> str:
+    if tools is not None and not all(isinstance(t, dict) for t in tools):
+        raise NotImplementedError("tools given as functions need transformers")
+    if documents is not None and not all(isinstance(d, dict) for d in documents):
+        raise TypeError("Documents should be a list of dicts with 'title' and 'text' keys!")
+    rendered: str = _compiled(template).render(
+        messages=_messages(chat), tools=_plain(tools), documents=_plain(documents),
+        add_generation_prompt=add_generation_prompt, **_plain(variables))
+    return rendered
+
+
+class _TemplateDict:
+    """The templates' ``dict(...)``, without the dict class's attributes."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict(*args, **kwargs)
+
+    def fromkeys(self, *args: Any, **kwargs: Any) -> dict[Any, Any]:
+        return dict.fromkeys(*args, **kwargs)
+
+
+@lru_cache
+def _compiled(template: str) -> Any:
+    """transformers' jinja environment (``_cached_compile_jinja_template``); its
+    ``{% generation %}`` tag only marks assistant text, so here it renders its body."""
+    import jinja2
+    import jinja2.ext
+    import jinja2.utils
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(jinja2.ext.Extension):
+        tags = {"generation"}  # noqa: RUF012 (jinja's own declaration)
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_body"), [], [], body
+                                          ).set_lineno(lineno)
+
+        def _body(self, caller: Callable[[], str]) -> str:
+            return caller()
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
+               separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
+                          sort_keys=sort_keys)
+
+    class TemplateNamespace(jinja2.utils.Namespace):  # no dunder attributes stored
+        def __init__(*args: Any, **kwargs: Any) -> None:
+            self, rest = args[0], args[1:]
+            attrs = dict(*rest, **kwargs)
+            for name in attrs:
+                TemplateNamespace._check(name)
+            jinja2.utils.Namespace.__init__(self, attrs)
+
+        def __setitem__(self, name: str, value: Any) -> None:
+            TemplateNamespace._check(name)
+            jinja2.utils.Namespace.__setitem__(self, name, value)
+
+        @staticmethod
+        def _check(name: object) -> None:
+            if isinstance(name, str) and name.startswith("_"):
+                raise jinja2.exceptions.SecurityError(
+                    "Chat templates cannot store underscore-prefixed attributes on a namespace, "
+                    f"but got {name!r}. Please rename the attribute.")
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[Generation, jinja2.ext.loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    env.globals["dict"] = _TemplateDict()
+    env.globals["namespace"] = TemplateNamespace
+    return env.from_string(template)
