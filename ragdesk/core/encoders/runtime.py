@@ -22,6 +22,7 @@ from ragdesk.core.encoders.precision import (
 from ragdesk.core.encoders.st_layout import SentenceHead, read_st_layout
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.kernels import FusedBertKernel, pool_tokens
+from ragdesk.core.lean_tokenizer import read_lean_tokenizer
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
 from ragdesk.core.safe_json import as_int
 
@@ -244,16 +245,33 @@ def _transformers_model(folder: Path, family: str) -> Any:
     return AutoModel.from_pretrained(str(folder), use_safetensors=True, trust_remote_code=False)
 
 
-def _load_model(folder: Path, family: str, device: str | None, answering: bool) -> Any:
-    """The lean BERT where answering on the CPU and it reproduces the folder's model (no
-    transformers modeling import: seconds of a one-shot ask), else the transformers model."""
+def _load_model(folder: Path, family: str, device: str | None, answering: bool
+                ) -> tuple[Any, bool]:
+    """(model, whether it is lean): the lean BERT where answering on the CPU and it
+    reproduces the folder's model (no transformers modeling import: seconds of a one-shot
+    ask), else the transformers model."""
     if answering and select_device(device) == "cpu":
         from ragdesk.core.encoders.lean_bert import load_lean_encoder_model
 
         lean = load_lean_encoder_model(folder, family)
         if lean is not None:
-            return lean
-    return _transformers_model(folder, family)
+            return lean, True
+    return _transformers_model(folder, family), False
+
+
+def _tokenizer(folder: Path, lean: bool) -> Any:
+    """The lean model's companion is the tokenizer read without transformers where
+    :mod:`ragdesk.core.lean_tokenizer` reproduces transformers' (it only tokenizes questions
+    to answer them); every other tokenizer is transformers'."""
+    if lean:
+        tokenizer = read_lean_tokenizer(folder)
+        if tokenizer is not None:
+            return tokenizer
+    from transformers import AutoTokenizer
+
+    # False, never the default None: with None, a folder whose config has an auto_map
+    # makes transformers ask on stdin whether to run its .py files (tests/test_remote_code.py).
+    return AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
 
 
 def load_encoder(model: str | os.PathLike[str], role: str = "passage",
@@ -274,12 +292,8 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
     folder, model_id, revision = resolve_model_path(model)
     family = detect_family(folder)
     try:
-        from transformers import AutoTokenizer
-
-        # False, never the default None: with None, a folder whose config has an auto_map
-        # makes transformers ask on stdin whether to run its .py files (tests/test_remote_code.py).
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
-        mdl = _load_model(folder, family, device, answering)
+        mdl, lean = _load_model(folder, family, device, answering)
+        tokenizer = _tokenizer(folder, lean)
         if family == DPR_FAMILY:
             cfg = mdl.config
             arch = (getattr(cfg, "architectures", None) or [""])[0]

@@ -20,7 +20,9 @@ import importlib
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from ragdesk.core.lean_tokenizer import json_object, read_lean_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -40,9 +42,17 @@ _NOT_SETTINGS = frozenset({"tokenizer_class", "backend", "auto_map", "is_local",
 _CLASS_DEFAULTS = ("padding_side", "truncation_side", "model_input_names")
 
 
-def load_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
+def load_tokenizer(folder: Path, *, answering: bool = False) -> PreTrainedTokenizerBase:
     """The tokenizer of a model folder: read directly where its class allows it, else
-    ``AutoTokenizer`` (never with ``trust_remote_code``)."""
+    ``AutoTokenizer`` (never with ``trust_remote_code``). ``answering``: the tokenizer only
+    tokenizes, decodes and renders chat prompts (never saved, never trained), so where
+    :mod:`ragdesk.core.lean_tokenizer` reproduces transformers' it is that one, and
+    transformers is not imported for it (its package import alone is most of a second of a
+    one-shot ``ragdesk ask``)."""
+    if answering:
+        lean = read_lean_tokenizer(folder)
+        if lean is not None:  # duck-typed: the methods the engine calls, as transformers'
+            return cast("PreTrainedTokenizerBase", lean)
     direct = read_tokenizer_json(folder)
     if direct is not None:
         return direct
@@ -53,20 +63,12 @@ def load_tokenizer(folder: Path) -> PreTrainedTokenizerBase:
     return tokenizer
 
 
-def _json_object(path: Path) -> dict[str, object] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
     """transformers 5 saves the template beside the config; older folders keep it inside."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
         return jinja.read_text(encoding="utf-8")
-    kept = _json_object(folder / "chat_template.json") or {}
+    kept = json_object(folder / "chat_template.json") or {}
     template = kept.get("chat_template", config.get("chat_template"))
     return template if isinstance(template, str) else None
 
@@ -74,7 +76,7 @@ def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
 def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
     """``PreTrainedTokenizerFast`` over ``folder/tokenizer.json`` for the classes in
     :data:`DIRECT_CLASSES`; None for any other folder (``AutoTokenizer`` then loads it)."""
-    config = _json_object(folder / "tokenizer_config.json")
+    config = json_object(folder / "tokenizer_config.json")
     tokenizer_json = folder / "tokenizer.json"
     if config is None or not tokenizer_json.is_file():
         return None
@@ -85,7 +87,7 @@ def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
 
     cls = getattr(importlib.import_module(module), str(config["tokenizer_class"]))
     settings = {k: v for k, v in config.items() if k not in _NOT_SETTINGS}
-    for key, value in (_json_object(folder / "special_tokens_map.json") or {}).items():
+    for key, value in (json_object(folder / "special_tokens_map.json") or {}).items():
         settings.setdefault(key, value)
     for key in _CLASS_DEFAULTS:
         settings.setdefault(key, getattr(cls, key))

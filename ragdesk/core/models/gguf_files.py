@@ -255,8 +255,10 @@ def load_gguf_causal_lm(
     if use_cache and cache_is_valid(gguf_path):
         cache = cache_dir_for(gguf_path)
         try:
-            tokenizer = load_tokenizer(cache)
             model = _read_converted(cache, answering)  # float32, as converted
+            # the lean tree's companion: the tokenizer read without transformers
+            lean = getattr(model, "lean_architecture", None) is not None
+            tokenizer = load_tokenizer(cache, answering=lean)
             prog.set(3, f"loaded {gguf_path.name}")
             if dtype == torch.float32:
                 return model, tokenizer

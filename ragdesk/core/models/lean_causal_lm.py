@@ -9,7 +9,8 @@ use: they read the weights and compute the layers themselves. So for answering, 
 plain ``torch.nn.Module`` tree with transformers' module and parameter names (the file's keys
 are checked against it with ``load_state_dict(strict=True)``), its weights the file's mapped
 tensors, its rotary embedding computed as transformers computes it, its configuration and
-generation settings transformers' own (configuration modules are cheap to import). It has no
+generation settings read as transformers reads them (:mod:`ragdesk.core.lean_config`, without
+importing transformers, whose package import alone is most of a second). It has no
 forward of its own: training and transformers' generic forward load the transformers model
 (:func:`ragdesk.core.models.mapped_weights.load_mapped_causal_lm`).
 tests/core/models/test_lean_causal_lm.py holds the lean decoders over it equal to the lean
@@ -28,6 +29,7 @@ from torch import nn
 
 from ragdesk.core.engine import gemma_decoder, qwen2_decoder
 from ragdesk.core.errors import MissingModelError
+from ragdesk.core.lean_config import LeanConfig, read_generation_config, read_lean_config
 from ragdesk.core.models.mapped_weights import WEIGHTS_FILE, mapped_tensors
 
 # model_type -> the lean decoder module that reads the tree (its transformers class, and the
@@ -188,12 +190,10 @@ def load_lean_causal_lm(folder: Path) -> LeanCausalLM | None:
     """The lean tree of the causal LM in ``folder`` (config.json, one model.safetensors,
     optionally generation_config.json), or None where the lean decoders do not reproduce
     its model (the caller then loads transformers' model)."""
-    from transformers import AutoConfig, GenerationConfig
-
     weights = folder / WEIGHTS_FILE
     if not weights.is_file():
         return None
-    config = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    config = _config(folder)
     if not reproduces(config):
         return None
     model = LeanCausalLM(config)
@@ -208,9 +208,27 @@ def load_lean_causal_lm(folder: Path) -> LeanCausalLM | None:
     if getattr(config, "tie_word_embeddings", False):
         model.lm_head.weight = model.model.embed_tokens.weight
     model.model.rotary_emb = _Rotary(config)
-    model.generation_config = (
-        GenerationConfig.from_pretrained(str(folder), trust_remote_code=False)
-        if (folder / "generation_config.json").is_file()
-        else GenerationConfig.from_model_config(config))
+    model.generation_config = _generation_config(folder, config)
     model.requires_grad_(False)
     return model.eval()
+
+
+def _config(folder: Path) -> Any:
+    """The folder's configuration as transformers reads it: ragdesk's reading where it
+    reproduces transformers' (no transformers import), else transformers' own."""
+    config = read_lean_config(folder)
+    if config is not None:
+        return config
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+
+
+def _generation_config(folder: Path, config: Any) -> Any:
+    if isinstance(config, LeanConfig):
+        return read_generation_config(folder, config)
+    from transformers import GenerationConfig
+
+    if (folder / "generation_config.json").is_file():
+        return GenerationConfig.from_pretrained(str(folder), trust_remote_code=False)
+    return GenerationConfig.from_model_config(config)

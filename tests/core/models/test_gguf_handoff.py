@@ -36,10 +36,16 @@ def test_kept_conversion_is_handed_over_once(tiny_models, gguf_copy: Path,  # ty
     # Handed over once: the next load reads the converted copy, a separate model.
     again = load_generator_parts(gguf_copy)
     assert again.model is not model
+    theirs = dict(model.named_parameters())
+    for name, p in again.model.named_parameters():  # the same weights, bit for bit
+        assert torch.equal(p, theirs[name]), name
     ids = torch.tensor([[5, 6, 7, 8]])
     with torch.inference_mode():
+        # and so the same logits, up to the order of float32 sums: the copy read back is laid
+        # out contiguously, the converted weights may not be, and on some CPUs (AVX-512) the
+        # matmul kernels then sum in another order (7.6e-06 apart for logits of about 1)
         torch.testing.assert_close(again.model(ids).logits, model(ids).logits,
-                                   rtol=0, atol=1e-6)
+                                   rtol=1e-5, atol=2e-5)
 
 
 def test_nothing_is_kept_unless_asked(gguf_copy: Path) -> None:

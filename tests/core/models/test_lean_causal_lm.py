@@ -72,7 +72,10 @@ def test_same_weights_and_rotary_as_transformers(tiny_models: Any, qwen_folder: 
     tied = ref.lm_head.weight is ref.model.embed_tokens.weight
     assert tied == (which == "gemma3-tied")
     assert (got.lm_head.weight is got.model.embed_tokens.weight) == tied
-    assert got.generation_config.to_dict() == ref.generation_config.to_dict()
+    # read without transformers (ragdesk.core.lean_config): the same settings, no version
+    want_gc = {k: v for k, v in ref.generation_config.to_dict().items()
+               if k != "transformers_version"}
+    assert got.generation_config.to_dict() == want_gc
     x = torch.zeros(1, dtype=torch.float32)
     pos = torch.tensor([[0, 1, 5, 17, 300, 1023]])
     for layer_type in set(getattr(ref.config, "layer_types", None) or ["full_attention"]):
@@ -181,8 +184,60 @@ def test_answering_imports_no_transformers_modeling(tiny_models: Any, tmp_path: 
         "assert out.token_ids, out\n"
         "print(type(gen.model).__name__, sorted(m for m in ('transformers.modeling_utils',"
         " 'torch._dynamo', 'torch.distributed.tensor', 'scipy.optimize') if m in sys.modules))\n")
+    assert _last_line_of(script) == "LeanCausalLM []"
+
+
+def _last_line_of(script: str) -> str:
+    """The last line a Python script run in a fresh process prints (it must succeed)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=env, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split("\n")[-2] == "LeanCausalLM []", out.stdout
+    return out.stdout.split("\n")[-2]
+
+
+def _gemma_with_its_tokenizer(tmp_path: Path) -> Path:
+    """A tiny Gemma 3 behind a fake GGUF whose converted copy holds a Gemma tokenizer (the
+    starter's pipeline in small, which ragdesk reads without transformers), as the starter's
+    own converted folder does."""
+    from transformers import AutoTokenizer, Gemma3ForCausalLM, Gemma3TextConfig
+
+    from tests.core.test_lean_tokenizer import _gemma
+
+    tok = AutoTokenizer.from_pretrained(str(_gemma(tmp_path)))
+    cfg = Gemma3TextConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
+        sliding_window=16, layer_types=["sliding_attention", "full_attention"],
+        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id, initializer_range=0.2, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    gguf = tmp_path / "tiny-gemma-tok.gguf"
+    gguf.write_bytes(b"GGUF-placeholder")
+    cache = gguf_files.cache_dir_for(gguf)
+    Gemma3ForCausalLM(cfg).eval().save_pretrained(str(cache))
+    tok.save_pretrained(str(cache))
+    (cache / gguf_files.SOURCE_FILE).write_text(json.dumps(gguf_files._source_stamp(gguf)))
+    return gguf
+
+
+def test_a_one_shot_answer_imports_no_transformers(tiny_models: Any, tmp_path: Path) -> None:
+    """Both models loaded for answering, a question encoded and answered: transformers, whose
+    package import alone is most of a second, is never imported (configurations, generation
+    settings, tokenizers, chat template and score processors are ragdesk's readings)."""
+    gguf = _gemma_with_its_tokenizer(tmp_path)
+    script = (
+        "import sys\n"
+        "from ragdesk.core.models.loading import load_generator, load_question_encoder\n"
+        "from ragdesk.core.engine.rag_token import rag_token_generate\n"
+        "from ragdesk.core.types import Hit\n"
+        f"enc = load_question_encoder({str(tiny_models.st_encoder)!r}, answering=True)\n"
+        "assert enc.encode(['who wrote it']).shape[0] == 1\n"
+        f"gen = load_generator({str(gguf)!r}, precision='bfloat16', answering=True)\n"
+        "out = rag_token_generate(gen, 'who wrote it', [Hit(0, 'A', 'a text of words', 1.0)],"
+        " max_new_tokens=4)\n"
+        "assert out.token_ids, out\n"
+        "print(type(gen.model).__name__, type(gen.tokenizer).__name__,"
+        " type(enc.tokenizer).__name__, sorted(m for m in sys.modules"
+        " if m.split('.')[0] == 'transformers'))\n")
+    assert _last_line_of(script) == "LeanCausalLM LeanTokenizer LeanTokenizer []"
