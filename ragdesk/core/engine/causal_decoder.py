@@ -152,17 +152,13 @@ class LeanCausalDecoder(ABC):
                        for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers])]
         self.norm = self._make_norm(inner.norm)
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision)
-        self._row_copies_pending = False
         if precision == "bfloat16" and self.int8_rows:
             # the output layer is half of what a decoding step reads: its products of the K
             # rows of a RAG-Token step read the int8 copy (the marginals still cover the
-            # whole vocabulary); the layers' small matrices gain only for one row, which a
-            # K-row answer never decodes: their copies (0.4 s of a one-shot starter ask)
-            # are made by the first decoding step of one row
+            # whole vocabulary); the layers' small matrices gain only for one row
             self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
             for layer in self.layers:
-                layer.add_int8_rows(1, lazily=True)
-            self._row_copies_pending = True
+                layer.add_int8_rows(1)
         self.dtype = self.embed.dtype
         self._taken = self._weights_version()
         self._opening = None  # computed with the weights before
@@ -229,10 +225,6 @@ class LeanCausalDecoder(ABC):
         import torch
 
         r, t = tokens.shape
-        if self._row_copies_pending and r * t == 1:
-            self._row_copies_pending = False
-            for layer in self.layers:
-                layer.int8_copies()
         if positions is None:
             positions = state.next_position[:, None] + torch.arange(t, device=tokens.device)
         state.grow(t)

@@ -30,8 +30,8 @@ class Linear:
     in bfloat16 optionally with an int8 copy of the weight as well (:meth:`add_int8_rows`),
     which the products of a few rows read."""
 
-    __slots__ = ("bias", "out_features", "packed", "rows", "rows_pending", "rows_up_to",
-                 "transposed", "weight")
+    __slots__ = ("bias", "out_features", "packed", "rows", "rows_up_to", "transposed",
+                 "weight")
 
     def __init__(self, weights: Sequence[Any], biases: Sequence[Any] | None,
                  precision: str) -> None:
@@ -50,7 +50,6 @@ class Linear:
         self.weight: torch.Tensor | None = weight
         self.bias: torch.Tensor | None = bias
         self.rows: Int8Rows | None = None
-        self.rows_pending = False
         self.rows_up_to = 0
         if precision == "int8":
             self.packed = int8_prepack(weight, bias)
@@ -59,26 +58,16 @@ class Linear:
             self.weight = weight.to(torch.bfloat16)
             self.bias = None if bias is None else bias.to(torch.bfloat16)
 
-    def add_int8_rows(self, up_to: int, *, lazily: bool = False) -> None:
+    def add_int8_rows(self, up_to: int) -> None:
         """Let products of up to ``up_to`` rows read an int8 copy of the bfloat16 weight (half
         the bytes; where torch has the kernel): above a few rows the int8 kernel falls behind
-        the bfloat16 product, which keeps the rest (measured in docs/benchmarks.md).
-        ``lazily``: the copy is made by :meth:`int8_copy`; until then every product reads
-        the bfloat16 weight."""
+        the bfloat16 product, which keeps the rest (measured in docs/benchmarks.md)."""
         import torch
 
         if (self.weight is not None and self.weight.dtype == torch.bfloat16
                 and int8_rows_available()):
+            self.rows = Int8Rows(self.weight)
             self.rows_up_to = up_to
-            self.rows, self.rows_pending = (None, True) if lazily else (
-                Int8Rows(self.weight), False)
-
-    def int8_copy(self) -> Int8Rows | None:
-        """The int8 copy (made now where it is still to be made), or None."""
-        if self.rows_pending and self.weight is not None:
-            # two threads may both make it: the same copy, one kept
-            self.rows, self.rows_pending = Int8Rows(self.weight), False
-        return self.rows
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         import torch
@@ -221,16 +210,10 @@ class Projections:
             return gu[..., :half], gu[..., half:]
         return self.gate_up[0](h), self.gate_up[1](h)
 
-    def add_int8_rows(self, up_to: int, *, lazily: bool = False) -> None:
+    def add_int8_rows(self, up_to: int) -> None:
         """See :meth:`Linear.add_int8_rows`."""
         for lin in (*self.qkv, *self.gate_up, self.o, self.down):
-            lin.add_int8_rows(up_to, lazily=lazily)
-
-    def int8_copies(self) -> None:
-        """Make the copies :meth:`add_int8_rows` left to be made (see
-        :meth:`Linear.int8_copy`)."""
-        for lin in (*self.qkv, *self.gate_up, self.o, self.down):
-            lin.int8_copy()
+            lin.add_int8_rows(up_to)
 
 
 class KVState:
