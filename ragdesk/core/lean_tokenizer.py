@@ -116,14 +116,18 @@ def _expected_pipeline(cls: _Class, config: Mapping[str, Any],
              "continuing_subword_prefix": "##", "max_input_chars_per_word": 100})
 
 
-def _same_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, Any]]) -> bool:
+def _take_class_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, Any]]) -> bool:
+    """Give ``tok`` the normalizer, pre-tokenizer and decoder the class builds, whatever the
+    file holds (transformers does the same: a converted GGUF's Qwen2 file has no NFC
+    normalizer, which Qwen2Tokenizer adds); False where the file's model (type or options)
+    is not the one the class builds, which transformers would build anew."""
     normalizer, pre_tokenizer, decoder, model = want
-    if (_state(tok.normalizer), _state(tok.pre_tokenizer), _state(tok.decoder)) != (
-            _state(normalizer), _state(pre_tokenizer), _state(decoder)):
-        return False
     if type(tok.model).__name__ != model["type"]:
         return False
-    return all(getattr(tok.model, k, None) == v for k, v in model.items() if k != "type")
+    if not all(getattr(tok.model, k, None) == v for k, v in model.items() if k != "type"):
+        return False
+    tok.normalizer, tok.pre_tokenizer, tok.decoder = normalizer, pre_tokenizer, decoder
+    return True
 
 
 def json_object(path: Path) -> dict[str, Any] | None:
@@ -239,7 +243,7 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
         return None
     named, extra = specials
     listed = list(dict.fromkeys([t for t in named.values() if t is not None] + extra))
-    if not _same_pipeline(tok, _expected_pipeline(cls, config, named)) \
+    if not _take_class_pipeline(tok, _expected_pipeline(cls, config, named)) \
             or not _added_tokens_kept(tok, config, listed):
         log.info("%s differs from what transformers builds; using transformers", folder)
         return None

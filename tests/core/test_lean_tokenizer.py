@@ -271,7 +271,7 @@ def gemma_folder(root: Path) -> Path:
 
 
 def test_folders_it_does_not_reproduce_give_none(gemma_folder: Path, tmp_path: Path) -> None:
-    from tokenizers import Tokenizer, normalizers
+    from tokenizers import Tokenizer
 
     other = _copy(gemma_folder, tmp_path / "llama")
     _edit_json(other / "tokenizer_config.json", tokenizer_class="LlamaTokenizer")
@@ -283,13 +283,39 @@ def test_folders_it_does_not_reproduce_give_none(gemma_folder: Path, tmp_path: P
     _edit_json(remote / "tokenizer_config.json", auto_map={"AutoTokenizer": ["x.Y", None]})
     assert read_lean_tokenizer(remote) is None
     assert read_lean_tokenizer(tmp_path / "missing") is None
-    # a normalizer the class would replace
+    # a model the class would build anew (other options)
+    odd = _copy(gemma_folder, tmp_path / "odd")
+    tok = Tokenizer.from_file(str(odd / "tokenizer.json"))
+    tok.model.byte_fallback = False
+    tok.save(str(odd / "tokenizer.json"))
+    assert read_lean_tokenizer(odd) is None
+
+
+TEXTS_CASED = "Charles Darwin Wrote It"
+
+
+def test_the_class_pipeline_replaces_the_files(gemma_folder: Path, tmp_path: Path) -> None:
+    """A file whose normalizer, pre-tokenizer or decoder differ from what the class builds
+    (a converted GGUF's Qwen2 file lacks Qwen2Tokenizer's NFC) is read with the class's, as
+    transformers reads it."""
+    from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers
+    from transformers import AutoTokenizer
+
     odd = _copy(gemma_folder, tmp_path / "odd")
     tok = Tokenizer.from_file(str(odd / "tokenizer.json"))
     tok.normalizer = normalizers.Sequence([normalizers.Lowercase(),
                                            normalizers.Replace(" ", "▁")])
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", "_")])
     tok.save(str(odd / "tokenizer.json"))
-    assert read_lean_tokenizer(odd) is None
+    ref = AutoTokenizer.from_pretrained(str(odd), trust_remote_code=False)
+    got = read_lean_tokenizer(odd)
+    assert got is not None
+    for text in ("Who Wrote It?", "  two  spaces\nand ünïcödé", "<bos>x<eos>"):
+        ids = ref(text)["input_ids"]
+        assert got(text)["input_ids"] == ids, text
+        assert got.decode(ids) == ref.decode(ids) and "_" not in got.decode(ids)
+    assert got(TEXTS_CASED)["input_ids"] != got(TEXTS_CASED.lower())["input_ids"]
 
 
 def test_a_special_token_transformers_would_add_gives_none(gemma_folder: Path,
