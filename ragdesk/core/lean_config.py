@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import loads_bounded
+from ragdesk.core.safe_json import loads_bounded, read_bounded
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -117,6 +117,10 @@ _DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half
 _FLOATS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
+# far above any real model's; a config.json beyond it is not one this module reads
+_MAX_LAYERS = 10_000
+
+
 class _Unsupported(Exception):
     """The file holds something this module does not reproduce."""
 
@@ -205,12 +209,27 @@ def read_lean_config(folder: Path) -> LeanConfig | None:
     """The config of the model in ``folder`` as transformers would load it, or None where this
     module does not reproduce it (other model types, remote code, unusual keys, damage)."""
     raw = _read_json(folder / "config.json")
-    if not isinstance(raw, dict) or raw.get("model_type") not in _FIELDS:
+    kind = raw.get("model_type") if isinstance(raw, dict) else None
+    if not isinstance(kind, str) or kind not in _FIELDS:
         return None
+    layers = raw.get("num_hidden_layers")
+    if isinstance(layers, int) and not 0 <= layers <= _MAX_LAYERS:
+        return None  # the per-layer lists would be built before any check could refuse it
     try:
-        return LeanConfig(_build(raw, str(raw["model_type"]), folder))
-    except _Unsupported:
-        return None
+        return LeanConfig(_build(raw, kind, folder))
+    except (_Unsupported, TypeError, ValueError, ArithmeticError):
+        return None  # a value of a shape this module does not read: transformers' to judge
+
+
+def read_config(folder: Path) -> Any:
+    """The folder's configuration as transformers reads it: :func:`read_lean_config` where
+    it reproduces it (no transformers import), else ``AutoConfig``'s."""
+    config = read_lean_config(folder)
+    if config is not None:
+        return config
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
 
 
 def _build(raw: dict[str, Any], model_type: str, folder: Path) -> dict[str, Any]:
@@ -422,16 +441,18 @@ class LeanGenerationConfig:
         return out
 
 
-def read_generation_config(folder: Path, config: LeanConfig) -> Any:
+def read_generation_config(folder: Path, config: Any) -> Any:
     """What ``GenerationConfig.from_pretrained(folder)`` gives when the folder has a
     generation_config.json, else ``GenerationConfig.from_model_config(config)``. Files this
-    module does not reproduce (or damaged ones) go to transformers, which is then imported."""
+    module does not reproduce (or damaged ones), and model configurations that are not a
+    :class:`LeanConfig`, go to transformers, which is then imported."""
     path = folder / "generation_config.json"
     from_file = path.is_file()
+    values: dict[str, Any] | None = None
     if from_file:
         raw = _read_json(path)
         values = _generation(raw) if isinstance(raw, dict) else None
-    else:
+    elif isinstance(config, LeanConfig):
         model = {k: x for k, x in config.to_dict().items() if x is not None}
         values = _generation({**model, "_from_model_config": True})
         if values is not None and not values["return_dict_in_generate"] and any(
@@ -442,9 +463,10 @@ def read_generation_config(folder: Path, config: LeanConfig) -> Any:
     from transformers import AutoConfig, GenerationConfig
 
     if from_file:
-        return GenerationConfig.from_pretrained(str(folder))
+        return GenerationConfig.from_pretrained(str(folder), trust_remote_code=False)
     return GenerationConfig.from_model_config(
-        AutoConfig.from_pretrained(str(folder), trust_remote_code=False))
+        config if not isinstance(config, LeanConfig)
+        else AutoConfig.from_pretrained(str(folder), trust_remote_code=False))
 
 
 def _generation(raw: dict[str, Any]) -> dict[str, Any] | None:
@@ -474,7 +496,7 @@ def _read_json(path: Path) -> Any:
     """The file's JSON with transformers' tagged floats decoded; None where it is missing or
     not JSON that transformers reads (a BOM, which its plain json.loads refuses)."""
     try:
-        data = path.read_bytes()
+        data = read_bounded(path)
         if data.startswith(b"\xef\xbb\xbf"):
             return None
         return _decode_floats(loads_bounded(data, path=path))

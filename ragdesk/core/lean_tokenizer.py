@@ -4,10 +4,14 @@
 ``AutoTokenizer`` costs a one-shot ``ragdesk ask`` ~0.7 s of imports. For the classes in
 :data:`_CLASSES` transformers keeps the file's vocabulary, merges, added tokens,
 post-processor, padding and truncation, but builds the normalizer, pre-tokenizer, decoder and
-model options in the class's ``__init__``; a folder is read here only when the file holds that
-same pipeline and nothing in it or its configs would make transformers add, rename or re-flag a
-token (then the Rust tokenizer is the one transformers ends up with). Every other folder gives
-None and goes through transformers. tests/core/test_lean_tokenizer.py holds the two together.
+model options in the class's ``__init__``; so does this module, and a folder is read here only
+when the file's model has the class's options and nothing in the file or its configs would make
+transformers add, rename or re-flag a token (then the Rust tokenizer is the one transformers ends
+up with). Every other folder, and every damaged or hostile one (a config of the wrong shape,
+nested too deep, too large), gives None and goes through transformers.
+tests/core/test_lean_tokenizer.py holds the two together. One instance may serve several
+threads (the GUI encodes questions on worker threads): each call sets the backend's truncation
+and padding and encodes under one lock.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import dataclasses
 import fnmatch
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import lru_cache
@@ -33,7 +38,7 @@ from tokenizers import (
 )
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import loads_bounded
+from ragdesk.core.safe_json import load_file_bounded, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,8 @@ _BACKEND_IDS = ("deepseek-ai/deepseek-r1-distill-llama-*", "deepseek-ai/deepseek
                 "allenai/dolma2-tokenizer", "google/umt5-small", "naver-clova-ix/donut-*",
                 "salesforce/blip2-opt-*", "salesforce/blip2-flan-t5-*",
                 "salesforce/instructblip-flan-t5-*", "stepfun-ai/step-3.7-*")
+# a chat template is a page or two of Jinja; a larger file is not one
+_TEMPLATE_BYTES = 1 << 20
 # configs that send transformers down paths not reproduced here
 _REFUSED_KEYS = ("auto_map", "fast_tokenizer_files", "model_specific_special_tokens",
                  "init_inputs")
@@ -79,10 +86,6 @@ _BERT = _Class("bert", {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token":
 _CLASSES = {"GemmaTokenizer": _GEMMA, "GemmaTokenizerFast": _GEMMA,
             "Qwen2Tokenizer": _QWEN2, "Qwen2TokenizerFast": _QWEN2,
             "BertTokenizer": _BERT, "BertTokenizerFast": _BERT}
-
-
-def _state(part: Any) -> Any:
-    return None if part is None else json.loads(part.__getstate__())
 
 
 def _expected_pipeline(cls: _Class, config: Mapping[str, Any],
@@ -134,8 +137,8 @@ def json_object(path: Path) -> dict[str, Any] | None:
     """A model folder's JSON file holding an object, or None where it is missing,
     unreadable, not JSON, nested too deep or not an object."""
     try:
-        data = loads_bounded(path.read_bytes(), path=path)
-    except (OSError, BadInputError):
+        data = load_file_bounded(path)
+    except BadInputError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -208,7 +211,8 @@ def _routed_elsewhere(folder: Path, config: Mapping[str, Any], family: str) -> b
     if not (folder / "config.json").exists():
         return False
     model = json_object(folder / "config.json")
-    return model is None or model.get("model_type") not in _MODEL_TYPES[family]
+    kind = None if model is None else model.get("model_type")
+    return not isinstance(kind, str) or kind not in _MODEL_TYPES[family]
 
 
 def _chat_template(folder: Path, config: Mapping[str, Any]) -> tuple[bool, str | None]:
@@ -216,9 +220,35 @@ def _chat_template(folder: Path, config: Mapping[str, Any]) -> tuple[bool, str |
     the processor's, not the tokenizer's; a list of named templates is not reproduced."""
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():
-        return True, jinja.read_text(encoding="utf-8")
+        try:
+            return True, read_bounded(jinja, _TEMPLATE_BYTES).decode("utf-8")
+        except (BadInputError, UnicodeDecodeError):
+            return False, None
     template = config.get("chat_template")
     return template is None or isinstance(template, str), template
+
+
+# settings read here, and the types transformers' own code handles them as
+_FLAGS = ("clean_up_tokenization_spaces", "split_special_tokens", "do_lower_case",
+          "tokenize_chinese_chars",
+          "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output")
+
+
+def _settings_fit(config: Mapping[str, Any]) -> bool:
+    """Whether every setting this module reads has a type it reads as transformers does
+    (anything else is transformers' to accept or refuse)."""
+    def whole(key: str) -> bool:
+        value = config.get(key)
+        return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+    names = config.get("model_input_names")
+    return (whole("model_max_length") and whole("max_len")
+            and all(isinstance(config.get(k, False), bool) for k in _FLAGS)
+            and config.get("strip_accents") in (None, True, False)
+            and all(config.get(k) in (None, "left", "right")
+                    for k in ("padding_side", "truncation_side"))
+            and (names is None or (isinstance(names, list)
+                                   and all(isinstance(n, str) for n in names))))
 
 
 def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
@@ -230,12 +260,14 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
     if config is None or not (folder / "tokenizer.json").is_file():
         return None
     cls = _CLASSES.get(str(config.get("tokenizer_class")))
-    if cls is None or _routed_elsewhere(folder, config, cls.family):
+    if cls is None or not _settings_fit(config) or _routed_elsewhere(folder, config, cls.family):
         return None
     specials = _special_tokens(cls, config, folder)
     known_template, template = _chat_template(folder, config)
     if specials is None or not known_template:
         return None
+    if cls is _BERT and None in (specials[0]["cls_token"], specials[0]["sep_token"]):
+        return None  # BertTokenizer then falls back to ids 2 and 3 in its post-processor
     try:
         tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
     except Exception as exc:  # the Rust reader raises plain Exceptions for damaged files
@@ -253,12 +285,13 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
 class LeanTokenizer:
     """What ragdesk uses of transformers' ``TokenizersBackend`` (``PreTrainedTokenizerFast``),
     with its results, over the Rust tokenizer. Like transformers, each call sets the backend's
-    truncation and padding, so one instance is not for concurrent calls."""
+    truncation and padding; here under a lock, so that threads may share an instance."""
 
     def __init__(self, tok: Tokenizer, cls: _Class, config: Mapping[str, Any],
                  named: dict[str, str | None], extra: list[str], chat_template: str | None,
                  folder: Path) -> None:
         self._tok = tok
+        self._lock = threading.Lock()
         self._named = named
         self._extra = extra
         self.chat_template = chat_template
@@ -364,7 +397,6 @@ class LeanTokenizer:
                  ) -> dict[str, Any]:
         """transformers' ``__call__`` for text (no tensors, offsets or overflow)."""
         pad, trunc, max_length = self._strategies(padding, truncation, max_length)
-        self._set_truncation_and_padding(pad, trunc, max_length)
         batched = isinstance(text, (list, tuple))
         if batched:
             if isinstance(text_pair, str) or (text_pair is not None
@@ -374,7 +406,9 @@ class LeanTokenizer:
                 else list(text)
         else:  # transformers' `if text_pair`: an empty second text is no pair at all
             inputs = [(text, text_pair)] if text_pair else [text]
-        encodings = self._tok.encode_batch(inputs, add_special_tokens=add_special_tokens)
+        with self._lock:  # the backend's settings are the call's until it has encoded
+            self._set_truncation_and_padding(pad, trunc, max_length)
+            encodings = self._tok.encode_batch(inputs, add_special_tokens=add_special_tokens)
         out: dict[str, Any] = {"input_ids": [e.ids for e in encodings]}
         if "token_type_ids" in self.model_input_names:
             out["token_type_ids"] = [e.type_ids for e in encodings]

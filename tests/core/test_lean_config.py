@@ -67,7 +67,9 @@ def _ref_generation(folder: Path, ref: Any) -> Any:
 
 
 def _unversioned(d: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in d.items() if k != "transformers_version"}
+    """Without what records how a file was read rather than what it holds: the version, and
+    the trust_remote_code=False every ragdesk load passes (GenerationConfig keeps it)."""
+    return {k: v for k, v in d.items() if k not in ("transformers_version", "trust_remote_code")}
 
 
 def assert_same(folder: Path) -> LeanConfig:
@@ -377,6 +379,12 @@ UNSUPPORTED: dict[str, dict[str, Any]] = {
                      "single_label_classification"},
     "bad-pattern": {**{k: v for k, v in GEMMA_270M_OLD.items() if k != "layer_types"},
                     "sliding_window_pattern": 0},
+    # hostile shapes: refused here, before any of them can raise or allocate
+    "list-model-type": {**BERT_OLD, "model_type": ["bert"]},
+    "dict-model-type": {**BERT_OLD, "model_type": {"bert": 1}},
+    "billions-of-layers": {**{k: v for k, v in QWEN25_OLD.items() if k != "layer_types"},
+                           "num_hidden_layers": 10 ** 10},
+    "list-layer-count": {**BERT_OLD, "num_hidden_layers": [12]},
 }
 
 

@@ -383,3 +383,70 @@ def test_it_never_imports_transformers(gemma_folder: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=120)
     assert done.returncode == 0 and "clean" in done.stdout, done.stderr
+
+
+HOSTILE_SETTINGS: dict[str, dict[str, Any]] = {
+    "list-length": {"model_max_length": [512]},
+    "fractional-length": {"model_max_length": 512.7},
+    "input-names-int": {"model_input_names": 5},
+    "lower-case-string": {"do_lower_case": "yes"},
+    "padding-side-int": {"padding_side": 5},
+    "truncation-side-middle": {"truncation_side": "middle"},
+    "split-string": {"split_special_tokens": "no"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_SETTINGS))
+def test_settings_of_another_type_go_to_transformers(root: Path, tmp_path: Path,
+                                                     name: str) -> None:
+    folder = _copy(_bert(root) if not (root / "bert").is_dir() else root / "bert",
+                   tmp_path / "bert")
+    assert read_lean_tokenizer(folder) is not None
+    _edit_json(folder / "tokenizer_config.json", **HOSTILE_SETTINGS[name])
+    assert read_lean_tokenizer(folder) is None
+
+
+def test_hostile_files_give_none(root: Path, gemma_folder: Path, tmp_path: Path) -> None:
+    bert = _copy(_bert(root) if not (root / "bert").is_dir() else root / "bert",
+                 tmp_path / "bert")
+    _edit_json(bert / "tokenizer_config.json", cls_token=None)  # BertTokenizer falls back to 2
+    assert read_lean_tokenizer(bert) is None
+    routed = _copy(gemma_folder, tmp_path / "routed")
+    (routed / "config.json").write_text(json.dumps({"model_type": ["gemma3_text"]}))
+    assert read_lean_tokenizer(routed) is None
+    deep = _copy(gemma_folder, tmp_path / "deep")
+    (deep / "tokenizer_config.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
+    assert read_lean_tokenizer(deep) is None
+    template = _copy(gemma_folder, tmp_path / "template")
+    (template / "chat_template.jinja").write_bytes(b"\xff\xfe{{ messages }}")
+    assert read_lean_tokenizer(template) is None
+    huge = _copy(gemma_folder, tmp_path / "huge")
+    (huge / "chat_template.jinja").write_bytes(b"x" * ((1 << 20) + 1))
+    assert read_lean_tokenizer(huge) is None
+
+
+def test_threads_sharing_a_tokenizer_get_their_own_settings(root: Path) -> None:
+    """Each call sets the backend's truncation before it encodes: two threads with other
+    settings, sharing one instance, each get exactly what they asked for."""
+    import threading
+
+    tok = read_lean_tokenizer(root / "bert" if (root / "bert").is_dir() else _bert(root))
+    assert tok is not None
+    text = " ".join(["the passage reads on and on"] * 8)
+    short = tok(text, truncation=True, max_length=8)["input_ids"]
+    full = tok(text)["input_ids"]
+    assert len(short) == 8 < len(full)
+    wrong: list[int] = []
+
+    def ask(kwargs: dict[str, Any], want: list[int]) -> None:
+        for _ in range(1500):  # without the lock about 1 call in 400 came out wrong
+            if tok(text, **kwargs)["input_ids"] != want:
+                wrong.append(1)
+
+    threads = [threading.Thread(target=ask, args=({"truncation": True, "max_length": 8}, short)),
+               threading.Thread(target=ask, args=({}, full))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

@@ -26,7 +26,7 @@ from torch import nn
 
 from ragdesk.core.encoders.identity import DPR_FAMILY, ST_FAMILY
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.lean_config import read_lean_config
+from ragdesk.core.lean_config import read_config
 
 log = logging.getLogger(__name__)
 
@@ -340,11 +340,7 @@ def load_lean_encoder_model(folder: Path, family: str) -> nn.Module | None:
     weights = folder / WEIGHTS
     if not weights.is_file():  # sharded or pickle-only folders stay with transformers
         return None
-    cfg = read_lean_config(folder)  # transformers' reading, without importing transformers
-    if cfg is None:  # a configuration it does not reproduce (DPR's among them)
-        from transformers import AutoConfig
-
-        cfg = AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
+    cfg = read_config(folder)  # without importing transformers where it can (not for DPR)
     if not reproduces(cfg, family):
         return None
     root = _dpr_root(cfg) if family == DPR_FAMILY else ""

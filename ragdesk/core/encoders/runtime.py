@@ -307,8 +307,11 @@ def load_encoder(model: str | os.PathLike[str], role: str = "passage",
             dim = layout.dim or int(mdl.config.hidden_size)
     except MissingModelError:
         raise
-    except (OSError, ValueError, KeyError) as exc:
-        raise MissingModelError(f"The encoder {model_id!r} could not be loaded: {exc}") from exc
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        # transformers reads a damaged folder's JSON plainly: a value of the wrong type, or a
+        # file nested thousands deep, ends in these rather than in an error of its own
+        raise MissingModelError(f"The encoder {model_id!r} could not be loaded: "
+                                f"{type(exc).__name__}: {str(exc)[:200]}") from exc
     mdl.eval()
     limit = max_length or min(512, int(getattr(tokenizer, "model_max_length", 512) or 512))
     st_cfg = folder / "sentence_bert_config.json"

@@ -29,7 +29,7 @@ from torch import nn
 
 from ragdesk.core.engine import gemma_decoder, qwen2_decoder
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.lean_config import LeanConfig, read_generation_config, read_lean_config
+from ragdesk.core.lean_config import read_config, read_generation_config
 from ragdesk.core.models.mapped_weights import WEIGHTS_FILE, mapped_tensors
 
 # model_type -> the lean decoder module that reads the tree (its transformers class, and the
@@ -193,7 +193,7 @@ def load_lean_causal_lm(folder: Path) -> LeanCausalLM | None:
     weights = folder / WEIGHTS_FILE
     if not weights.is_file():
         return None
-    config = _config(folder)
+    config = read_config(folder)
     if not reproduces(config):
         return None
     model = LeanCausalLM(config)
@@ -208,27 +208,6 @@ def load_lean_causal_lm(folder: Path) -> LeanCausalLM | None:
     if getattr(config, "tie_word_embeddings", False):
         model.lm_head.weight = model.model.embed_tokens.weight
     model.model.rotary_emb = _Rotary(config)
-    model.generation_config = _generation_config(folder, config)
+    model.generation_config = read_generation_config(folder, config)
     model.requires_grad_(False)
     return model.eval()
-
-
-def _config(folder: Path) -> Any:
-    """The folder's configuration as transformers reads it: ragdesk's reading where it
-    reproduces transformers' (no transformers import), else transformers' own."""
-    config = read_lean_config(folder)
-    if config is not None:
-        return config
-    from transformers import AutoConfig
-
-    return AutoConfig.from_pretrained(str(folder), trust_remote_code=False)
-
-
-def _generation_config(folder: Path, config: Any) -> Any:
-    if isinstance(config, LeanConfig):
-        return read_generation_config(folder, config)
-    from transformers import GenerationConfig
-
-    if (folder / "generation_config.json").is_file():
-        return GenerationConfig.from_pretrained(str(folder), trust_remote_code=False)
-    return GenerationConfig.from_model_config(config)
