@@ -38,7 +38,7 @@ from tokenizers import (
 )
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import load_file_bounded, read_bounded
+from ragdesk.core.safe_json import loads_bounded, read_bounded
 
 log = logging.getLogger(__name__)
 
@@ -135,9 +135,11 @@ def _take_class_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, An
 
 def json_object(path: Path) -> dict[str, Any] | None:
     """A model folder's JSON file holding an object, or None where it is missing,
-    unreadable, not JSON, nested too deep or not an object."""
+    unreadable, not JSON (a byte-order mark included), nested too deep or not an object."""
     try:
-        data = load_file_bounded(path)
+        raw = read_bounded(path)
+        # transformers' plain json.load refuses a byte-order mark: so does this reading
+        data = None if raw.startswith(b"\xef\xbb\xbf") else loads_bounded(raw, path=path)
     except BadInputError:
         return None
     return data if isinstance(data, dict) else None
@@ -215,7 +217,7 @@ def _routed_elsewhere(folder: Path, config: Mapping[str, Any], family: str) -> b
     return not isinstance(kind, str) or kind not in _MODEL_TYPES[family]
 
 
-def _chat_template(folder: Path, config: Mapping[str, Any]) -> tuple[bool, str | None]:
+def chat_template_of(folder: Path, config: Mapping[str, Any]) -> tuple[bool, str | None]:
     """(whether reproduced, the template transformers' tokenizer reads): chat_template.json is
     the processor's, not the tokenizer's; a list of named templates is not reproduced."""
     jinja = folder / "chat_template.jinja"
@@ -263,7 +265,7 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
     if cls is None or not _settings_fit(config) or _routed_elsewhere(folder, config, cls.family):
         return None
     specials = _special_tokens(cls, config, folder)
-    known_template, template = _chat_template(folder, config)
+    known_template, template = chat_template_of(folder, config)
     if specials is None or not known_template:
         return None
     if cls is _BERT and None in (specials[0]["cls_token"], specials[0]["sep_token"]):

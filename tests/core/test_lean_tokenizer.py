@@ -450,3 +450,15 @@ def test_threads_sharing_a_tokenizer_get_their_own_settings(root: Path) -> None:
     for t in threads:
         t.join()
     assert not wrong
+
+
+def test_a_byte_order_mark_is_refused_as_transformers_refuses_it(gemma_folder: Path,
+                                                                 tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    folder = _copy(gemma_folder, tmp_path / "bom")
+    config = folder / "tokenizer_config.json"
+    config.write_bytes(b"\xef\xbb\xbf" + config.read_bytes())
+    with pytest.raises(ValueError):  # json.JSONDecodeError: "Unexpected UTF-8 BOM"
+        AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    assert read_lean_tokenizer(folder) is None

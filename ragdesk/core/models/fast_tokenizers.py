@@ -22,7 +22,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ragdesk.core.lean_tokenizer import json_object, read_lean_tokenizer
+from ragdesk.core.lean_tokenizer import chat_template_of, json_object, read_lean_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -63,16 +63,6 @@ def load_tokenizer(folder: Path, *, answering: bool = False) -> PreTrainedTokeni
     return tokenizer
 
 
-def _chat_template(folder: Path, config: dict[str, object]) -> str | None:
-    """transformers 5 saves the template beside the config; older folders keep it inside."""
-    jinja = folder / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    kept = json_object(folder / "chat_template.json") or {}
-    template = kept.get("chat_template", config.get("chat_template"))
-    return template if isinstance(template, str) else None
-
-
 def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
     """``PreTrainedTokenizerFast`` over ``folder/tokenizer.json`` for the classes in
     :data:`DIRECT_CLASSES`; None for any other folder (``AutoTokenizer`` then loads it)."""
@@ -91,7 +81,9 @@ def read_tokenizer_json(folder: Path) -> PreTrainedTokenizerBase | None:
         settings.setdefault(key, value)
     for key in _CLASS_DEFAULTS:
         settings.setdefault(key, getattr(cls, key))
-    template = _chat_template(folder, config)
+    known, template = chat_template_of(folder, config)
+    if not known:  # several named templates, or a template file that cannot be read
+        return None
     if template is not None:
         settings["chat_template"] = template
     try:

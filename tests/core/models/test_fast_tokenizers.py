@@ -104,3 +104,24 @@ def test_other_classes_and_other_pipelines_go_through_autotokenizer(
                                            normalizers.Replace(" ", "▁")])
     tok.save(str(odd / "tokenizer.json"))
     assert read_tokenizer_json(odd) is None
+
+
+def test_the_chat_template_is_the_one_transformers_reads(gemma_folder: Path,
+                                                         tmp_path: Path) -> None:
+    """chat_template.json is a processor's file: transformers' tokenizer does not read it,
+    and neither does the direct reading (one definition: lean_tokenizer.chat_template_of)."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = tmp_path / "with-json"
+    shutil.copytree(gemma_folder, folder)
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (folder / "chat_template.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    ref = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=False)
+    got = read_tokenizer_json(folder)
+    assert got is not None and ref.chat_template is None
+    assert got.chat_template == ref.chat_template
