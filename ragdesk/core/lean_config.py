@@ -1,4 +1,4 @@
-"""Model configurations read from ``config.json`` / ``generation_config.json`` without
+"""Model configurations read from ``config.json`` without
 importing transformers (its import alone costs a one-shot ``ragdesk ask`` ~0.7 s).
 
 ``read_lean_config`` rebuilds what transformers 5.24's ``AutoConfig.from_pretrained`` gives
@@ -14,11 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import loads_bounded, read_bounded
+from ragdesk.core.safe_json import read_model_json
 
 
-def _words(text: str) -> tuple[str, ...]:
+def words(text: str) -> tuple[str, ...]:
     return tuple(text.split())
 
 
@@ -71,7 +70,7 @@ _FIELDS: dict[str, _Spec] = {
 }
 # Extra keys that would hit a method, property or class attribute of PreTrainedConfig, or that
 # it (or the model) gives a meaning this module does not reproduce: the file is left to it.
-_RESERVED = frozenset(_words("""
+_RESERVED = frozenset(words("""
 allow_global_per_layer_attribute_access attribute_map auto_map base_config_key
 base_model_ep_plan base_model_fsdp_plan base_model_pp_plan base_model_tp_plan
 configuration_files convert_rope_params_to_dict decoder default_config_fields
@@ -96,7 +95,7 @@ _validate_llama3_rope_parameters _validate_longrope_rope_parameters
 _validate_proportional_rope_parameters _validate_yarn_rope_parameters
 """))
 # PreTrainedConfig drops these (GenerationConfig's defaults) unless the class declares them
-_GENERATION_PARAMS = frozenset(_words("""
+_GENERATION_PARAMS = frozenset(words("""
 assistant_confidence_threshold assistant_lookbehind bad_words_ids begin_suppress_tokens
 diversity_penalty do_sample early_stopping encoder_no_repeat_ngram_size
 encoder_repetition_penalty epsilon_cutoff eta_cutoff exponential_decay_length_penalty
@@ -208,7 +207,7 @@ class _LayerTypeView:
 def read_lean_config(folder: Path) -> LeanConfig | None:
     """The config of the model in ``folder`` as transformers would load it, or None where this
     module does not reproduce it (other model types, remote code, unusual keys, damage)."""
-    raw = _read_json(folder / "config.json")
+    raw = read_json(folder / "config.json")
     kind = raw.get("model_type") if isinstance(raw, dict) else None
     if not isinstance(kind, str) or kind not in _FIELDS:
         return None
@@ -239,7 +238,7 @@ def _build(raw: dict[str, Any], model_type: str, folder: Path) -> dict[str, Any]
     v: dict[str, Any] = {}
     for name, (default, kind) in spec.items():
         v[name] = raw.get(name, default)
-        _need(_fits(v[name], kind))
+        _need(fits(v[name], kind))
     _class_post_init(v, kwargs, model_type)
     _base_post_init(v, kwargs, model_type)
     for name in _GENERATION_PARAMS - spec.keys():
@@ -269,7 +268,7 @@ def _class_post_init(v: dict[str, Any], kwargs: dict[str, Any], model_type: str)
             v["sliding_window"] = v["sliding_window"] // 2 + 1
         pattern = v["_sliding_window_pattern"] = kwargs.get("sliding_window_pattern", 6)
         if v["layer_types"] is None:
-            _need(_fits(pattern, "int") and pattern > 0)
+            _need(fits(pattern, "int") and pattern > 0)
             v["layer_types"] = ["sliding_attention" if (i + 1) % pattern else "full_attention"
                                 for i in range(v["num_hidden_layers"])]
     elif model_type == "qwen2":
@@ -317,7 +316,7 @@ def _validate(v: dict[str, Any], model_type: str) -> None:
         _need(set(v["layer_types"]) <= _LAYER_TYPES
               and len(v["layer_types"]) == v["num_hidden_layers"])
         head_dim = v.get("head_dim")
-        _need(head_dim is None or (_fits(head_dim, "int") and (head_dim <= 4 or head_dim % 2 == 0)))
+        _need(head_dim is None or (fits(head_dim, "int") and (head_dim <= 4 or head_dim % 2 == 0)))
 
 
 def _gemma_rope(v: dict[str, Any], kwargs: dict[str, Any]) -> None:
@@ -356,27 +355,27 @@ def _qwen_rope(v: dict[str, Any], kwargs: dict[str, Any]) -> None:
 
 def _standard_rope(params: dict[str, Any]) -> None:
     params.setdefault("rope_type", params.get("type", "default"))
-    _need(params["rope_type"] in _ROPE_TYPES and _fits(params["rope_theta"], "num"))
+    _need(params["rope_type"] in _ROPE_TYPES and fits(params["rope_theta"], "num"))
     _need(params["rope_type"] != "linear" or "factor" in params)
 
 
 def _set_num_labels(v: dict[str, Any], n: Any) -> None:
-    _need(_fits(n, "int") and n >= 0)
+    _need(fits(n, "int") and n >= 0)
     if v["id2label"] is None or len(v["id2label"]) != n:
         v["id2label"] = {i: f"LABEL_{i}" for i in range(n)}
         v["label2id"] = {label: i for i, label in v["id2label"].items()}
 
 
-def _fits(value: Any, kind: str) -> bool:
+def fits(value: Any, kind: str) -> bool:
     """huggingface_hub's @strict type check of a field (bool is no int, int no float)."""
     if kind.endswith("?"):
-        return value is None or _fits(value, kind[:-1])
+        return value is None or fits(value, kind[:-1])
     is_int = isinstance(value, int) and not isinstance(value, bool)
     checks: dict[str, Any] = {
         "": True, "int": is_int, "float": isinstance(value, float),
         "num": is_int or isinstance(value, float), "bool": isinstance(value, bool),
         "str": isinstance(value, str), "dict": isinstance(value, dict),
-        "ids": is_int or (isinstance(value, list) and all(_fits(x, "int") for x in value)),
+        "ids": is_int or (isinstance(value, list) and all(fits(x, "int") for x in value)),
         "strs": isinstance(value, list) and all(isinstance(x, str) for x in value)}
     return bool(checks[kind])
 
@@ -402,106 +401,11 @@ def _serialized(d: dict[str, Any]) -> None:
             _serialized(value)
 
 
-# GenerationConfig.__init__'s attributes (all None by default), in its order
-_GENERATION_ATTRS = _words("""
-max_length max_new_tokens min_length min_new_tokens early_stopping max_time stop_strings
-do_sample num_beams use_mtp use_cache cache_implementation cache_config max_cache_len
-temperature top_k top_p min_p top_h typical_p epsilon_cutoff eta_cutoff repetition_penalty
-encoder_repetition_penalty length_penalty no_repeat_ngram_size bad_words_ids
-renormalize_logits forced_bos_token_id forced_eos_token_id remove_invalid_values
-exponential_decay_length_penalty suppress_tokens begin_suppress_tokens sequence_bias
-token_healing guidance_scale watermarking_config num_return_sequences output_attentions
-output_hidden_states output_scores output_logits return_dict_in_generate pad_token_id
-bos_token_id eos_token_id encoder_no_repeat_ngram_size decoder_start_token_id is_assistant
-num_assistant_tokens num_assistant_tokens_schedule assistant_confidence_threshold
-prompt_lookup_num_tokens max_matching_ngram_size assistant_early_exit assistant_lookbehind
-target_lookbehind assistant_ensemble_weight speculation_type compile_config disable_compile
-continuous_batching_config low_memory penalty_alpha dola_layers diversity_penalty
-num_beam_groups constraints force_words_ids prefill_chunk_size""")
-# values GenerationConfig turns into objects, or that its validate() may refuse
-_GENERATION_OBJECTS = ("watermarking_config", "compile_config", "continuous_batching_config",
-                       "assistant_ensemble_weight", "suppress_tokens", "cache_config")
-_CACHES = frozenset({None, "static", "dynamic", "hybrid", "sliding_window"})
-_OUTPUT_FLAGS = ("output_attentions", "output_hidden_states", "output_scores", "output_logits")
-
-
-class LeanGenerationConfig:
-    """The attributes of transformers' ``GenerationConfig`` and its ``to_dict()`` (without
-    ``transformers_version``)."""
-
-    def __init__(self, values: dict[str, Any]) -> None:
-        self.__dict__.update(values)
-
-    def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = copy.deepcopy(self.__dict__)
-        out.pop("transformers_version", None)
-        return out
-
-
-def read_generation_config(folder: Path, config: Any) -> Any:
-    """What ``GenerationConfig.from_pretrained(folder)`` gives when the folder has a
-    generation_config.json, else ``GenerationConfig.from_model_config(config)``. Files this
-    module does not reproduce (or damaged ones), and model configurations that are not a
-    :class:`LeanConfig`, go to transformers, which is then imported."""
-    path = folder / "generation_config.json"
-    from_file = path.is_file()
-    values: dict[str, Any] | None = None
-    if from_file:
-        raw = _read_json(path)
-        values = _generation(raw) if isinstance(raw, dict) else None
-    elif isinstance(config, LeanConfig):
-        model = {k: x for k, x in config.to_dict().items() if x is not None}
-        values = _generation({**model, "_from_model_config": True})
-        if values is not None and not values["return_dict_in_generate"] and any(
-                values[flag] for flag in _OUTPUT_FLAGS):
-            values["return_dict_in_generate"] = True
-    if values is not None:
-        return LeanGenerationConfig(values)
-    from transformers import AutoConfig, GenerationConfig
-
-    if from_file:
-        return GenerationConfig.from_pretrained(str(folder), trust_remote_code=False)
-    return GenerationConfig.from_model_config(
-        config if not isinstance(config, LeanConfig)
-        else AutoConfig.from_pretrained(str(folder), trust_remote_code=False))
-
-
-def _generation(raw: dict[str, Any]) -> dict[str, Any] | None:
-    """GenerationConfig(**raw) as a dict of attributes, or None where validate() could raise
-    or a value becomes an object."""
-    kwargs = dict(raw)
-    v = {name: kwargs.pop(name, None) for name in _GENERATION_ATTRS}
-    kwargs.pop("_commit_hash", None)
-    v["_from_model_config"] = kwargs.pop("_from_model_config", None)
-    v["transformers_version"] = kwargs.pop("transformers_version", None)
-    if not v["_from_model_config"]:
-        if kwargs:  # extra keys become attributes, some of which validate() refuses
-            return None
-    elif kwargs.get("force_bos_token_to_be_generated", False):
-        v["forced_bos_token_id"] = v["bos_token_id"]
-    new_tokens, returned = v["max_new_tokens"], v["num_return_sequences"]
-    ok = (all(v[name] is None for name in _GENERATION_OBJECTS)
-          and (v["early_stopping"] is None or isinstance(v["early_stopping"], bool)
-               or v["early_stopping"] == "never")
-          and (new_tokens is None or (_fits(new_tokens, "int") and new_tokens > 0))
-          and (returned is None or (_fits(returned, "int") and returned <= 1))
-          and _fits(v["pad_token_id"], "int?") and v["cache_implementation"] in _CACHES)
-    return v if ok else None
-
-
-def _read_json(path: Path) -> Any:
-    """The file's JSON with transformers' tagged floats decoded; None where it is missing or
-    not JSON that transformers reads (a BOM, which its plain json.loads refuses)."""
-    try:
-        data = read_bounded(path)
-        if data.startswith(b"\xef\xbb\xbf"):
-            return None
-        return _decode_floats(loads_bounded(data, path=path))
-    except (OSError, BadInputError):
-        return None
+def read_json(path: Path) -> Any:
+    """The file's JSON with transformers' tagged floats decoded; None where transformers would
+    not read it (see :func:`read_model_json`)."""
+    data = read_model_json(path)
+    return None if data is None else _decode_floats(data)
 
 
 def _decode_floats(obj: Any) -> Any:

@@ -36,7 +36,7 @@ from tokenizers import (
 
 from ragdesk.core.chat_template import render_chat
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.safe_json import loads_bounded, read_bounded
+from ragdesk.core.safe_json import read_bounded, read_model_json
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +134,7 @@ def _take_class_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, An
 def json_object(path: Path) -> dict[str, Any] | None:
     """A model folder's JSON file holding an object, or None where it is missing,
     unreadable, not JSON (a byte-order mark included), nested too deep or not an object."""
-    try:
-        raw = read_bounded(path)
-        # transformers' plain json.load refuses a byte-order mark: so does this reading
-        data = None if raw.startswith(b"\xef\xbb\xbf") else loads_bounded(raw, path=path)
-    except BadInputError:
-        return None
+    data = read_model_json(path)
     return data if isinstance(data, dict) else None
 
 

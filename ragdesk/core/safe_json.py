@@ -210,3 +210,14 @@ def iter_lines_bounded(fh: IO[bytes], *, max_line_bytes: int = MAX_LINE_BYTES,
                 f"is longer than {max_line_bytes:,} bytes with no line break; ragdesk reads "
                 "one JSON value per line (is this the right file?).", path=path, line=lineno)
         yield lineno, data
+
+
+def read_model_json(path: Path) -> Any:
+    """A model folder's JSON file as transformers' plain ``json.load`` reads it, bounded: None
+    where it is missing, unreadable, too large or too deep, or starts with a byte-order mark
+    (which ``json.load`` refuses), so that the caller falls back to transformers' reading."""
+    try:
+        raw = read_bounded(path)
+        return None if raw.startswith(b"\xef\xbb\xbf") else loads_bounded(raw, path=path)
+    except BadInputError:
+        return None

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 import torch
 
-from ragdesk.core import lean_config
-from ragdesk.core.lean_config import LeanConfig, read_generation_config, read_lean_config
+from ragdesk.core import lean_config, lean_generation_config
+from ragdesk.core.lean_config import LeanConfig, read_lean_config
+from ragdesk.core.lean_generation_config import read_generation_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -439,7 +440,7 @@ def test_tables_match_the_installed_transformers() -> None:
         assert ref == {name: default for name, (default, _) in
                        {**lean_config._BASE, **fields}.items()}
     assert set(GenerationConfig._get_default_generation_params()) == lean_config._GENERATION_PARAMS
-    assert set(GenerationConfig().to_dict()) == (set(lean_config._GENERATION_ATTRS)
+    assert set(GenerationConfig().to_dict()) == (set(lean_generation_config._GENERATION_ATTRS)
                                                  | {"_from_model_config", "transformers_version"})
 
 
@@ -496,7 +497,8 @@ def test_missing_names_behave_as_on_transformers(tmp_path: Path) -> None:
 SUBPROCESS = """
 import json, sys
 from pathlib import Path
-from ragdesk.core.lean_config import read_generation_config, read_lean_config
+from ragdesk.core.lean_config import read_lean_config
+from ragdesk.core.lean_generation_config import read_generation_config
 out = {}
 for folder in sys.argv[1:]:
     config = read_lean_config(Path(folder))

@@ -29,7 +29,8 @@ from torch import nn
 
 from ragdesk.core.engine import gemma_decoder, qwen2_decoder
 from ragdesk.core.errors import MissingModelError
-from ragdesk.core.lean_config import read_config, read_generation_config
+from ragdesk.core.lean_config import read_config
+from ragdesk.core.lean_generation_config import read_generation_config
 from ragdesk.core.models.mapped_weights import WEIGHTS_FILE, mapped_tensors
 
 # model_type -> the lean decoder module that reads the tree (its transformers class, and the
