@@ -255,25 +255,20 @@ def _quiet_loading(verbose: int) -> Iterator[None]:
         import importlib
 
         # the module itself: huggingface_hub.utils re-exports its tqdm class under its name
-        hub_utils = importlib.import_module("huggingface_hub.utils.tqdm")
+        hub = importlib.import_module("huggingface_hub.utils.tqdm")
+        enabled = not hub.are_progress_bars_disabled()
+        disable, enable = hub.disable_progress_bars, hub.enable_progress_bars
+    else:
+        from transformers.utils import logging as hf_logging
 
-        hub_was = not hub_utils.are_progress_bars_disabled()
-        hub_utils.disable_progress_bars()
-        try:
-            yield
-        finally:
-            if hub_was:
-                hub_utils.enable_progress_bars()
-        return
-    from transformers.utils import logging as hf_logging
-
-    was = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+        enabled = hf_logging.is_progress_bar_enabled()
+        disable, enable = hf_logging.disable_progress_bar, hf_logging.enable_progress_bar
+    disable()
     try:
         yield
     finally:
-        if was:
-            hf_logging.enable_progress_bar()
+        if enabled:
+            enable()
 
 
 class _StdoutStream:
