@@ -12,6 +12,10 @@ every round: on a shared machine it says how far a figure can be trusted.
 
     RAGDESK_DATA_DIR=/path/to/data python -m bench.llama_cpp_bench [--rounds 4]
         [--tokens 64] [--threads 2] [--llama-threads 1,2]
+
+On a CPU with AMX, llama.cpp's native build enables its AMX kernels, and 0.3.36's crashed in
+its first decode of this file; build it without the native detection instead (see
+docs/benchmarks.md, "On an Intel Xeon with AMX", for the flags).
 """
 
 from __future__ import annotations
