@@ -26,7 +26,7 @@ L2 = 1.0
 
 
 def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
-                     l2: float, folds: int) -> np.ndarray:
+                     l2: float, folds: int, names: Sequence[str]) -> np.ndarray:
     """Each answer's P(right) from a model fitted without its fold (fixed, interleaved
     folds: reproducible, and each holds every part of the file)."""
     out = np.zeros(len(rows))
@@ -38,15 +38,20 @@ def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
             out[test] = float(right[train].mean())
             continue
         model = fit_confidence([rows[i] for i in idx[train]], right[train].tolist(),
-                               threshold=0.5, l2=l2)
+                               threshold=0.5, l2=l2, names=names)
         out[test] = [model.predict(rows[i]) for i in idx[test]]
     return out
 
 
 def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: float = L2,
-                   folds: int = FOLDS) -> ConfidenceModel:
+                   folds: int = FOLDS, names: Sequence[str] = FEATURES) -> ConfidenceModel:
     """A model from evaluation rows (``eval --out`` lines or ``QuestionResult.to_json()``):
-    each needs ``features`` and ``em``."""
+    each needs ``features`` and ``em``. ``names``: the features it reads (without
+    :data:`CLOSED_BOOK`, answers skip the pass that computes those)."""
+    unknown = sorted(set(names) - set(FEATURES))
+    if unknown or not names:
+        raise ValueError(f"not features ragdesk computes: {unknown}" if unknown
+                         else "no features to fit on")
     rows = [r for r in results if r.get("features") and r.get("em") is not None]
     if len(rows) < 2 * folds:
         raise ValueError(f"only {len(rows)} answered questions with features; the confidence "
@@ -57,7 +62,7 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
         raise ValueError("the answers are all right or all wrong; nothing to tell apart")
     answerable: list[bool | None] = [
         a if isinstance(a := r.get("answerable"), bool) else None for r in rows]
-    cv = _cross_validated(feats, right, l2, folds)
+    cv = _cross_validated(feats, right, l2, folds, names)
     threshold = choose_threshold(cv.tolist(), right.tolist(), answerable)
     given = cv >= threshold
     figures = given_figures(given.tolist(), right.tolist(), answerable)
@@ -72,5 +77,5 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
             "unanswerable_abstain_share": figures["unanswerable_abstain_share"],
         },
     }
-    return fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=FEATURES,
+    return fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
                           fitted_on=fitted_on)

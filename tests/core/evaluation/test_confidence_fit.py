@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragdesk.core.confidence import FEATURES
+from ragdesk.core.confidence import CLOSED_BOOK, FEATURES
 from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, fit_on_results
 from ragdesk.core.evaluation.selective import auroc, choose_threshold, given_figures
 
@@ -68,3 +68,21 @@ def test_rows_that_cannot_be_fitted_are_refused() -> None:
     wrong = [{**r, "em": 0.0} for r in rows]
     with pytest.raises(ValueError, match="all right or all wrong"):
         fit_on_results(wrong, source="synthetic")
+
+
+def test_a_model_without_the_closed_book_features_reads_only_the_others() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    rows = _rows(2, 500)
+    names = [n for n in FEATURES if n not in CLOSED_BOOK]
+    model = fit_on_results(rows, source="synthetic", names=names)
+    assert model.names == tuple(names)
+    assert not model.reads_any(CLOSED_BOOK)
+    assert fit_on_results(rows, source="synthetic").reads_any(CLOSED_BOOK)
+    kept = rows[:-1]
+    x = np.array([[r["features"][n] for n in names] for r in kept])  # type: ignore[index]
+    y = np.array([r["em"] == 1.0 for r in kept])
+    ref = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(_standardized(x, x), y)
+    assert model.weights == pytest.approx(ref.coef_[0], abs=1e-5)
+    with pytest.raises(ValueError, match="not features"):
+        fit_on_results(rows, source="synthetic", names=["logprob", "shoe_size"])
