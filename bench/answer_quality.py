@@ -137,7 +137,8 @@ def _combine(parts: list[dict[str, Any]], name: str) -> dict[str, Any]:
         vals = [(p["summary"].get(key), p["summary"]["n"]) for p in parts]
         if any(v is None for v, _ in vals):
             return None
-        return sum(float(v) * w for v, w in vals) / n
+        weighted: float = sum(float(v) * w for v, w in vals) / n
+        return weighted
 
     first = parts[0]
     s = dict(first["summary"])

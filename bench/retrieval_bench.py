@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -107,7 +107,9 @@ def snapshot_from_cache(cache: Path) -> tuple[Any, str]:
         enc = load_encoder(encoder_path(), role="passage")
         from ragdesk.core.progress import terminal_printer
 
-        emb = enc.encode([passage_input(enc, t, x) for t, x in passages], batch_size=64,
+        # one kind of input per encoder: all strings, or all (title, text) pairs for DPR
+        emb = enc.encode(cast(list[str] | list[tuple[str, str]],
+                              [passage_input(enc, t, x) for t, x in passages]), batch_size=64,
                          progress=terminal_printer())
         cache.mkdir(parents=True, exist_ok=True)
         np.save(emb_path, emb)
@@ -132,7 +134,8 @@ def question_vectors(questions: list[str], cache: Path) -> np.ndarray:
     h = hashlib.sha256("\n".join(questions).encode()).hexdigest()[:16]
     path = cache / f"questions-{h}.npy"
     if path.exists():
-        return np.load(path)
+        vec: np.ndarray = np.load(path)
+        return vec
     enc = load_encoder(encoder_path(), role="question")
     t0 = time.perf_counter()
     vecs = enc.encode(questions, batch_size=128)

@@ -137,6 +137,7 @@ def _client_loop(url: str, qs: list[str], start: int, step: int,
                 done = client.chat.completions.create(
                     model="ragdesk", max_tokens=MAX_TOKENS,
                     messages=[{"role": "user", "content": qs[i]}])
+                assert done.model_extra is not None
                 assert done.model_extra["ragdesk"]["citations"]
             with lock:
                 out["latency"].append(time.perf_counter() - t)

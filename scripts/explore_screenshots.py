@@ -204,7 +204,8 @@ def _encode_with_snapshot_encoder(snapshot: Any) -> np.ndarray:
     # The starter snapshot records the hub id; its model is the installed package's copy.
     enc = (starter_encoder("question") if info.id == ENCODER_ID
            else load_encoder(info.id, role="question"))
-    return enc.encode([QUESTION])[0]
+    vec: np.ndarray = enc.encode([QUESTION])[0]
+    return vec
 
 
 def load_answers(path: Path) -> list[Any]:

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ def ask_all(w: Any) -> Iterator[Any]:
             yield ("sleep", 1500)  # the save and the sidebar's refresh
 
 
-def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
+def scenario(w: Any, out: Path, size: str) -> Generator[tuple[str, Any], Any, None]:
     from PySide6.QtCore import QRect, Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
@@ -142,11 +142,11 @@ def scenario(w: Any, out: Path, size: str) -> Iterator[Any]:
     yield ("sleep", 300)
     w.close()
     yield ("sleep", 2000)
-    QApplication.instance().exit(0)
+    QApplication.exit(0)  # static: the running application's event loop
 
 
 def inside(args: argparse.Namespace) -> int:
-    from screenshots import drive_app  # type: ignore[import-not-found]
+    from screenshots import drive_app
 
     from ragdesk.core.app import AppContext
 

@@ -80,7 +80,8 @@ def _set_up(w: Any, args: argparse.Namespace, shoot: Any) -> Any:
     def far_enough() -> bool:
         msg = phase()
         if msg.startswith("downloading part"):
-            return int(msg.split()[2]) >= args.progress_part
+            part: int = args.progress_part
+            return int(msg.split()[2]) >= part
         return (bool(msg) and not msg.startswith("downloading")) or d.job is None
 
     yield ("until", (far_enough, 3000, f"part {args.progress_part}"))

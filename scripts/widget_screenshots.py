@@ -68,7 +68,7 @@ def main() -> None:
     from ragdesk.ui.theme import install_theme
 
     app = QApplication.instance() or QApplication(sys.argv)
-    app.setStyle("Fusion")
+    QApplication.setStyle("Fusion")  # static: the style of the application
     install_theme("light")
 
     data = DataDir(work / "data").ensure()
@@ -92,7 +92,7 @@ def main() -> None:
     bar.grab().save(str(out / "conversations-search.png"))
 
     # A lead section several passages long, cited in its middle.
-    first = {}
+    first: dict[str, list[int]] = {}
     for p in index.get_passages(list(range(index.size))):
         first.setdefault(p.title, []).append(p.id)
     title, ids = max(first.items(), key=lambda kv: len(kv[1]))

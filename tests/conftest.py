@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,9 +71,7 @@ def nq_dev_path() -> Path:
 
 
 def run_cli_subprocess(*argv: str, env: dict[str, str] | None = None,
-                       timeout: float = 300) -> subprocess.CompletedProcess[str]:  # noqa: F821
-    import subprocess
-
+                       timeout: float = 300) -> subprocess.CompletedProcess[str]:
     e = dict(os.environ)
     if env:
         e.update(env)

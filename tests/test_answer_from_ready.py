@@ -18,14 +18,14 @@ SNAP = "half-built"
 
 def test_the_plan_falls_back_to_bm25_and_to_the_passages_there_are() -> None:
     ready = SimpleNamespace(name="big", size=1000, has_dense=True)
-    plan = ready_plan(ready, "hybrid", 5)  # type: ignore[arg-type]
+    plan = ready_plan(ready, "hybrid", 5)
     assert (plan.retriever, plan.n_docs, plan.notes()) == ("hybrid", 5, [])
     staged = SimpleNamespace(name="staged", size=1000, has_dense=False)
-    plan = ready_plan(staged, "dense", 5)  # type: ignore[arg-type]
+    plan = ready_plan(staged, "dense", 5)
     assert plan.retriever == "sparse" and plan.dense_pending and plan.n_docs == 5
     assert "BM25" in plan.notes()[0] and "'staged'" in plan.notes()[0]
     small = SimpleNamespace(name="mydocs", size=4, has_dense=True)
-    plan = ready_plan(small, "dense", 5)  # type: ignore[arg-type]
+    plan = ready_plan(small, "dense", 5)
     assert plan.retriever == "dense" and plan.n_docs == 4 and plan.fewer_docs
     assert plan.notes() == ["reading all 4 passages of 'mydocs' (K = 5 asked)"]
 

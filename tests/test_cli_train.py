@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from tests.core.training import synthetic
 
 
 @pytest.fixture(scope="module")
-def tiny_setup(tiny_models, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+def tiny_setup(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A data dir with the synthetic snapshot and a pack 'tiny' (tiny sentence-transformers
     encoder for questions and passages, tiny BART generator), plus question files."""
     base = tmp_path_factory.mktemp("cli-train")
@@ -42,8 +43,9 @@ def _cli(data: Path, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[in
     return code, out.out, out.err
 
 
-def test_train_registers_a_pack_that_ask_uses(tiny_models, tiny_setup, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_train_registers_a_pack_that_ask_uses(tiny_models: Any, tiny_setup: dict[str, Path],
+                                              tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     data, out = tiny_setup["data"], tmp_path / "run"
     code, stdout, stderr = _cli(
         data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny",
@@ -97,8 +99,8 @@ def get_pack_generator(data: Path) -> str:
         ctx.close()
 
 
-def test_user_errors_exit_cleanly(tiny_setup, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+def test_user_errors_exit_cleanly(tiny_setup: dict[str, Path], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
     data = tiny_setup["data"]
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"question": "q", "answer": ["a"]}\n{"question": 3}\n')
@@ -199,7 +201,8 @@ def _assert_same(a_dir: Path, b_dir: Path) -> None:
 
 
 def test_retriever_only_training_registers_a_tuned_pack(
-        tiny_models, tiny_setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, tiny_setup: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """--generator-layers 0 on a Gemma 3 pack: only the question encoder is written, the
     tuned pack reads with the base pack's generator, `models list` shows it and `ask --pack`
     retrieves with the tuned encoder."""
@@ -258,7 +261,9 @@ def test_retriever_only_training_registers_a_tuned_pack(
     # is read again, and the questions chosen before training are kept
     from ragdesk.core.training import checkpoint as ck
 
-    before = ck.read_state(ck.latest_checkpoint(out))["state"]["selected"]
+    latest = ck.latest_checkpoint(out)
+    assert latest is not None
+    before = ck.read_state(latest)["state"]["selected"]
     code, stdout, stderr = _cli(
         data, "train", str(tiny_setup["train"]), "--snapshot", "synth", "--pack", "tiny-gemma",
         "--out", str(out), "--docs", "4", "--batch-size", "4", "--lr", "1e-2",
@@ -274,7 +279,8 @@ def test_retriever_only_training_registers_a_tuned_pack(
 
 
 def test_the_passages_objective_trains_the_question_encoder_alone(
-        tiny_models, tiny_setup, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, tiny_setup: dict[str, Path], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """--objective passages freezes the generator without being told (--generator-layers 0),
     keeps the questions with a gold answer in the top 100, and writes a retriever-only pack."""
     data, out = tiny_setup["data"], tmp_path / "run"

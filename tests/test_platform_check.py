@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -126,7 +127,7 @@ def test_platform_candidates_follow_qt(env: dict[str, str], order: list[str]) ->
     assert pc.platform_candidates(env) == order
 
 
-def _never(*_args: object) -> object:
+def _never(*_args: object) -> NoReturn:
     raise AssertionError("not expected to be called")
 
 

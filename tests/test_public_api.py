@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ragdesk.core.options import RetrieverName
+
 
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory, tiny_models: Any) -> Path:
@@ -27,7 +29,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory, tiny_models: Any) -> Pat
 
 @pytest.mark.parametrize("retriever", ["dense", "sparse", "hybrid"])
 def test_load_engine_answers_with_each_retriever(data_root: Path, tiny_models: Any,
-                                                 retriever: str) -> None:
+                                                 retriever: RetrieverName) -> None:
     import ragdesk
     from ragdesk.core.retrieval.hybrid import retrieve_batch
     from ragdesk.core.snapshots import SnapshotLibrary

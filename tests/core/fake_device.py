@@ -11,6 +11,7 @@ on the CPU would fail on CUDA.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,19 +31,21 @@ class OnFake(torch.Tensor):
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor) -> OnFake:
-        r = torch.Tensor._make_wrapper_subclass(  # type: ignore[attr-defined]
+        r = torch.Tensor._make_wrapper_subclass(
             cls, elem.shape, strides=elem.stride(), storage_offset=elem.storage_offset(),
             dtype=elem.dtype, device=FAKE, requires_grad=elem.requires_grad)
         r.elem = elem
-        return r  # type: ignore[no-any-return]
+        return r
 
     __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     def __repr__(self) -> str:  # type: ignore[override]
         return f"OnFake({self.elem!r})"
 
+    # torch's stub declares Tensor.__torch_dispatch__ as a plain function attribute (so an
+    # instance method without func); torch calls it as this classmethod, as its docs show.
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
         return _dispatch(func, args, kwargs or {})
 
@@ -115,7 +118,9 @@ class FakeDevice(TorchDispatchMode):
     def __enter__(self) -> FakeDevice:
         # torch.tensor(data, device=...) builds its tensor below the dispatcher's modes
         self._saved = torch.tensor, torch.as_tensor, torch.inference_mode
-        real_tensor, real_as_tensor, _ = self._saved
+        # forwarded as called: positional arguments and keywords other than device
+        real_tensor: Callable[..., torch.Tensor] = torch.tensor
+        real_as_tensor: Callable[..., torch.Tensor] = torch.as_tensor
 
         def tensor(data: Any, *a: Any, device: Any = None, **kw: Any) -> torch.Tensor:
             if _is_fake(device):
@@ -127,10 +132,13 @@ class FakeDevice(TorchDispatchMode):
                 return OnFake(real_as_tensor(data, *a, device=_CPU, **kw))
             return real_as_tensor(data, *a, device=device, **kw)
 
-        torch.tensor, torch.as_tensor = tensor, as_tensor  # type: ignore[assignment]
+        def no_grad_mode(mode: bool = True) -> torch.no_grad:
+            return torch.no_grad()
+
+        torch.tensor, torch.as_tensor = tensor, as_tensor
         # inference mode refuses views of wrapper tensors made outside it (weights, inputs
         # moved before the forward); no_grad computes the same values
-        torch.inference_mode = lambda mode=True: torch.no_grad()  # type: ignore[assignment,misc]
+        torch.inference_mode = no_grad_mode  # type: ignore[assignment,misc]
         super().__enter__()
         return self
 

@@ -14,13 +14,8 @@ import pytest
 
 from ragdesk.core.catalog import SCHEMA_VERSION, Catalog
 from ragdesk.core.catalog.migrations import migrate
-from ragdesk.core.conversations import (
-    HIT_END,
-    HIT_START,
-    UNTITLED,
-    ConversationStore,
-    fts_query,
-)
+from ragdesk.core.conversation_types import HIT_END, HIT_START, UNTITLED
+from ragdesk.core.conversations import ConversationStore, fts_query
 from ragdesk.core.errors import BadInputError, NotFoundError
 from ragdesk.core.export import answer_from_json
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import numpy as np
 import pytest
@@ -41,7 +42,9 @@ def test_dpr_encoder_matches_plain_transformers(tiny_models) -> None:  # type: i
 
     enc = load_encoder(tiny_models.ctx_encoder, role="passage")
     assert enc.info.family == "dpr" and enc.info.pooling == "cls-pooler" and enc.dim == 32
-    pairs = [passage_input(enc, t, x[:200]) for t, x in tiny_models.corpus[:7]]
+    # a DPR encoder (asserted above) takes (title, text) pairs
+    pairs = [cast(tuple[str, str], passage_input(enc, t, x[:200]))
+             for t, x in tiny_models.corpus[:7]]
     got = enc.encode(pairs, batch_size=3)
     tok = AutoTokenizer.from_pretrained(str(tiny_models.ctx_encoder))
     ref_model = DPRContextEncoder.from_pretrained(str(tiny_models.ctx_encoder)).eval()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
@@ -28,7 +30,7 @@ def test_float32_kernel_reproduces_the_transformers_forward(tiny_models, which: 
 
 
 def test_bfloat16_kernel_stays_close_and_leaves_the_original_exact(
-        tiny_models, bf16_kernel_here: bool,  # type: ignore[no-untyped-def]
+        tiny_models: Any, bf16_kernel_here: bool,
         monkeypatch: pytest.MonkeyPatch) -> None:
     if not bf16_kernel_here:
         pytest.skip("this CPU cannot run oneDNN's packed bfloat16 products")

@@ -9,13 +9,14 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from ragdesk.core.encoders import load_encoder
-from ragdesk.core.encoders.lean_bert import load_lean_encoder_model
+from ragdesk.core.encoders import TextEncoder, load_encoder
+from ragdesk.core.encoders.lean_bert import LeanBertModel, load_lean_encoder_model
 from ragdesk.core.errors import MissingModelError
 from ragdesk.core.models.loading import load_question_encoder
 
@@ -50,7 +51,7 @@ def _rewrite_weights(folder: Path, change) -> None:  # type: ignore[no-untyped-d
               metadata={"format": "pt"})
 
 
-def _padded(enc, texts: list[str]) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
+def _padded(enc: TextEncoder, texts: list[str]) -> dict[str, torch.Tensor]:
     return enc._pad(enc.tokenize(texts))
 
 
@@ -104,6 +105,7 @@ def test_lean_weights_are_frozen_float32_on_the_cpu(tiny_models) -> None:  # typ
 
     model = load_lean_encoder_model(tiny_models.st_encoder, ST_FAMILY)
     assert model is not None and not model.training
+    assert isinstance(model, LeanBertModel)  # what a sentence-transformers folder builds
     tensors = [*model.parameters(), *model.buffers()]
     assert all(t.device.type == "cpu" and t.dtype == torch.float32 and not t.requires_grad
                for t in tensors)
@@ -164,7 +166,7 @@ def test_buffers_older_transformers_saved_are_dropped(tiny_models, tmp_path: Pat
 @pytest.mark.parametrize("config", [{"position_embedding_type": "relative_key"},
                                     {"hidden_act": "relu"}, {"is_decoder": True}])
 def test_configs_it_does_not_reproduce_stay_with_transformers(
-        tiny_models, tmp_path: Path, config: dict[str, object]) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, tmp_path: Path, config: dict[str, object]) -> None:
     folder = _copy(tiny_models.st_encoder, tmp_path / "other", **config)
     enc = load_encoder(folder, role="question", answering=True)
     assert type(enc.model).__name__ == "BertModel"
@@ -189,8 +191,8 @@ def test_the_pooler_is_optional_for_sentence_transformers(tiny_models, tmp_path:
 
 @pytest.mark.parametrize("which", ["st_encoder", "question_encoder"])
 @pytest.mark.parametrize("damage", ["missing", "shape"])
-def test_damaged_weights_are_a_missing_model(tiny_models, tmp_path: Path, which: str,
-                                             damage: str) -> None:  # type: ignore[no-untyped-def]
+def test_damaged_weights_are_a_missing_model(tiny_models: Any, tmp_path: Path, which: str,
+                                             damage: str) -> None:
     folder = _copy(getattr(tiny_models, which), tmp_path / "damaged")
 
     def change(w: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

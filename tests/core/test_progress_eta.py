@@ -34,6 +34,7 @@ def test_eta_follows_the_recent_rate(monkeypatch: pytest.MonkeyPatch) -> None:
     assert last.rate == pytest.approx(50.0)
     assert last.eta_s == pytest.approx((12_000 - 3_300) / 50.0)
     # The whole-run average would have said 27.5/s and an ETA almost twice as long.
+    assert last.eta_s is not None
     assert last.eta_s < (12_000 - 3_300) / 27.5 * 0.6
 
 

@@ -88,7 +88,7 @@ def test_lift_projects_back_and_keeps_off_plane_component() -> None:
     v = _vectors()
     proj = fit_projection(v)
     rng = np.random.default_rng(1)
-    q = rng.standard_normal(v.shape[1]).astype(np.float32)
+    q = rng.standard_normal(int(v.shape[1])).astype(np.float32)
     target = np.array([2.5, -1.25])
     moved = proj.lift(target, q)
     assert moved.dtype == np.float32

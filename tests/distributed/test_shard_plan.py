@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -154,7 +154,8 @@ def test_the_actor_encodes_as_the_import_does(tiny_models: Any) -> None:
     assert vecs.shape == (len(pairs) + 3, actor.encoder.dim)
     assert not vecs[len(pairs):].any()
     enc = load_encoder(tiny_models.ctx_encoder, role="passage")
-    ref = np.stack([enc.encode_batch([passage_input(enc, t, x)])[0]  # type: ignore[list-item]
+    # the DPR context encoder takes (title, text) pairs
+    ref = np.stack([enc.encode_batch([cast(tuple[str, str], passage_input(enc, t, x))])[0]
                     for t, x in pairs])
     cos = (vecs[:len(pairs)] * ref).sum(1) / (np.linalg.norm(vecs[:len(pairs)], axis=1)
                                                * np.linalg.norm(ref, axis=1))

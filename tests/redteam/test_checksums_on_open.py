@@ -14,7 +14,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -23,7 +23,7 @@ from ragdesk.core.errors import Cancelled, CorruptSnapshotError
 from ragdesk.core.progress import CancelToken, ProgressUpdate
 from ragdesk.core.snapshots import checked, open_snapshot
 from ragdesk.core.snapshots.checked import CHECKING, VERIFIED_FILE, read_verified, stamp_of
-from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, read_manifest
+from ragdesk.core.snapshots.manifest import EMBEDDINGS_FILE, read_manifest, sha256_file
 from ragdesk.core.snapshots.passage_store import PASSAGES_FILE
 from tests.test_cli_ask import SNAP, _models, snapshot_dir  # noqa: F401  (fixture)
 
@@ -64,7 +64,7 @@ def _xor(path: Path, offset: int, mask: int) -> None:
 def _count_hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the files the open path hashes, in order, from now on."""
     hashed: list[str] = []
-    real = checked.sha256_file
+    real = sha256_file
 
     def counting(path: Path, *args: Any, **kwargs: Any) -> str:
         hashed.append(path.name)
@@ -74,7 +74,7 @@ def _count_hashes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return hashed
 
 
-def _whole(cli: Any) -> None:  # type: ignore[no-untyped-def]
+def _whole(cli: Any) -> None:
     """The catalog lists the snapshot ready and active, and it verifies."""
     code, out, err = cli("index", "list", "--json")
     assert code == 0, err
@@ -84,9 +84,10 @@ def _whole(cli: Any) -> None:  # type: ignore[no-untyped-def]
     assert code == 0, err
 
 
-def _ask(cli: Any, tiny_models: Any) -> tuple[int, str, str]:  # type: ignore[no-untyped-def]
-    return cli("ask", "who wrote the first book", *_models(tiny_models), "--docs", "2",  # type: ignore[no-any-return]
-               "--max-new-tokens", "3")
+def _ask(cli: Any, tiny_models: Any) -> tuple[int, str, str]:
+    result: tuple[int, str, str] = cli("ask", "who wrote the first book", *_models(tiny_models),
+                                       "--docs", "2", "--max-new-tokens", "3")
+    return result
 
 
 @pytest.mark.parametrize("victim", [EMBEDDINGS_FILE, PASSAGES_FILE])
@@ -208,7 +209,7 @@ def test_the_first_check_reports_progress_and_can_be_cancelled(
     folder = _folder(snapshot_dir)
     _settle(folder)
     manifest = read_manifest(folder)
-    total = sum(int(manifest.files[f]["size"]) for f in (EMBEDDINGS_FILE, PASSAGES_FILE))
+    total = sum(cast(int, manifest.files[f]["size"]) for f in (EMBEDDINGS_FILE, PASSAGES_FILE))
     app = AppContext(snapshot_dir)
     try:
         cancel = CancelToken()

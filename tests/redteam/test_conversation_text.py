@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_import_with_a_lone_surrogate_adds_nothing(store: ConversationStore,
                                                    tmp_path: Path) -> None:
     conv = store.list_conversations()[0]
     export = store.export_json(conv.id)
-    export["answers"][0]["text"] = "Marie \udcff Curie"
+    cast(list[dict[str, object]], export["answers"])[0]["text"] = "Marie \udcff Curie"
     before = len(store.list_conversations())
     with pytest.raises(BadInputError, match="unpaired surrogate"):
         store.import_json(export)

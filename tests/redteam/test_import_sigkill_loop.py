@@ -98,7 +98,7 @@ def _kill_loop(root: Path, src: Path, encoder: Path, total: int, kills: int,
         finally:
             proc.wait(timeout=60)
         if proc.returncode != -signal.SIGKILL:
-            err = proc.stderr.read().decode() if proc.stderr else ""  # type: ignore[union-attr]
+            err = proc.stderr.read().decode() if proc.stderr else ""
             assert proc.returncode == 0, err[-3000:]
             log.finished_early = True  # the kill came after the import had completed
             break

@@ -10,6 +10,7 @@ uvicorn server on a loopback port, with tiny models behind it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -141,7 +142,8 @@ def test_allow_host_adds_a_name_and_the_bind_address_is_allowed() -> None:
         pass
 
     config = ServerConfig(port=0, host="127.0.0.1", allowed_hosts=("ragdesk.lan",))
-    with serve_in_thread(config, Idle) as run:
+    loader: Callable[[], Any] = Idle  # an engine stand-in that is never asked anything
+    with serve_in_thread(config, loader) as run:
         ok = [send(run.url, "GET", "/v1/models", {"Host": h})[0]
               for h in ("ragdesk.lan:8765", "RAGDESK.LAN", "127.0.0.1:1")]
         refused = [send(run.url, "GET", "/v1/models", {"Host": h})[0]

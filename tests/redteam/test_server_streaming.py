@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +66,11 @@ def dated_server() -> Any:
     from ragdesk.server.run import serve_in_thread
 
     secret = discovery.new_secret()
-    with serve_in_thread(ServerConfig(port=0, instance_secret=secret), _Dated) as run:
-        run.secret = secret
-        yield run
+    loader: Callable[[], Any] = _Dated  # an engine stand-in (see _Dated)
+    with serve_in_thread(ServerConfig(port=0, instance_secret=secret), loader) as run:
+        served: Any = run  # a Running, with the secret the tests prove alongside
+        served.secret = secret
+        yield served
 
 
 def _ask_body(stream: bool) -> bytes:

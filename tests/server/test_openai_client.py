@@ -3,7 +3,7 @@ with the citations field pointing at the PDF page that answers the question."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from tests.documents.conftest import QUESTION
 from tests.server.conftest import get, post
@@ -92,7 +92,7 @@ def test_a_named_snapshot_model_and_an_unknown_one(server: Any) -> None:
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user",
                                                                   "content": "hi"}])
     except NotFoundError as exc:
-        assert exc.body["code"] == "model_not_found"
+        assert cast(dict[str, object], exc.body)["code"] == "model_not_found"
     else:
         raise AssertionError("an unknown model was served")
 

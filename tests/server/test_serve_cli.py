@@ -66,6 +66,7 @@ def test_serve_command(served_data: Path, tiny_models: Any) -> None:
         done = client.chat.completions.create(
             model="ragdesk", max_tokens=3, messages=[{"role": "user", "content": QUESTION}],
             extra_body={"ragdesk": {"retriever": "sparse", "n_docs": 1}})
+        assert done.model_extra is not None
         cite = done.model_extra["ragdesk"]["citations"][0]
         assert (cite["path"], cite["page"]) == ("report.pdf", 2)
     finally:

@@ -524,6 +524,7 @@ def test_first_run_dialog_offers_the_ways_to_start(qtbot, tmp_path) -> None:  # 
     w.start()
     qtbot.waitUntil(lambda: w.first_run is not None and w.first_run.isVisible(), timeout=30_000)
     fr = w.first_run
+    assert fr is not None
     assert fr.starter.isChecked()
     assert {fr.paper_pack.itemData(i) for i in range(fr.paper_pack.count())} == \
         {"rag-sequence-nq", "rag-token-nq", "dpr-bart"}

@@ -11,11 +11,12 @@ import pytest
 from PySide6.QtCore import QUrl
 from PySide6.QtGui import QTextDocument
 
+from ragdesk.core.articles import Article, ArticlePassage
 from ragdesk.core.catalog import Catalog
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.snapshots import SnapshotIndex, import_snapshot, open_snapshot
-from ragdesk.core.snapshots.articles import Article, ArticlePassage, article_around
+from ragdesk.core.snapshots.articles import article_around
 from ragdesk.core.types import RetrievedDoc
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.background import op_background
@@ -115,7 +116,8 @@ def test_the_link_is_reported_when_followed(qtbot: Any, runner: OpRunner,
                                             snapshot: SnapshotIndex) -> None:
     view = make_view(qtbot, runner)
     view.show_article(article_around(snapshot, 0))
-    assert view.article() is not None and view.article().link == "https://example.org/before"
+    article = view.article()
+    assert article is not None and article.link == "https://example.org/before"
     with qtbot.waitSignal(view.link_clicked, timeout=TIMEOUT_MS) as sig:
         view.browser.anchorClicked.emit(QUrl("https://example.org/before"))
     assert sig.args == ["https://example.org/before"]
@@ -132,7 +134,8 @@ def test_a_removed_snapshot_leaves_the_stored_passage(qtbot: Any, runner: OpRunn
         view.show_passage(doc, load)
     assert "Radium is a chemical element." in view.browser.toPlainText()
     assert view.note.isVisible() and "Old wiki" in view.note.text()
-    assert view.article() is not None and view.article().stored_only
+    article = view.article()
+    assert article is not None and article.stored_only
 
 
 def test_a_late_article_does_not_replace_a_newer_choice(
@@ -149,7 +152,8 @@ def test_a_late_article_does_not_replace_a_newer_choice(
         view.show_passage(doc_of(snapshot, 25), lambda: article_around(snapshot, 25))
     gate.set()
     qtbot.wait(200)
-    assert view.article() is not None and view.article().title == "After"
+    article = view.article()
+    assert article is not None and article.title == "After"
 
 
 def test_stored_only_article_renders_without_loading(qtbot: Any, runner: OpRunner) -> None:

@@ -29,8 +29,9 @@ def test_answer_from_chosen_passages_keeps_the_temperature_and_every_option() ->
 
     backend = _Backend(SimpleNamespace(catalog=None))  # type: ignore[arg-type]
     params = AnswerOptions(temperature=0.5, num_beams=2, max_new_tokens=7)
-    out = backend.answer_from_docs("q?", [], params, pack="starter", snapshot="s",
-                                   on_token=None, cancel=CancelToken())
+    # the recorder's "answered", not an Answer
+    out: object = backend.answer_from_docs("q?", [], params, pack="starter", snapshot="s",
+                                           on_token=None, cancel=CancelToken())
     assert out == "answered"
     (question, _, options, kw), = recorder.calls
     assert question == "q?" and options == params and options.temperature == 0.5

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from ragdesk.core.catalog import Catalog
 from ragdesk.core.conversations import ConversationStore
@@ -108,6 +109,7 @@ def test_search_finds_an_old_answer_and_opens_it(
     assert [(h.conversation_id, h.answer_id) for h in bar.hits()] == [(old_id, radium_id)]
     assert bar.list.count() == 1
     label = bar.list.itemWidget(bar.list.item(0))
+    assert isinstance(label, QLabel)
     assert "<b>Curie</b>" in label.text() and "Who discovered radium?" in label.text()
     with qtbot.waitSignal(bar.answer_selected, timeout=TIMEOUT_MS) as sig:
         rect = bar.list.visualItemRect(bar.list.item(0))

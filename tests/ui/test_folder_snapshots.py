@@ -116,7 +116,8 @@ def test_a_folder_imports_and_its_pdf_citation_opens_at_the_page(  # type: ignor
     again.finish(answer)
     w.citations.watch(again)
     qtbot.waitUntil(lambda: again.chip(k).place is not None, timeout=30_000)
-    assert again.chip(k).place.uri == want
+    place = again.chip(k).place
+    assert place is not None and place.uri == want
 
 
 def test_reimport_picks_up_the_edited_file(qtbot, window, folder) -> None:  # type: ignore[no-untyped-def]

@@ -208,8 +208,9 @@ def test_suggestions_wrap_instead_of_overflowing(qtbot: Any, width: int) -> None
     qtbot.waitExposed(host)
     assert empty.minimumSizeHint().width() <= width
     for b in empty.buttons:
-        g = b.geometry().translated(b.parentWidget().mapTo(empty, b.parentWidget().rect()
-                                                            .topLeft()))
+        parent = b.parentWidget()
+        assert parent is not None
+        g = b.geometry().translated(parent.mapTo(empty, parent.rect().topLeft()))
         assert g.left() >= 0 and g.right() < width
         assert b.text() in empty.EXAMPLES  # whole: there is room for each on its own line
         assert _plain_button_width(b) <= b.width()
@@ -330,7 +331,9 @@ def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
     qtbot.waitExposed(d)
     qtbot.wait(50)
     # Shown at the height its texts need, not the default 480 px with the rest spread out.
-    need = d.layout().totalHeightForWidth(d.width())
+    layout = d.layout()
+    assert layout is not None
+    need = layout.totalHeightForWidth(d.width())
     assert need <= d.height() <= need + 4
     job = SimpleNamespace(id=9, title="Building the starter snapshot", cancellable=True)
     d.job_panel.start(job)

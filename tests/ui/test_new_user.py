@@ -5,13 +5,16 @@ snapshot switched from the command line."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
 from tests.ui.conftest import write_jsonl
 from tests.ui.probes import no_error
+
+if TYPE_CHECKING:
+    from ragdesk.core.session import Session
 
 
 def test_the_index_managers_import_button_opens_the_import_dialog(qtbot: Any,
@@ -235,8 +238,14 @@ def test_loading_models_and_the_setup_resolve_transformers_one_at_a_time(
     ctx = AppContext(ui_data)
     try:
         b = backend_module.Backend(ctx)
-        b._session = SimpleNamespace(engine=lambda pack: calls.append("engine") or "E")
-        assert b.engine("tiny") == "E" and calls == ["r", "engine"]
+        def engine(pack: str) -> str:
+            calls.append("engine")
+            return "E"
+
+        # a stand-in session: the backend only asks it for engine(pack)
+        b._session = cast("Session", SimpleNamespace(engine=engine))
+        got: object = b.engine("tiny")  # the stand-in's "E", not an Engine
+        assert got == "E" and calls == ["r", "engine"]
         calls.clear()
         monkeypatch.setattr(models, "ensure_starter_snapshot",
                             lambda *a, **k: calls.append("setup"))

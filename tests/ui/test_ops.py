@@ -187,7 +187,10 @@ def test_busy_changes_once_per_burst(qtbot: Any, runner: OpRunner) -> None:
     busy: list[bool] = []
     runner.events(Lane.WRITES).busyChanged.connect(busy.append)
     for i in range(3):
-        Op(lambda _c, i=i: i, lane=Lane.WRITES).run(runner)
+        def value(_c: OpContext, i: int = i) -> int:
+            return i
+
+        Op(value, lane=Lane.WRITES).run(runner)
     assert busy == [True] and runner.busy() and len(runner.ops(Lane.WRITES)) == 3
     qtbot.waitUntil(lambda: busy == [True, False], timeout=TIMEOUT_MS)
 
@@ -205,8 +208,11 @@ def test_shutdown_cancels_work_lets_writes_finish_and_joins(qtbot: Any, qapp: An
 
     job = Op(long, lane=Lane.JOBS).run(runner)
     engine = Op(long, lane=Lane.ENGINE).run(runner)
-    write = Op(lambda _c: (time.sleep(0.2), wrote.append(True)), lane=Lane.WRITES,
-               cancellable=False).run(runner)
+    def slow_write(_c: OpContext) -> None:
+        time.sleep(0.2)
+        wrote.append(True)
+
+    write = Op(slow_write, lane=Lane.WRITES, cancellable=False).run(runner)
     assert started.wait(5)
     assert runner.shutdown(5_000)
     assert job.cancelled and engine.cancelled and not write.cancelled
@@ -225,5 +231,9 @@ def test_reads_run_in_parallel(qtbot: Any, runner: OpRunner) -> None:
     both = threading.Barrier(2, timeout=5)
     done: list[int] = []
     for i in range(2):
-        Op(lambda _c, i=i: (both.wait(), i)[1]).success(done.append).run(runner)
+        def meet(_c: OpContext, i: int = i) -> int:
+            both.wait()
+            return i
+
+        Op(meet).success(done.append).run(runner)
     qtbot.waitUntil(lambda: sorted(done) == [0, 1], timeout=TIMEOUT_MS)

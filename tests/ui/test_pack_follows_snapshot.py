@@ -47,7 +47,8 @@ def own_pack_window(qtbot: Any, own_pack_data: Path) -> Iterator[Any]:
     from ragdesk.ui.main_window import MainWindow
 
     # The real Backend: each pack loads its own models, so the pack that answers shows.
-    w = MainWindow(Backend(AppContext(own_pack_data)), offer_first_run=False)
+    # a MainWindow with ``said`` added
+    w: Any = MainWindow(Backend(AppContext(own_pack_data)), offer_first_run=False)
     w.said = []
     w.library.activity.connect(w.said.append)
     qtbot.addWidget(w)

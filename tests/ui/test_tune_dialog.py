@@ -39,7 +39,7 @@ def _open(qtbot: Any, w: Any) -> TuneDialog:
     act = w.actions_by_name["tune"]
     assert act in w.index_menu.menu.actions()  # reached from the Index menu
     act.trigger()
-    d = w.findChild(TuneDialog)
+    d: TuneDialog | None = w.findChild(TuneDialog)
     assert d is not None and d.isVisible()
     qtbot.waitUntil(lambda: d.defaults is not None, timeout=30_000)
     return d
@@ -163,6 +163,7 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
     qtbot.waitUntil(lambda: d.job is None and d.outcome is not None, timeout=TIMEOUT_MS)
     r = d.outcome
     assert r is not None and r.pack == "tiny-tuned" and r.base_pack == "tiny"
+    assert r.top_k_before is not None and r.top_k_after is not None
     trained = [u for u in runs[1] if u.stage == "Training the question encoder"]
     assert trained[0].done == 1  # resumed from the checkpoint's step
     assert trained[-1].done == trained[-1].total == r.steps == 2 * -(-r.trained_on // 16)
@@ -182,7 +183,9 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
     # the tuned pack beside the one in use; choosing it answers the next question with it
     assert d.use_tuned.isVisible() and d.use_tuned.text() == "&Use tiny-tuned"
     # every text of the end state fits a 1280x720 screen at the dialog's narrowest
-    assert d.layout().totalHeightForWidth(d.minimumWidth()) <= 720 - 40
+    layout = d.layout()
+    assert layout is not None
+    assert layout.totalHeightForWidth(d.minimumWidth()) <= 720 - 40
     assert d.keep_base.isVisible() and d.keep_base.text() == "&Keep tiny"
     qtbot.waitUntil(lambda: "tiny-tuned" in {p.name for p in w.state.packs}, timeout=30_000)
     asked = answer_packs(w, monkeypatch)

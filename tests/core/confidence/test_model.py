@@ -84,6 +84,8 @@ def test_the_starter_pack_ships_a_model_fitted_only_on_fitting_lines() -> None:
     model, where = confidence_model(None, f"/anywhere/models/starter/{GGUF_NAME}", ENCODER_ID)
     assert model is not None and where.startswith("shipped")
     assert set(model.names) == set(FEATURES) and 0 < model.threshold < 1
-    first, last = map(int, re.search(r"lines (\d+)-(\d+)", model.fitted_on["source"]).groups())
+    lines = re.search(r"lines (\d+)-(\d+)", model.fitted_on["source"])
+    assert lines is not None
+    first, last = map(int, lines.groups())
     assert first >= 1001 and last <= 3610
     assert confidence_model(None, f"/anywhere/{GGUF_NAME}", "another/encoder")[0] is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -89,7 +89,9 @@ def reference_inputs(tokenizer: Any, config: Any, question: str,
     """transformers' own ``RagRetriever.postprocess_docs`` (run without an index)."""
     from transformers.models.rag.retrieval_rag import RagRetriever
 
-    fake = types.SimpleNamespace(config=config, generator_tokenizer=tokenizer)
+    # postprocess_docs reads only these two attributes of the retriever it is given
+    fake = cast(RagRetriever,
+                types.SimpleNamespace(config=config, generator_tokenizer=tokenizer))
     docs = [{"title": [h.title for h in hits], "text": [h.text for h in hits]}]
     ids, mask = RagRetriever.postprocess_docs(fake, docs, [question], None, len(hits),
                                               return_tensors="pt")
@@ -101,7 +103,7 @@ def _trim_to(tokenizer: Any, question: str, title: str, text: str, target: int) 
 
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     for n in range(len(ids), 0, -1):
-        cut = tokenizer.decode(ids[:n]).strip()
+        cut: str = tokenizer.decode(ids[:n]).strip()
         if len(tokenizer(rag_input_text(title, cut, question))["input_ids"]) == target:
             return cut
     return None

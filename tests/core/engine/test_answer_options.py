@@ -168,7 +168,8 @@ def test_answer_style_goes_into_chat_prompts(causal_gen: Any) -> None:
         assert f"<assistant>{ex.sentence}</assistant>" in sentence
     assert short.endswith("Question: Who painted it?</user><assistant>")
     with pytest.raises(BadInputError):
-        gen.prompt_text("who painted it", p, "poem")
+        # deliberately not a Style: the runtime check is what is tested
+        gen.prompt_text("who painted it", p, "poem")  # type: ignore[arg-type]
 
 
 def test_answer_style_in_plain_prompts_and_shared_opening(causal_gen: Any,

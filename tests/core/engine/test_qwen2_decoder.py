@@ -5,6 +5,7 @@ norm scales and biases (so that a wrong norm or a dropped bias would show)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from ragdesk.core.engine.generators import CausalLMGenerator, PassageText
 from ragdesk.core.engine.qwen2_decoder import Qwen2Decoder, supports
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
-from ragdesk.core.types import Hit
+from ragdesk.core.types import Answer, Hit
 
 TOL = 1e-4
 QUESTION = "who wrote the first book"
@@ -30,7 +31,8 @@ def build_tiny_qwen2(tiny_models: Any) -> tuple[Any, Any]:
     cfg = Qwen2Config(
         vocab_size=len(tok), hidden_size=64, intermediate_size=96, num_hidden_layers=3,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-        rope_theta=1_000_000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1_000_000.0}, rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
         pad_token_id=tok.pad_token_id, initializer_range=0.2)
     torch.manual_seed(0)
@@ -133,9 +135,11 @@ def test_rag_token_and_sequence_equal_transformers_path(qwen_parts: Any, lean: A
     via = _generator(*qwen_parts, lean_decoder=False)
     assert via.lean_decoder is None
     hits = _hits(tiny_models, 5)
-    for fn, kw in ((rag_token_generate, {}), (rag_sequence_generate, {"decoding": "thorough"})):
-        a = fn(lean, QUESTION, hits, max_new_tokens=6, **kw)  # type: ignore[operator]
-        b = fn(via, QUESTION, hits, max_new_tokens=6, **kw)  # type: ignore[operator]
+    runs: tuple[tuple[Callable[..., Answer], dict[str, Any]], ...] = (
+        (rag_token_generate, {}), (rag_sequence_generate, {"decoding": "thorough"}))
+    for fn, kw in runs:
+        a = fn(lean, QUESTION, hits, max_new_tokens=6, **kw)
+        b = fn(via, QUESTION, hits, max_new_tokens=6, **kw)
         assert a.token_ids == b.token_ids
         assert abs(a.logprob - b.logprob) < 1e-3
         for ta, tb in zip(a.tokens, b.tokens, strict=True):

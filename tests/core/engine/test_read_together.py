@@ -106,7 +106,7 @@ def test_the_option_and_the_pack_default() -> None:
 
 
 def test_training_refuses_reading_together() -> None:
-    from ragdesk.core.training.trainer import TrainConfig
+    from ragdesk.core.training.config import TrainConfig
 
     with pytest.raises(BadInputError):
         TrainConfig(mode="together").check()

@@ -26,7 +26,8 @@ def _rows(seed: int, n: int) -> list[dict[str, object]]:
 
 
 def _standardized(x: np.ndarray, on: np.ndarray) -> np.ndarray:
-    return (x - on.mean(axis=0)) / on.std(axis=0)
+    vec: np.ndarray = (x - on.mean(axis=0)) / on.std(axis=0)
+    return vec
 
 
 def test_fit_and_threshold_equal_a_scikit_learn_reference() -> None:

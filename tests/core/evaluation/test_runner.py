@@ -7,6 +7,7 @@ import random
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -91,7 +92,7 @@ def test_retrieval_figures_match_a_naive_recomputation() -> None:
                       ks=(1, 5, 20, 100))
     assert enc.calls == [16, 16, 8]  # encoded in batches
     assert corpus.searches == 3  # searched in batches
-    s = report.to_json()
+    s: dict[str, Any] = report.to_json()
     assert set(s) >= {"n", "em", "f1", "top_k_accuracy", "answerable", "timings"}
     assert s["em"] is None and s["f1"] is None and s["answerable"]["em"] is None
 
@@ -112,7 +113,7 @@ def test_retrieval_figures_match_a_naive_recomputation() -> None:
             sum(f is not None and f < k for f in sub) / len(sub))
     assert s["answerable"]["n"] == sum(answerable) < len(qs)
     assert 0 < s["top_k_accuracy"]["100"] <= 1
-    r0 = report.results[0].to_json()
+    r0: dict[str, Any] = report.results[0].to_json()
     assert [d["rank"] for d in r0["docs"]] == [0, 1, 2]
     assert r0["line"] == 1 and r0["prediction"] is None
     assert updates and updates[-1].done == len(qs)
@@ -131,7 +132,7 @@ def test_end_to_end_em_and_f1() -> None:
 
     report = evaluate(qs, encoder=enc, retrieve_batch=lambda t, v, k: corpus.search(v, k),
                       passages=corpus, answer=answer, cite=5)
-    s = report.to_json()
+    s: dict[str, Any] = report.to_json()
     preds = [answer(q.question).text for q in qs]
     em = [exact_match(p, q.answers) for p, q in zip(preds, qs, strict=True)]
     f1 = [token_f1(p, q.answers) for p, q in zip(preds, qs, strict=True)]

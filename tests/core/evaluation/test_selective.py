@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import pytest
 
@@ -39,12 +41,13 @@ def test_calibration_error_equals_a_naive_loop() -> None:
     for b in range(10):
         sel = [i for i in range(500) if min(int(c[i] * 10), 9) == b]
         if sel:
-            total += len(sel) / 500 * abs(np.mean(c[sel]) - np.mean(y[sel]))
+            total += float(len(sel) / 500 * abs(np.mean(c[sel]) - np.mean(y[sel])))
     assert expected_calibration_error(c.tolist(), y.tolist()) == pytest.approx(total)
     table = reliability(c.tolist(), y.tolist())
     assert sum(int(b["n"]) for b in table) == 500
     # perfectly calibrated in expectation is far from always-confident
-    assert expected_calibration_error([1.0] * 500, y.tolist()) > 0.3
+    confident = expected_calibration_error([1.0] * 500, y.tolist())
+    assert confident is not None and confident > 0.3
 
 
 def test_given_figures_by_hand() -> None:
@@ -112,6 +115,7 @@ def test_summary_skips_answers_without_confidence_and_reports_abstention() -> No
                           [True, True, False, True], [False, False, True, True])
     assert s is not None and s["n"] == 3
     assert s["auroc"] == 1.0
-    assert s["at_threshold"]["given"] == 1
-    assert s["at_threshold"]["unanswerable_abstain_share"] == 1.0
+    at_threshold = cast(dict[str, object], s["at_threshold"])
+    assert at_threshold["given"] == 1
+    assert at_threshold["unanswerable_abstain_share"] == 1.0
     assert selective_summary([None], [True], [True], None) is None

@@ -34,7 +34,9 @@ def gemma_folder(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> 
         vocab_size=1200, special_tokens=SPECIALS + BYTES, show_progress=False))
     model = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
-    tok = GemmaTokenizer(vocab=model["vocab"], merges=merges,
+    # transformers annotates merges as list[str]; it hands them to tokenizers' BPE, which
+    # takes (left, right) pairs
+    tok = GemmaTokenizer(vocab=model["vocab"], merges=merges,  # type: ignore[arg-type]
                          additional_special_tokens=SPECIALS[5:])
     tok.chat_template = TEMPLATE
     folder = tmp_path_factory.mktemp("gemma-tok")

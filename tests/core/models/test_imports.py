@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -17,6 +18,7 @@ from ragdesk.core.errors import (
 )
 from ragdesk.core.models import get_pack, import_pack, load_question_encoder, remove_pack
 from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import ProgressUpdate
 
 
 @pytest.fixture()
@@ -31,14 +33,14 @@ def catalog(data: DataDir):  # type: ignore[no-untyped-def]
     cat.close()
 
 
-def test_rag_checkpoint_gives_question_encoder_and_generator(tiny_models, data: DataDir,  # type: ignore[no-untyped-def]
+def test_rag_checkpoint_gives_question_encoder_and_generator(tiny_models: Any, data: DataDir,
                                                              catalog: Catalog) -> None:
-    updates = []
+    updates: list[ProgressUpdate] = []
     spec = import_pack(data, catalog, tiny_models.rag_token, "my-rag", progress=updates.append)
     rag = str(tiny_models.rag_token.resolve())
     assert (spec.question_encoder, spec.generator, spec.passage_encoder) == (rag, rag, None)
     assert (spec.generator_kind, spec.encoder_family, spec.encoder_dim) == ("seq2seq", "dpr", 32)
-    assert spec.details["question_encoder_info"]["family"] == "dpr"
+    assert cast(dict[str, object], spec.details["question_encoder_info"])["family"] == "dpr"
     assert get_pack(catalog, "my-rag") == spec
     assert updates[-1].done == updates[-1].total == 3
 

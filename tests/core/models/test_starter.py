@@ -22,6 +22,7 @@ from ragdesk.core.models import (
     starter,
 )
 from ragdesk.core.paths import DataDir
+from ragdesk.core.progress import ProgressUpdate
 
 
 @pytest.fixture()
@@ -140,7 +141,7 @@ def test_prepare_generator_converts_once(tiny_gguf: Path, data: DataDir,
     target = starter.gguf_path(data)
     fake = _fake_gguf_module(target.parent.parent, tiny_gguf.read_bytes())
     monkeypatch.setattr(starter, "_gguf_module", lambda: fake)
-    updates = []
+    updates: list[ProgressUpdate] = []
     assert starter.prepare_generator(data, progress=updates.append) == target
     assert gguf_files.cache_is_valid(target)
     assert any("GGUF" in u.message for u in updates)
@@ -158,7 +159,7 @@ def test_builds_the_vital_articles_snapshot(data: DataDir, catalog: Catalog) -> 
     from ragdesk.core.encoders import EncoderInfo
     from ragdesk.core.snapshots import open_snapshot
 
-    updates = []
+    updates: list[ProgressUpdate] = []
     record = starter.ensure_starter_snapshot(data, catalog, progress=updates.append, limit=25,
                                              prepare=False)
     assert record is not None and record.name == "vital-articles"

@@ -29,7 +29,8 @@ def queries(vecs: np.ndarray, n: int = 40) -> np.ndarray:
     rng = np.random.default_rng(3)
     q = vecs[rng.choice(len(vecs), n, replace=False)] + 0.2 * rng.standard_normal(
         (n, vecs.shape[1])).astype(np.float32) / np.sqrt(vecs.shape[1])
-    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    vec: np.ndarray = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    return vec
 
 
 def test_on_disk_lists_answer_as_in_memory_after_a_rename(

@@ -262,8 +262,6 @@ def test_a_refused_rename_keeps_the_finished_work(
         env: tuple[DataDir, Catalog], tiny_models: Any, small_corpus: list[tuple[str, str]],
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Windows will not rename a folder with open files (a staged snapshot answering)."""
-    from ragdesk.core.snapshots import builder
-
     data, catalog = env
     src = write_jsonl(tmp_path / "c.jsonl", small_corpus[:4])
     enc = load_encoder(tiny_models.st_encoder)
@@ -272,13 +270,13 @@ def test_a_refused_rename_keeps_the_finished_work(
     def refuse(a: Any, b: Any) -> None:
         raise PermissionError(13, "The process cannot access the file")
 
-    monkeypatch.setattr(builder.os, "rename", refuse)
+    monkeypatch.setattr("ragdesk.core.snapshots.builder.os.rename", refuse)
     with pytest.raises(SnapshotBusyError):
         import_snapshot(data, catalog, src, name="w", encoder=enc, staged=True)
     rec = catalog.get_snapshot("w")
     assert rec.state == "failed" and rec.stage == STAGE_SPARSE  # still answers with BM25
     assert (data.staging_dir / rec.slug / "manifest.json").exists()
-    monkeypatch.setattr(builder.os, "rename", real_rename)
+    monkeypatch.setattr("ragdesk.core.snapshots.builder.os.rename", real_rename)
 
     def no_encoding(*a: Any, **k: Any) -> None:
         raise AssertionError("encoded again")

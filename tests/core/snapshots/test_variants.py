@@ -45,10 +45,11 @@ def unseen_queries(vecs: np.ndarray, n: int = 300, seed: int = 7) -> np.ndarray:
     rng = np.random.default_rng(seed)
     q = vecs[rng.choice(len(vecs), n, replace=False)]
     q = q + 0.3 * rng.standard_normal(q.shape).astype(np.float32) / np.sqrt(DIM)
-    return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    vec: np.ndarray = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
+    return vec
 
 
-def recall(approx: np.ndarray, exact: np.ndarray) -> float:
+def recall(approx: np.ndarray | list[np.ndarray], exact: np.ndarray) -> float:
     return float(np.mean([len(set(a) & set(e)) / len(e) for a, e in zip(approx, exact,
                                                                          strict=True)]))
 

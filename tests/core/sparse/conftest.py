@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragdesk.core.encoders import EncoderInfo
 from ragdesk.core.types import Hit, Passage
 
 TOPICS = {
@@ -25,7 +26,9 @@ class FakeSnapshot:
 
     has_dense = True
     temperature = 1.0
-    encoder = None  # any question encoder is accepted
+    # what its random vectors would have come from; any question encoder is accepted
+    encoder = EncoderInfo(id="fake-random-vectors", revision=None,
+                          family="sentence-transformers", pooling="mean", normalize=True, dim=16)
     query_precision = "float32"
 
     def __init__(self, folder: Path, n: int = 120, dim: int = 16, seed: int = 0) -> None:
@@ -45,7 +48,7 @@ class FakeSnapshot:
             self.passages.append(Passage(id=i, title=f"{topic.title()} {i}", text=text))
         g = np.random.default_rng(seed)
         e = g.standard_normal((n, dim)).astype(np.float32)
-        self._emb = e / np.linalg.norm(e, axis=1, keepdims=True)
+        self._emb: np.ndarray = e / np.linalg.norm(e, axis=1, keepdims=True)
 
     @property
     def size(self) -> int:

@@ -4,12 +4,14 @@ sentence-transformers encoder) agree with the same code run on its arrays held i
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from ragdesk.core.encoders import EncoderInfo
 from ragdesk.core.retrieval.hybrid import ScoredHit, retrieve_batch
 from ragdesk.core.snapshots import import_snapshot, open_snapshot
 from ragdesk.core.sparse.store import bm25_folder, forget_loaded
@@ -21,10 +23,13 @@ class InMemory:
 
     has_dense = True
     temperature = 1.0
+    query_precision = "float32"
 
-    def __init__(self, passages: list[Passage], emb: np.ndarray, folder: Path) -> None:
+    def __init__(self, passages: list[Passage], emb: np.ndarray, folder: Path,
+                 encoder: EncoderInfo) -> None:
         self.passages, self._emb, self.folder = passages, emb, folder
         self.name, self.created = "copy", "now"
+        self.encoder = encoder
 
     @property
     def size(self) -> int:
@@ -33,8 +38,11 @@ class InMemory:
     def embeddings(self) -> np.ndarray:
         return self._emb
 
-    def get_passages(self, ids: list[int]) -> list[Passage]:
+    def get_passages(self, ids: Sequence[int]) -> list[Passage]:
         return [self.passages[i] for i in ids]
+
+    def check_query_encoder(self, info: EncoderInfo) -> None:
+        pass
 
     def search_ids(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         hits = self.search(q, k)
@@ -49,6 +57,15 @@ class InMemory:
             out.append([Hit(int(i), self.passages[i].title, self.passages[i].text,
                             float(ip[i])) for i in order])
         return out
+
+
+def _dense_scores(hits: list[Hit]) -> list[float]:
+    """The exact inner products that sparse and hybrid retrieval give their ScoredHits."""
+    out: list[float] = []
+    for h in hits:
+        assert isinstance(h, ScoredHit) and h.dense_score is not None
+        out.append(h.dense_score)
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +86,8 @@ def test_sparse_and_hybrid_on_a_real_snapshot(real_snapshot: Any, tmp_path: Path
     forget_loaded()
     snap = real_snapshot
     passages = snap.get_passages(list(range(snap.size)))
-    copy = InMemory(passages, np.asarray(snap.embeddings(), dtype=np.float32), tmp_path)
+    copy = InMemory(passages, np.asarray(snap.embeddings(), dtype=np.float32), tmp_path,
+                    snap.encoder)
     words = [p.title.split()[0] for p in passages[:6]]
     questions = [f"who was {w}?" for w in words] + ["when did it happen in the year"]
     rng = np.random.default_rng(0)
@@ -82,8 +100,7 @@ def test_sparse_and_hybrid_on_a_real_snapshot(real_snapshot: Any, tmp_path: Path
             assert all(isinstance(h, ScoredHit) for h in g)
             np.testing.assert_allclose([h.score for h in g], [h.score for h in w], rtol=1e-5,
                                        atol=1e-6)
-            np.testing.assert_allclose([h.dense_score for h in g],
-                                       [h.dense_score for h in w], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(_dense_scores(g), _dense_scores(w), rtol=1e-5, atol=1e-6)
     # the snapshot's own index lives inside its folder, the copy's in tmp_path
     assert bm25_folder(snap) == snap.folder / "bm25" and bm25_folder(snap).is_dir()
     assert not list(snap.folder.glob(".bm25-*"))

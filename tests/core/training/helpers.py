@@ -26,7 +26,8 @@ def examples() -> list[Any]:
 def make_trainer(tiny_models: Any, index: Any, generator: Any = None, **cfg: Any) -> Any:
     """A CPU trainer: tiny sentence-transformers question encoder, tiny BART (by default)."""
     from ragdesk.core.models import load_generator, load_question_encoder
-    from ragdesk.core.training.trainer import RagTrainer, TrainConfig
+    from ragdesk.core.training.config import TrainConfig
+    from ragdesk.core.training.trainer import RagTrainer
 
     enc = load_question_encoder(tiny_models.st_encoder)
     gen = generator or load_generator(tiny_models.bart)

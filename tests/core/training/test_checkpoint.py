@@ -4,6 +4,7 @@ safetensors, and a resumed trainer that takes exactly the steps the original wou
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,8 +18,8 @@ def _params(model) -> dict[str, np.ndarray]:  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("which", ["question_encoder", "st_encoder"])
-def test_saved_question_encoder_loads_back_identical(tiny_models, tmp_path: Path,
-                                                     which: str) -> None:  # type: ignore[no-untyped-def]
+def test_saved_question_encoder_loads_back_identical(tiny_models: Any, tmp_path: Path,
+                                                     which: str) -> None:
     from ragdesk.core.models import load_question_encoder
     from ragdesk.core.training.checkpoint import save_question_encoder
 
@@ -37,7 +38,8 @@ def test_resumed_trainer_continues_exactly(tiny_models, index, tmp_path: Path) -
 
     from ragdesk.core.models import load_generator, load_question_encoder
     from ragdesk.core.training import checkpoint as ck
-    from ragdesk.core.training.trainer import RagTrainer, TrainState
+    from ragdesk.core.training.config import TrainState
+    from ragdesk.core.training.trainer import RagTrainer
 
     exs = _examples()
     a = _trainer(tiny_models, index, lr=1e-3)
@@ -67,6 +69,7 @@ def test_resumed_trainer_continues_exactly(tiny_models, index, tmp_path: Path) -
     assert b.state.step == 1 and b.state.position == 4
     la, lb = a.train_step(exs[4:]), b.train_step(exs[4:])
     assert la == pytest.approx(lb, rel=1e-6)
+    assert a.generator is not None and b.generator is not None
     for mine, theirs in ((a.encoder.model, b.encoder.model),
                          (a.generator.model, b.generator.model)):
         for (k, v1), v2 in zip(mine.state_dict().items(), theirs.state_dict().values(),
@@ -74,8 +77,8 @@ def test_resumed_trainer_continues_exactly(tiny_models, index, tmp_path: Path) -
             torch.testing.assert_close(v1, v2, rtol=1e-6, atol=1e-7, msg=k)
 
 
-def test_old_checkpoints_and_staging_folders_are_cleaned(tiny_models, index,
-                                                          tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_old_checkpoints_and_staging_folders_are_cleaned(tiny_models: Any, index: Any,
+                                                          tmp_path: Path) -> None:
     from ragdesk.core.training import checkpoint as ck
 
     tr = _trainer(tiny_models, index, generator_layers=0)  # generator frozen: small optimizer

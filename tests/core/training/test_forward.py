@@ -40,8 +40,9 @@ def test_answer_logprobs_equal_the_engines_teacher_forced_scores(tiny_models, wh
     passages = [PassageText("alice", "the secret word of alice is apple."),
                 PassageText("A much longer title", "with a longer text " * 5)]
     target = answer_ids(gen, "apple pie")
-    assert len(target) >= 3 and gen.tokenizer.decode(target, skip_special_tokens=True).strip() \
-        == "apple pie"
+    decoded = gen.tokenizer.decode(target, skip_special_tokens=True)
+    assert isinstance(decoded, str)  # one sequence of ids decodes to one string
+    assert len(target) >= 3 and decoded.strip() == "apple pie"
     ours = answer_logprobs(gen, QUESTIONS[0], passages, target)
     assert ours.requires_grad and ours.shape == (2, len(target))
     ctx = gen.prepare(QUESTIONS[0], passages)

@@ -25,7 +25,8 @@ def _generator(tiny_models: Any, which: str) -> Any:
 
 def _trainer(tiny_models: Any, index: Any, gen: Any, **cfg: Any) -> Any:
     from ragdesk.core.models import load_question_encoder
-    from ragdesk.core.training.trainer import RagTrainer, TrainConfig
+    from ragdesk.core.training.config import TrainConfig
+    from ragdesk.core.training.trainer import RagTrainer
 
     enc = load_question_encoder(tiny_models.st_encoder)
     base: dict[str, Any] = {"n_docs": 4, "batch_size": 4, "eval_ks": (1, 2),
@@ -54,7 +55,7 @@ def _loss_and_grads(tr: Any, exs: list[Any]) -> tuple[float, dict[str, np.ndarra
 @pytest.mark.parametrize("mode", ["token", "sequence"])
 @pytest.mark.parametrize("which", GENERATORS)
 def test_engine_reader_gives_the_differentiable_loss_and_gradient(
-        tiny_models, index, which: str, mode: str) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, index: Any, which: str, mode: str) -> None:
     gen = _generator(tiny_models, which)
     exs = _examples()[:4]
     slow = _trainer(tiny_models, index, gen, mode=mode, inference_reader=False)

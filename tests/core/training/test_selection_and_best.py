@@ -22,7 +22,7 @@ def _with_unanswerable() -> list[Any]:
 
 @pytest.mark.parametrize("depth", [1, 2, 16])
 def test_questions_without_a_gold_answer_in_reach_are_skipped(
-        tiny_models, index, depth: int) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, index: Any, depth: int) -> None:
     from ragdesk.core.matching import has_answer
 
     tr = _trainer(tiny_models, index, n_docs=2, answer_depth=depth)
@@ -105,8 +105,8 @@ def test_best_models_follow_held_out_top_k(tiny_models, index) -> None:  # type:
 
 
 def test_a_collapsed_run_registers_the_best_models(tmp_path: Path) -> None:
+    from ragdesk.core.training.config import TrainState
     from ragdesk.core.training.run import BEST_DIR, _models_to_register
-    from ragdesk.core.training.trainer import TrainState
 
     final = tmp_path / "final"
     (tmp_path / BEST_DIR).mkdir()

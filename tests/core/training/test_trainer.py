@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import types
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 def test_gradients_reach_the_question_encoder_and_never_the_passages(
-        tiny_models, index) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, index: Any) -> None:
     tr = _trainer(tiny_models, index, lr=1e-3)
     folder = Path(index.folder)
     before = _digest(folder)
@@ -138,7 +139,7 @@ def _flatten_embeddings(encoder) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("action", ["warn", "stop", "freeze-retriever"])
 def test_collapse_guard_fires_on_a_constant_question_encoder(
-        tiny_models, index, action: str) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, index: Any, action: str) -> None:
     import torch
 
     tr = _trainer(tiny_models, index, on_collapse=action, lr=1e-3)
@@ -165,16 +166,16 @@ def test_collapse_guard_fires_on_a_constant_question_encoder(
                    zip(g_before, tr.generator.model.parameters(), strict=True))
 
 
-def test_guard_stops_a_run_that_collapses(tiny_models, index) -> None:  # type: ignore[no-untyped-def]
+def test_guard_stops_a_run_that_collapses(tiny_models: Any, index: Any) -> None:
     tr = _trainer(tiny_models, index, on_collapse="stop", epochs=3, lr=1e-3)
     step = tr.train_step
 
-    def collapsing_step(batch):  # type: ignore[no-untyped-def]
-        loss = step(batch)
+    def collapsing_step(batch: list[Any]) -> float:
+        loss: float = step(batch)
         _flatten_embeddings(tr.encoder)
         return loss
 
-    tr.train_step = collapsing_step  # type: ignore[method-assign]
+    tr.train_step = collapsing_step
     st = tr.run(_examples(), _examples(), generate_eval=False)
     assert st.stopped is not None and "distinct top-1" in st.stopped
     assert st.epoch == 1 and st.step == 2  # stopped after the first epoch's evaluation
@@ -201,7 +202,7 @@ def test_evaluation_matches_exact_search_and_has_answer(tiny_models, index) -> N
 
 @pytest.mark.parametrize("which", ["bart", "causal_lm"])
 def test_generator_layers_trains_only_the_last_decoder_blocks(
-        tiny_models, index, which: str) -> None:  # type: ignore[no-untyped-def]
+        tiny_models: Any, index: Any, which: str) -> None:
     import torch
 
     from ragdesk.core.models import load_generator

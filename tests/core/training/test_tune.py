@@ -89,7 +89,7 @@ def test_a_job_reports_steps_and_registers_the_tuned_pack(ctx, tmp_path: Path) -
 
 
 def test_a_job_trains_the_passages_objective_and_never_loads_the_generator(
-        ctx, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        ctx: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from ragdesk.core.models import get_pack
     from ragdesk.core.training import run
     from ragdesk.core.training.tune import TuneChoices, run_tune
@@ -116,7 +116,7 @@ def test_a_job_trains_the_passages_objective_and_never_loads_the_generator(
 
 
 def test_the_check_counts_the_questions_with_a_gold_answer_at_the_passages_depth(
-        ctx, tiny_models, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+        ctx: Any, tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
 
     from ragdesk.core.matching import AnswerMatcher, passage_string
@@ -167,7 +167,7 @@ def test_an_old_or_unreadable_job_file_does_not_break_a_job(ctx, tmp_path: Path)
 
 
 def test_cancel_leaves_a_checkpoint_and_resume_ends_where_a_whole_run_does(
-        ctx, tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+        ctx: Any, tiny_models: Any, tmp_path: Path) -> None:
     from ragdesk.core.app import AppContext
     from ragdesk.core.errors import Cancelled
     from ragdesk.core.progress import CancelToken
@@ -231,8 +231,8 @@ def test_a_second_job_gets_its_own_pack_name(ctx, tmp_path: Path) -> None:  # ty
      '{"question": "what is the secret word of yan?", "answer": ["qqvvx"]}\n',
      "None of the 1 training questions has a gold answer"),
 ])
-def test_bad_files_say_what_to_fix(ctx, tmp_path: Path, content: str | None,
-                                   expected: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_files_say_what_to_fix(ctx: Any, tmp_path: Path, content: str | None,
+                                   expected: str) -> None:
     from ragdesk.core.errors import BadInputError
     from ragdesk.core.training.tune import check_questions, run_tune
 

@@ -46,7 +46,8 @@ def _far_target(w: RetrievalMap) -> QPoint:
     for p in pts:
         pix = w.canvas.to_widget(p.xy)
         if 20 < pix.x() < w.canvas.width() - 20 and 20 < pix.y() < w.canvas.height() - 20:
-            return pix.toPoint()
+            point: QPoint = pix.toPoint()
+            return point
     raise AssertionError("no passage inside the canvas")
 
 
@@ -139,7 +140,8 @@ def test_encoder_runs_off_the_gui_thread(qtbot) -> None:  # type: ignore[no-unty
 
     def encode(text: str) -> np.ndarray:
         threads.append(threading.current_thread() is threading.main_thread())
-        return snap.embeddings()[len(text)]
+        vec: np.ndarray = snap.embeddings()[len(text)]
+        return vec
 
     w = RetrievalMap(snap, k=K, encode=encode, cache=ProjectionCache())
     qtbot.addWidget(w)
@@ -187,11 +189,11 @@ def test_hover_names_the_passage(qtbot) -> None:  # type: ignore[no-untyped-def]
     got = hovered[-1]
     assert got is not None
     assert w.canvas.point_at(pix) is got
-    text = w.canvas._hover_text(got)  # type: ignore[arg-type]
-    rank = [d.id for d in w.retrieved()].index(got.id)  # type: ignore[attr-defined]
-    assert got.title in text and f"[{rank + 1}]" in text  # type: ignore[attr-defined]
+    text = w.canvas._hover_text(got)
+    rank = [d.id for d in w.retrieved()].index(got.id)
+    assert got.title in text and f"[{rank + 1}]" in text
     # The side panel shows the hovered passage's text.
-    assert f"text of passage {got.id}" in w.preview.toPlainText()  # type: ignore[attr-defined]
+    assert f"text of passage {got.id}" in w.preview.toPlainText()
 
 
 def test_stale_search_results_are_dropped(qtbot) -> None:  # type: ignore[no-untyped-def]
@@ -249,7 +251,8 @@ def test_show_answer_resolves_the_snapshot_by_name_off_the_gui_thread(qtbot) -> 
         return snaps[name or "first"]
 
     def encode(text: str) -> np.ndarray:
-        return snaps["second"].embeddings()[int(text.split()[-1])]
+        vec: np.ndarray = snaps["second"].embeddings()[int(text.split()[-1])]
+        return vec
 
     w = RetrievalMap(resolve_snapshot=resolve, encode=encode, cache=ProjectionCache())
     qtbot.addWidget(w)

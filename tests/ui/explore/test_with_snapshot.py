@@ -59,7 +59,8 @@ def engine(tiny_parts: tuple[Any, Any]) -> Any:
 
 def _embeddings_file(index: Any) -> np.ndarray:
     """The snapshot's vectors read straight from its .npy file, not through SnapshotIndex."""
-    return np.load(Path(index.folder) / "embeddings.npy").astype(np.float32)
+    vec: np.ndarray = np.load(Path(index.folder) / "embeddings.npy").astype(np.float32)
+    return vec
 
 
 def test_drag_on_a_real_snapshot_matches_exact_search(qtbot, index: Any, engine: Any) -> None:  # type: ignore[no-untyped-def]
