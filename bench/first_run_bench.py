@@ -137,7 +137,7 @@ def setup_timeline(root: Path, question: str) -> dict[str, Any]:
 
 def encoding_ratio(sample: int, batch_size: int, rounds: int, seed: int) -> dict[str, Any]:
     from bench import starter_passages
-    from ragdesk.core.encoders import passage_input, token_length_order
+    from ragdesk.core.encoders import passage_inputs, token_length_order
     from ragdesk.core.models import starter
 
     today = starter.load_encoder("passage")  # the exact transformers forward, float32
@@ -145,7 +145,7 @@ def encoding_ratio(sample: int, batch_size: int, rounds: int, seed: int) -> dict
     new = today.fast()
     passages = starter_passages()
     pick = random.Random(seed).sample(range(len(passages)), min(sample, len(passages)))
-    rows = today.tokenize([passage_input(today, *passages[i]) for i in pick])  # type: ignore[arg-type]
+    rows = today.tokenize(passage_inputs(today, [passages[i] for i in pick]))
     order = token_length_order(rows)
     batches = [order[s:s + batch_size] for s in range(0, len(rows), batch_size)]
     new.encode_tokenized([rows[i] for i in batches[0]])  # warm-up: packing, kernels
@@ -226,9 +226,9 @@ def reference_embeddings(new_folder: Path, ref_root: Path | None, encode: bool) 
     finally:
         index.close()
     enc = starter.load_encoder("passage")
-    from ragdesk.core.encoders import passage_input
+    from ragdesk.core.encoders import passage_inputs
 
-    vecs = enc.encode([passage_input(enc, p.title, p.text) for p in ps])  # type: ignore[arg-type]
+    vecs = enc.encode(passage_inputs(enc, [(p.title, p.text) for p in ps]))
     return vecs, "encoded here with today's encoder"
 
 

@@ -1,13 +1,21 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import cast
 
 import numpy as np
 import pytest
 import torch
 
-from ragdesk.core.encoders import load_encoder, passage_input
+from ragdesk.core.encoders import (
+    DPR_FAMILY,
+    ST_FAMILY,
+    TextEncoder,
+    load_encoder,
+    passage_input,
+    passage_inputs,
+)
 from ragdesk.core.errors import MissingModelError
 
 
@@ -82,3 +90,10 @@ def test_not_a_model_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
         load_encoder(tmp_path)
     with pytest.raises(MissingModelError, match="neither a local folder"):
         load_encoder("no-such-org/no-such-model")
+
+
+@pytest.mark.parametrize("family", [DPR_FAMILY, ST_FAMILY])
+def test_passage_inputs_are_each_passages_input(family: str) -> None:
+    enc = cast(TextEncoder, SimpleNamespace(info=SimpleNamespace(family=family)))
+    pairs = [("Radium", "Radium is a chemical element."), ("", "No title here.")]
+    assert passage_inputs(enc, iter(pairs)) == [passage_input(enc, t, x) for t, x in pairs]

@@ -12,7 +12,7 @@ import numpy as np
 
 class PassageEncoder:
     """Loads the encoder as ``index import`` does (``role="passage"``, the fused kernel where
-    the model is a BERT on the CPU) and encodes what ``passage_input`` makes of each passage.
+    the model is a BERT on the CPU) and encodes what ``passage_inputs`` makes of the passages.
 
     Each returned row is one shard: its vectors padded with zero rows to ``shard_rows``, so
     that every row's tensor has the same shape (the last shard is shorter), and ``rows``,
@@ -35,13 +35,13 @@ class PassageEncoder:
         self.shard_rows = shard_rows
 
     def encode_shard(self, titles: Any, texts: Any) -> np.ndarray:
-        from ragdesk.core.encoders import passage_input
+        from ragdesk.core.encoders import passage_inputs
 
         enc = self.encoder
-        inputs = [passage_input(enc, str(title), str(text))
-                  for title, text in zip(titles, texts, strict=True)]
+        inputs = passage_inputs(enc, ((str(title), str(text))
+                                      for title, text in zip(titles, texts, strict=True)))
         # length-sorted batches inside, as the import encodes
-        vectors = enc.encode(inputs, batch_size=self.batch_size)  # type: ignore[arg-type]
+        vectors = enc.encode(inputs, batch_size=self.batch_size)
         out = np.zeros((self.shard_rows, enc.dim), dtype=self.dtype)
         out[:len(vectors)] = vectors
         return out

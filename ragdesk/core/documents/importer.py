@@ -44,7 +44,7 @@ from ragdesk.core.encoders import (
     as_computed,
     chosen_precision,
     load_encoder,
-    passage_input,
+    passage_inputs,
 )
 from ragdesk.core.errors import (
     AlreadyExistsError,
@@ -293,11 +293,11 @@ class _FolderImport:
             self._warn(rel, exc.message)
             return None
         passages = split_document(doc, rel)
-        inputs = [passage_input(self.encoder, p.title, p.text) for p in passages]
+        inputs = passage_inputs(self.encoder, ((p.title, p.text) for p in passages))
         # Progress per file only where a file takes a while (a long PDF): one line per small
         # file would drown the terminal.
         big = len(inputs) > 4 * self.batch_size
-        vectors = self.encoder.encode(inputs, batch_size=self.batch_size,  # type: ignore[arg-type]
+        vectors = self.encoder.encode(inputs, batch_size=self.batch_size,
                                       progress=self.progress if big else None,
                                       cancel=self.cancel)
         self.encoded += len(passages)

@@ -35,6 +35,7 @@ from ragdesk.core.encoders.runtime import (
     TextEncoder,
     load_encoder,
     passage_input,
+    passage_inputs,
     token_length_order,
 )
 from ragdesk.core.encoders.st_layout import (
@@ -52,6 +53,6 @@ __all__ = [
     "POOLINGS", "ST_FAMILY", "EncoderInfo", "EncoderPrecision", "FusedBertKernel", "Prompts",
     "SentenceHead", "StLayout", "TextEncoder", "as_computed", "check_encoder_precision",
     "check_query_space", "chosen_precision", "default_precision", "describe_encoder",
-    "detect_family", "load_encoder", "passage_input", "pool_tokens", "read_st_layout",
-    "resolve_model_path", "stable_id", "token_length_order",
+    "detect_family", "load_encoder", "passage_input", "passage_inputs", "pool_tokens",
+    "read_st_layout", "resolve_model_path", "stable_id", "token_length_order",
 ]

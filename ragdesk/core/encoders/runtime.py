@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,15 @@ def passage_input(encoder: TextEncoder, title: str, text: str) -> str | tuple[st
     if encoder.info.family == DPR_FAMILY:
         return (title, text)
     return f"{title}. {text}" if title else text
+
+
+def passage_inputs(encoder: TextEncoder, passages: Iterable[tuple[str, str]]
+                   ) -> list[str] | list[tuple[str, str]]:
+    """:func:`passage_input` of each (title, text): all pairs or all strings, as
+    ``TextEncoder.encode`` and ``tokenize`` take them."""
+    if encoder.info.family == DPR_FAMILY:
+        return [(title, text) for title, text in passages]
+    return [f"{title}. {text}" if title else text for title, text in passages]
 
 
 def _transformers_model(folder: Path, family: str) -> Any:

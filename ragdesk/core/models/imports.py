@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.atomic import fsync_dir
-from ragdesk.core.encoders import EncoderInfo, TextEncoder, passage_input
+from ragdesk.core.encoders import EncoderInfo, TextEncoder, passage_inputs
 from ragdesk.core.errors import (
     AlreadyExistsError,
     BadInputError,
@@ -131,7 +131,7 @@ def validate_passage_encoder(ref: str) -> TextEncoder:
     info = inspect_model(resolve_ref(ref))
     encoder = loading.load_passage_encoder(ref)
     _check_complete_encoder(ref, info)
-    vectors = encoder.encode([passage_input(encoder, *PROBE_PASSAGE)])  # type: ignore[arg-type]
+    vectors = encoder.encode(passage_inputs(encoder, [PROBE_PASSAGE]))
     _check_vectors(vectors, encoder.dim, f"passage encoder {ref!r}")
     return encoder
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ragdesk.core.atomic import fsync_dir, write_json_atomic
 from ragdesk.core.catalog.records import utcnow
-from ragdesk.core.encoders import as_computed, passage_input, token_length_order
+from ragdesk.core.encoders import as_computed, passage_inputs, token_length_order
 from ragdesk.core.errors import (
     BadInputError,
     Cancelled,
@@ -300,8 +300,7 @@ class StagingBuild:
                 self._check_cancel()
                 w_ids = order[w_start:w_start + window]
                 rows = writer.fetch(w_ids.tolist())
-                tokens = enc.tokenize([passage_input(enc, title, text)  # type: ignore[arg-type]
-                                       for title, text in rows])
+                tokens = enc.tokenize(passage_inputs(enc, rows))
                 by_tokens = token_length_order(tokens)
                 for b in range(0, len(w_ids), bs):
                     if w_start + b < done:
