@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from ragdesk.core.encoders import EncoderInfo
+from ragdesk.core.retrieval.hybrid import ScoredHit
 from ragdesk.core.types import Hit, Passage
 
 TOPICS = {
@@ -83,3 +84,12 @@ def fake_snapshot(tmp_path: Path) -> FakeSnapshot:
     folder = tmp_path / "snap"
     folder.mkdir()
     return FakeSnapshot(folder)
+
+
+def dense_scores(hits: list[Hit]) -> list[float]:
+    """The exact inner products that sparse and hybrid retrieval give their ScoredHits."""
+    out: list[float] = []
+    for h in hits:
+        assert isinstance(h, ScoredHit) and h.dense_score is not None
+        out.append(h.dense_score)
+    return out

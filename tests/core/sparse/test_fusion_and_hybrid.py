@@ -14,16 +14,8 @@ from ragdesk.core.sparse.bm25 import BM25Index
 from ragdesk.core.sparse.store import forget_loaded
 from ragdesk.core.types import Hit
 
-from .conftest import FakeSnapshot
+from .conftest import FakeSnapshot, dense_scores
 
-
-def _dense_scores(hits: list[Hit]) -> list[float]:
-    """The exact inner products that sparse and hybrid retrieval give their ScoredHits."""
-    out: list[float] = []
-    for h in hits:
-        assert isinstance(h, ScoredHit) and h.dense_score is not None
-        out.append(h.dense_score)
-    return out
 
 def test_fuse_scores_formulas() -> None:
     d = np.array([0.5, 0.2, -0.1], dtype=np.float32)
@@ -159,7 +151,7 @@ def test_hybrid_features_and_ranking_match_a_naive_recomputation(
         assert all(isinstance(h, ScoredHit) for h in hits)
         np.testing.assert_allclose([h.score for h in hits], scores[order], rtol=1e-5,
                                    atol=1e-5)
-        np.testing.assert_allclose(_dense_scores(hits), [ips[j] for j in order],
+        np.testing.assert_allclose(dense_scores(hits), [ips[j] for j in order],
                                    rtol=1e-5, atol=1e-6)
         assert hits[0].text == fake_snapshot.passages[hits[0].id].text
 
@@ -194,7 +186,7 @@ def test_modes_single_question_and_dense_scored(fake_snapshot: FakeSnapshot) -> 
         assert h.dense_score == pytest.approx(float(ip[h.id]), rel=1e-5)
     as_dense = dense_scored(sparse)
     assert [type(h) for h in as_dense] == [Hit] * 5
-    assert [h.score for h in as_dense] == _dense_scores(sparse)
+    assert [h.score for h in as_dense] == dense_scores(sparse)
     first = retrieve(fake_snapshot, "apollo moon", None, 3, "sparse")[0]
     assert isinstance(first, ScoredHit) and first.dense_score is None
     with pytest.raises(BadInputError, match="Unknown retriever"):

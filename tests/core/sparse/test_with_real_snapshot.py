@@ -17,6 +17,8 @@ from ragdesk.core.snapshots import import_snapshot, open_snapshot
 from ragdesk.core.sparse.store import bm25_folder, forget_loaded
 from ragdesk.core.types import Hit, Passage
 
+from .conftest import dense_scores
+
 
 class InMemory:
     """A ``SearchableSnapshot`` over a real snapshot's passages and vectors."""
@@ -59,15 +61,6 @@ class InMemory:
         return out
 
 
-def _dense_scores(hits: list[Hit]) -> list[float]:
-    """The exact inner products that sparse and hybrid retrieval give their ScoredHits."""
-    out: list[float] = []
-    for h in hits:
-        assert isinstance(h, ScoredHit) and h.dense_score is not None
-        out.append(h.dense_score)
-    return out
-
-
 @pytest.fixture(scope="module")
 def real_snapshot(tiny_models: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     from ragdesk.core.app import AppContext
@@ -100,7 +93,7 @@ def test_sparse_and_hybrid_on_a_real_snapshot(real_snapshot: Any, tmp_path: Path
             assert all(isinstance(h, ScoredHit) for h in g)
             np.testing.assert_allclose([h.score for h in g], [h.score for h in w], rtol=1e-5,
                                        atol=1e-6)
-            np.testing.assert_allclose(_dense_scores(g), _dense_scores(w), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(dense_scores(g), dense_scores(w), rtol=1e-5, atol=1e-6)
     # the snapshot's own index lives inside its folder, the copy's in tmp_path
     assert bm25_folder(snap) == snap.folder / "bm25" and bm25_folder(snap).is_dir()
     assert not list(snap.folder.glob(".bm25-*"))
