@@ -2,7 +2,7 @@
 ``tokenizers`` library (Rust), with transformers 5's Python behaviour on top.
 
 ``AutoTokenizer`` costs a one-shot ``ragdesk ask`` ~0.7 s of imports. For the classes in
-:data:`_CLASSES` transformers keeps the file's vocabulary, merges, added tokens,
+:data:`CLASSES` transformers keeps the file's vocabulary, merges, added tokens,
 post-processor, padding and truncation, but builds the normalizer, pre-tokenizer, decoder and
 model options in the class's ``__init__``; so does this module, and a folder is read here only
 when the file's model has the class's options and nothing in the file or its configs would make
@@ -16,7 +16,6 @@ and padding and encodes under one lock.
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import logging
 import threading
@@ -26,24 +25,25 @@ from typing import Any
 
 from tokenizers import (
     AddedToken,
-    Regex,
     Tokenizer,
-    decoders,
-    normalizers,
-    pre_tokenizers,
     processors,
 )
 
 from ragdesk.core.chat_template import render_chat
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.safe_json import read_bounded, read_model_json
+from ragdesk.core.tokenizer_classes import (
+    BERT,
+    CLASSES,
+    TokenizerClass,
+    class_pipeline,
+    take_class_pipeline,
+)
 
 log = logging.getLogger(__name__)
 
 VERY_LARGE_INTEGER = int(1e30)  # transformers' "no limit" model_max_length
 LARGE_INTEGER = int(1e20)  # above it transformers treats model_max_length as unset
-QWEN2_PRETOKENIZE_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
-                           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 NAMED = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
          "mask_token")  # transformers' SPECIAL_TOKENS_ATTRIBUTES, in its order
 # config.json model types for which AutoTokenizer keeps tokenizer_config's class (checked
@@ -64,73 +64,6 @@ _REFUSED_KEYS = ("auto_map", "fast_tokenizer_files", "model_specific_special_tok
                  "init_inputs")
 
 
-@dataclasses.dataclass(frozen=True)
-class _Class:
-    family: str
-    defaults: dict[str, str | None]  # the class __init__'s special-token defaults
-    padding_side: str
-    model_input_names: tuple[str, ...]
-
-
-_GEMMA = _Class("gemma", {"unk_token": "<unk>", "bos_token": "<bos>", "eos_token": "<eos>",
-                          "pad_token": "<pad>", "mask_token": "<mask>"},
-                "left", ("input_ids", "attention_mask"))
-_QWEN2 = _Class("qwen2", {"unk_token": "<|endoftext|>", "bos_token": None,
-                          "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
-                "right", ("input_ids", "attention_mask"))
-_BERT = _Class("bert", {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
-                        "cls_token": "[CLS]", "mask_token": "[MASK]"},
-               "right", ("input_ids", "token_type_ids", "attention_mask"))
-_CLASSES = {"GemmaTokenizer": _GEMMA, "GemmaTokenizerFast": _GEMMA,
-            "Qwen2Tokenizer": _QWEN2, "Qwen2TokenizerFast": _QWEN2,
-            "BertTokenizer": _BERT, "BertTokenizerFast": _BERT}
-
-
-def _expected_pipeline(cls: _Class, config: Mapping[str, Any],
-                       specials: Mapping[str, str | None]) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """(normalizer, pre-tokenizer, decoder, model options) as the class's ``__init__`` builds
-    them (transformers/models/*/tokenization_*.py)."""
-    if cls is _GEMMA:
-        return (normalizers.Replace(" ", "▁"),
-                pre_tokenizers.Split(" ", "merged_with_previous", invert=False),
-                decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(),
-                                   decoders.Fuse()]),
-                {"type": "BPE", "dropout": None, "unk_token": str(specials.get("unk_token")),
-                 "continuing_subword_prefix": None, "end_of_word_suffix": None,
-                 "fuse_unk": True, "byte_fallback": True, "ignore_merges": False})
-    if cls is _QWEN2:
-        prefix = config.get("add_prefix_space")
-        return (normalizers.NFC(),
-                pre_tokenizers.Sequence([
-                    pre_tokenizers.Split(Regex(QWEN2_PRETOKENIZE_REGEX), "isolated", invert=False),
-                    pre_tokenizers.ByteLevel(add_prefix_space=bool(prefix), use_regex=False)]),
-                decoders.ByteLevel(),
-                {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                 "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False,
-                 "ignore_merges": False})
-    return (normalizers.BertNormalizer(
-                clean_text=True, handle_chinese_chars=config.get("tokenize_chinese_chars", True),
-                strip_accents=config.get("strip_accents"),
-                lowercase=config.get("do_lower_case", True)),
-            pre_tokenizers.BertPreTokenizer(), decoders.WordPiece(prefix="##"),
-            {"type": "WordPiece", "unk_token": str(specials.get("unk_token")),
-             "continuing_subword_prefix": "##", "max_input_chars_per_word": 100})
-
-
-def _take_class_pipeline(tok: Tokenizer, want: tuple[Any, Any, Any, dict[str, Any]]) -> bool:
-    """Give ``tok`` the normalizer, pre-tokenizer and decoder the class builds, whatever the
-    file holds (transformers does the same: a converted GGUF's Qwen2 file has no NFC
-    normalizer, which Qwen2Tokenizer adds); False where the file's model (type or options)
-    is not the one the class builds, which transformers would build anew."""
-    normalizer, pre_tokenizer, decoder, model = want
-    if type(tok.model).__name__ != model["type"]:
-        return False
-    if not all(getattr(tok.model, k, None) == v for k, v in model.items() if k != "type"):
-        return False
-    tok.normalizer, tok.pre_tokenizer, tok.decoder = normalizer, pre_tokenizer, decoder
-    return True
-
-
 def json_object(path: Path) -> dict[str, Any] | None:
     """A model folder's JSON file holding an object, or None where it is missing,
     unreadable, not JSON (a byte-order mark included), nested too deep or not an object."""
@@ -145,7 +78,7 @@ def _content(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _special_tokens(cls: _Class, config: dict[str, Any], folder: Path
+def _special_tokens(cls: TokenizerClass, config: dict[str, Any], folder: Path
                     ) -> tuple[dict[str, str | None], list[str]] | None:
     """(named tokens in transformers' attribute order, extra special tokens), or None where
     transformers' merging of the two configs is not reproduced."""
@@ -248,20 +181,20 @@ def _settings_fit(config: Mapping[str, Any]) -> bool:
 
 def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
     """The tokenizer of ``folder`` as transformers 5 loads it, for the classes in
-    :data:`_CLASSES`; None for any folder whose tokenizer this does not reproduce exactly,
+    :data:`CLASSES`; None for any folder whose tokenizer this does not reproduce exactly,
     including an unreadable or damaged ``tokenizer.json`` or config (never raises for those:
     the caller then loads it with transformers, which reports the damage in its own words)."""
     config = json_object(folder / "tokenizer_config.json")
     if config is None or not (folder / "tokenizer.json").is_file():
         return None
-    cls = _CLASSES.get(str(config.get("tokenizer_class")))
+    cls = CLASSES.get(str(config.get("tokenizer_class")))
     if cls is None or not _settings_fit(config) or _routed_elsewhere(folder, config, cls.family):
         return None
     specials = _special_tokens(cls, config, folder)
     known_template, template = chat_template_of(folder, config)
     if specials is None or not known_template:
         return None
-    if cls is _BERT and None in (specials[0]["cls_token"], specials[0]["sep_token"]):
+    if cls is BERT and None in (specials[0]["cls_token"], specials[0]["sep_token"]):
         return None  # BertTokenizer then falls back to ids 2 and 3 in its post-processor
     try:
         tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -270,7 +203,7 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
         return None
     named, extra = specials
     listed = list(dict.fromkeys([t for t in named.values() if t is not None] + extra))
-    if not _take_class_pipeline(tok, _expected_pipeline(cls, config, named)) \
+    if not take_class_pipeline(tok, class_pipeline(cls, config, named)) \
             or not _added_tokens_kept(tok, config, listed):
         log.info("%s differs from what transformers builds; using transformers", folder)
         return None
@@ -282,7 +215,7 @@ class LeanTokenizer:
     with its results, over the Rust tokenizer. Like transformers, each call sets the backend's
     truncation and padding; here under a lock, so that threads may share an instance."""
 
-    def __init__(self, tok: Tokenizer, cls: _Class, config: Mapping[str, Any],
+    def __init__(self, tok: Tokenizer, cls: TokenizerClass, config: Mapping[str, Any],
                  named: dict[str, str | None], extra: list[str], chat_template: str | None,
                  folder: Path) -> None:
         self._tok = tok
@@ -305,7 +238,7 @@ class LeanTokenizer:
             "clean_up_tokenization_spaces_for_bpe_even_though_it_will_corrupt_output", False))
         self.split_special_tokens = bool(config.get("split_special_tokens", False))
         tok.encode_special_tokens = self.split_special_tokens
-        if cls is _BERT:  # BertTokenizer writes its own, whatever the file holds
+        if cls is BERT:  # BertTokenizer writes its own, whatever the file holds
             cls_, sep = str(named["cls_token"]), str(named["sep_token"])
             tok.post_processor = processors.TemplateProcessing(
                 single=f"{cls_}:0 $A:0 {sep}:0", pair=f"{cls_}:0 $A:0 {sep}:0 $B:1 {sep}:1",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ragdesk.core import lean_tokenizer
+from ragdesk.core import lean_tokenizer, tokenizer_classes
 from ragdesk.core.lean_tokenizer import LeanTokenizer, read_lean_tokenizer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -343,12 +343,12 @@ def test_constants_copied_from_transformers() -> None:
     from transformers.models.auto import tokenization_auto as auto
     from transformers.models.qwen2 import tokenization_qwen2
 
-    assert lean_tokenizer.QWEN2_PRETOKENIZE_REGEX == tokenization_qwen2.PRETOKENIZE_REGEX
+    assert tokenizer_classes.QWEN2_PRETOKENIZE_REGEX == tokenization_qwen2.PRETOKENIZE_REGEX
     assert lean_tokenizer.VERY_LARGE_INTEGER == base.VERY_LARGE_INTEGER
     assert lean_tokenizer.LARGE_INTEGER == base.LARGE_INTEGER
     assert list(lean_tokenizer.NAMED) == base.PreTrainedTokenizerBase.SPECIAL_TOKENS_ATTRIBUTES
     assert list(lean_tokenizer._BACKEND_IDS) == auto.MODEL_IDS_TO_TOKENIZERS_BACKEND
-    for name, cls in lean_tokenizer._CLASSES.items():
+    for name, cls in tokenizer_classes.CLASSES.items():
         real = auto.tokenizer_class_from_name(name)
         assert real is not None, name
         assert real.padding_side == cls.padding_side, name
