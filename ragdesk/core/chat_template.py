@@ -52,8 +52,10 @@ def _messages(chat: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def render_chat(template: str, chat: Sequence[Any], tools: list[dict[str, Any]] | None,
-            documents: list[dict[str, Any]] | None, add_generation_prompt: bool,
-            variables: dict[str, Any]) -> str:
+                documents: list[dict[str, Any]] | None, add_generation_prompt: bool,
+                variables: dict[str, Any]) -> str:
+    """One conversation rendered with ``template``; ``variables``: the special tokens and
+    any extra keyword the caller passed, as transformers hands them to the template."""
     if tools is not None and not all(isinstance(t, dict) for t in tools):
         raise NotImplementedError("tools given as functions need transformers")
     if documents is not None and not all(isinstance(d, dict) for d in documents):
