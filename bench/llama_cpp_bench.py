@@ -33,7 +33,7 @@ from bench import machine, machine_line, md_table, write_results
 QUESTION = "who wrote the novel pride and prejudice"
 
 
-def _gguf(path: str | None) -> Path:
+def gguf_path(path: str | None) -> Path:
     if path is not None:
         return Path(path)
     from ragdesk.core.models import starter
@@ -114,7 +114,7 @@ def _load(args: argparse.Namespace, gguf: Path) -> tuple[Any, dict[int, Any]]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    gguf = _gguf(args.gguf)
+    gguf = gguf_path(args.gguf)
     gen, llms = _load(args, gguf)
     ids = _prompt(gen)
     dec = gen.lean_decoder

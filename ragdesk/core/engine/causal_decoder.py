@@ -62,9 +62,15 @@ def architecture_of(model: object) -> str:
     return str(getattr(model, "lean_architecture", None) or type(model).__name__)
 
 
-# The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
-# a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
-LM_HEAD_INT8_ROWS = 8
+def lm_head_int8_rows() -> int:
+    """The most rows whose output-layer product reads its int8 copy. Without AMX the K = 5
+    rows of a RAG-Token step gain from it and more rows run faster in bfloat16; with AMX the
+    bfloat16 product of 2-48 rows streams the weight at memory speed and the int8 kernel
+    takes three times one row's time for five, so only one row reads the copy there
+    (measured in docs/benchmarks.md)."""
+    from ragdesk.core.cpu import cpu_has_amx
+
+    return 1 if cpu_has_amx() else 8
 
 
 def int8_available() -> bool:
@@ -153,10 +159,11 @@ class LeanCausalDecoder(ABC):
         self.norm = self._make_norm(inner.norm)
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision)
         if precision == "bfloat16" and self.int8_rows:
-            # the output layer is half of what a decoding step reads: its products of the K
-            # rows of a RAG-Token step read the int8 copy (the marginals still cover the
-            # whole vocabulary); the layers' small matrices gain only for one row
-            self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
+            # the output layer is half of what a decoding step reads: its products of one
+            # row (and, without AMX, of the K rows of a RAG-Token step) read the int8 copy
+            # (the marginals still cover the whole vocabulary); the layers' small matrices
+            # gain only for one row
+            self.lm_head.add_int8_rows(lm_head_int8_rows())
             for layer in self.layers:
                 layer.add_int8_rows(1)
         self.dtype = self.embed.dtype
@@ -270,7 +277,7 @@ class LeanCausalDecoder(ABC):
             raise ValueError("every prompt needs at least one token")
         # One prompt (all passages read together) is its own opening: the next question's
         # reuses whatever start they share, the worked examples at least.
-        shared = _common_prefix_len(prompts) if k_rows > 1 else lens[0]
+        shared = common_prefix_len(prompts) if k_rows > 1 else lens[0]
         shared = min(shared, min(lens) - 1)
         tails = [list(p[shared:]) for p in prompts]
         tail_lens = [len(x) for x in tails]
@@ -318,7 +325,7 @@ class LeanCausalDecoder(ABC):
         if cached is None or cached[1][0][0].device != torch.device(device or "cpu"):
             return 0
         tokens, kv = cached
-        n = _common_prefix_len([tokens, opening])
+        n = common_prefix_len([tokens, opening])
         n = min(n, len(opening) - 1)  # the opening's last token runs anyway (cheap)
         if n <= 0:
             return 0
@@ -399,7 +406,7 @@ def _apply_rope(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.
     return q * cos + rot(q) * sin, k * cos + rot(k) * sin
 
 
-def _common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
+def common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
     first = prompts[0]
     n = min(len(p) for p in prompts)
     for i in range(n):

@@ -15,11 +15,14 @@ if TYPE_CHECKING:
     import torch
 
 
-# Weights larger than this run the few rows of a decoding step as (W @ x.T).T: MKL's sgemm
-# with 2-20 rows costs about 3x one row on the output layer (262k x 640), the transposed
-# product streams W once (measured: 5 rows 55 ms vs 157 ms). On the small per-layer matrices
-# both cost the same, so they keep F.linear.
+# float32 weights larger than this run the few rows of a decoding step as (W @ x.T).T: MKL's
+# sgemm with 2-20 rows costs about 3x one row on the output layer (262k x 640), the
+# transposed product streams W once (measured: 5 rows 55 ms vs 157 ms). On the small
+# per-layer matrices both cost the same in float32, so they keep F.linear. In bfloat16 the
+# transposed product is the faster one for every matrix of the decoders (oneDNN with AMX:
+# about half the time for 2-48 rows, docs/benchmarks.md), so all of them take it.
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
+_MM_TRICK_MAX_ROWS = 32
 
 # Rows quantized at a time into an int8 copy: a block stays in the cache (see Int8Rows).
 _QUANTIZE_ROWS = 4096
@@ -82,14 +85,28 @@ class Linear:
             y = self.rows(flat.to(torch.bfloat16))
             y = (y if self.bias is None else y + self.bias).float()
         elif self.weight.dtype != flat.dtype:  # bfloat16 weights, float32 everywhere else
-            y = F.linear(flat.to(self.weight.dtype), self.weight, self.bias).float()
-        elif self.transposed and 1 < flat.shape[0] <= 32:
-            y = torch.mm(self.weight, flat.t()).t()
+            x = flat.to(self.weight.dtype)
+            if 1 < x.shape[0] <= _MM_TRICK_MAX_ROWS:
+                y = _few_rows(self.weight, x)
+                y = (y if self.bias is None else y + self.bias).float()
+            else:
+                y = F.linear(x, self.weight, self.bias).float()
+        elif self.transposed and 1 < flat.shape[0] <= _MM_TRICK_MAX_ROWS:
+            y = _few_rows(self.weight, flat)
             if self.bias is not None:
                 y = y + self.bias
         else:
             y = F.linear(flat, self.weight, self.bias)
         return y.reshape(*lead, self.out_features)
+
+
+def _few_rows(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``x @ W.T`` for a few rows as ``(W @ x.T).T``, laid out as F.linear's: what reads the
+    result (attention, log-softmax over the vocabulary) slows down several times on the
+    transposed view (SDPA leaves its fused kernel)."""
+    import torch
+
+    return torch.mm(weight, x.t()).t().contiguous()
 
 
 class Int8Rows:

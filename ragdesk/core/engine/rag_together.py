@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ragdesk.core.engine.attribution import TokenCallback, TokenEmitter
 from ragdesk.core.engine.generators import Generator
-from ragdesk.core.engine.rag_token import _Marginal, search_answer
+from ragdesk.core.engine.rag_token import Marginal, search_answer
 from ragdesk.core.engine.request import AnswerRequest, keyword_request
 from ragdesk.core.options import DEFAULT_OPTIONS
 from ragdesk.core.progress import CancelToken
@@ -80,5 +80,5 @@ def read_together(generator: Generator, req: AnswerRequest, docs: Sequence[Hit],
 
     return search_answer(
         generator, req, docs, cancel, mode=MODE, read=generator.prepare_together,
-        marginal=lambda _doc_lp: _Marginal(torch.zeros(1)),
+        marginal=lambda _doc_lp: Marginal(torch.zeros(1)),
         emitter=lambda doc_lp: _PriorEmitter(generator, on_token, torch.exp(doc_lp).float()))

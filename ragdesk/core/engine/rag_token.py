@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import torch
 
 
-class _Marginal:
+class Marginal:
     """Per-step marginalization over the K passage rows of each beam."""
 
     def __init__(self, doc_lp: torch.Tensor) -> None:
@@ -86,14 +86,14 @@ def rag_token(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
               cancel: CancelToken | None = None) -> Answer:
     """RAG-Token's answer to the checked request from ``docs`` (rank order, exact scores)."""
     return search_answer(generator, req, docs, cancel, mode="token", read=generator.prepare,
-                         marginal=_Marginal,
+                         marginal=Marginal,
                          emitter=lambda _doc_lp: TokenEmitter(generator, on_token))
 
 
 def search_answer(generator: Generator, req: AnswerRequest, docs: Sequence[Hit],
                   cancel: CancelToken | None, *, mode: str,
                   read: Callable[[str, list[PassageText], Style], PassageContext],
-                  marginal: Callable[[torch.Tensor], _Marginal],
+                  marginal: Callable[[torch.Tensor], Marginal],
                   emitter: Callable[[torch.Tensor], TokenEmitter]) -> Answer:
     """Greedy or beam search over marginal next-token distributions (RAG-Token's, and
     reading together's over one row): ``read`` encodes the passages, ``marginal`` and
@@ -129,7 +129,7 @@ class _Search:
     distribution, K decoder rows (one per passage) per hypothesis."""
 
     def __init__(self, ctx: PassageContext, generator: Generator, opts: AnswerRequest,
-                 marg: _Marginal, constraint: Sequence[SpanConstraint], emitter: TokenEmitter,
+                 marg: Marginal, constraint: Sequence[SpanConstraint], emitter: TokenEmitter,
                  cancel: CancelToken | None) -> None:
         self.ctx, self.opts, self.marg = ctx, opts, marg
         self.settings = generator.settings
