@@ -32,13 +32,6 @@ def cpu_has_native_bf16() -> bool:
     return flags is not None and any(f in flags for f in _BF16_FLAGS)
 
 
-def cpu_has_amx() -> bool:
-    """Whether this CPU has AMX tiles for bfloat16 (Intel Xeon since Sapphire Rapids): there
-    oneDNN multiplies a bfloat16 matrix with a few rows at about the memory's pace."""
-    flags = _x86_flags()
-    return flags is not None and "amx_bf16" in flags
-
-
 def int8_weight_levels() -> int:
     """The largest magnitude an int8 weight may take for products with u8 activations.
 

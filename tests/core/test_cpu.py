@@ -20,16 +20,12 @@ def test_passive_waits_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) ->
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
 
 
-def _cpu_flags() -> list[str]:
+def test_native_bf16_follows_the_cpu_flags() -> None:
     try:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            return next(line for line in fh if line.startswith("flags")).split()
+            flags = next(line for line in fh if line.startswith("flags")).split()
     except (OSError, StopIteration):
         pytest.skip("no /proc/cpuinfo flags here")
-
-
-def test_native_bf16_follows_the_cpu_flags() -> None:
-    flags = _cpu_flags()
     assert cpu_has_native_bf16() == ("avx512_bf16" in flags or "amx_bf16" in flags)
 
 
@@ -45,12 +41,3 @@ def test_eval_sets_the_policy_before_torch_starts() -> None:
         out = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True,
                              timeout=120, check=False)
     assert out.stdout.split()[0] == "PASSIVE", out.stderr
-
-
-def test_amx_follows_the_cpu_flags() -> None:
-    from ragdesk.core.cpu import cpu_has_amx
-    from ragdesk.core.engine.causal_decoder import lm_head_int8_rows
-
-    flags = _cpu_flags()
-    assert cpu_has_amx() == ("amx_bf16" in flags)
-    assert lm_head_int8_rows() == (1 if "amx_bf16" in flags else 8)

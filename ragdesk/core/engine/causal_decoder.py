@@ -62,15 +62,9 @@ def architecture_of(model: object) -> str:
     return str(getattr(model, "lean_architecture", None) or type(model).__name__)
 
 
-def lm_head_int8_rows() -> int:
-    """The most rows whose output-layer product reads its int8 copy. Without AMX the K = 5
-    rows of a RAG-Token step gain from it and more rows run faster in bfloat16; with AMX the
-    bfloat16 product of 2-48 rows streams the weight at memory speed and the int8 kernel
-    takes three times one row's time for five, so only one row reads the copy there
-    (measured in docs/benchmarks.md)."""
-    from ragdesk.core.cpu import cpu_has_amx
-
-    return 1 if cpu_has_amx() else 8
+# The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
+# a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
+LM_HEAD_INT8_ROWS = 8
 
 
 def int8_available() -> bool:
@@ -159,11 +153,10 @@ class LeanCausalDecoder(ABC):
         self.norm = self._make_norm(inner.norm)
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision)
         if precision == "bfloat16" and self.int8_rows:
-            # the output layer is half of what a decoding step reads: its products of one
-            # row (and, without AMX, of the K rows of a RAG-Token step) read the int8 copy
-            # (the marginals still cover the whole vocabulary); the layers' small matrices
-            # gain only for one row
-            self.lm_head.add_int8_rows(lm_head_int8_rows())
+            # the output layer is half of what a decoding step reads: its products of the K
+            # rows of a RAG-Token step read the int8 copy (the marginals still cover the
+            # whole vocabulary); the layers' small matrices gain only for one row
+            self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
             for layer in self.layers:
                 layer.add_int8_rows(1)
         self.dtype = self.embed.dtype

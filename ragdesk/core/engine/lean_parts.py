@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 # sgemm with 2-20 rows costs about 3x one row on the output layer (262k x 640), the
 # transposed product streams W once (measured: 5 rows 55 ms vs 157 ms). On the small
 # per-layer matrices both cost the same in float32, so they keep F.linear. In bfloat16 the
-# transposed product is the faster one for every matrix of the decoders (oneDNN with AMX:
-# about half the time for 2-48 rows, docs/benchmarks.md), so all of them take it.
+# transposed product was the faster one for every matrix of the decoders where measured
+# (oneDNN on an Intel Xeon with AMX: about half the time for 2-48 rows, docs/benchmarks.md),
+# so all of them take it.
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 _MM_TRICK_MAX_ROWS = 32
 

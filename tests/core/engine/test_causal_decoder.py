@@ -250,12 +250,11 @@ def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
 
 
 def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models: Any) -> None:
-    """The bfloat16 default's output layer (one row; K rows without AMX) and layers (one
-    row) read int8 copies, so the agreement test above covers them; without them the same
-    rows run in bfloat16."""
+    """The bfloat16 default's output layer (K rows) and layers (one row) read int8 copies,
+    so the agreement test above covers them; without them the same rows run in bfloat16."""
     import torch
 
-    from ragdesk.core.engine.causal_decoder import lm_head_int8_rows
+    from ragdesk.core.engine.causal_decoder import LM_HEAD_INT8_ROWS
     from ragdesk.core.engine.gemma_decoder import GemmaDecoder
     from ragdesk.core.engine.lean_parts import int8_rows_available
 
@@ -263,15 +262,14 @@ def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models:
         pytest.skip("no int8-rows kernel in this torch build")
     fast = _generator(*gemma_parts, precision="bfloat16").lean_decoder
     assert fast is not None and fast.lm_head.rows is not None
-    assert fast.lm_head.rows_up_to == lm_head_int8_rows()
+    assert fast.lm_head.rows_up_to == LM_HEAD_INT8_ROWS
     layer_linears = [lin for layer in fast.layers
                      for lin in (*layer.qkv, *layer.gate_up, layer.o, layer.down)]
     assert layer_linears and all(lin.rows is not None and lin.rows_up_to == 1
                                  for lin in layer_linears)
     plain = GemmaDecoder(fast._model, "bfloat16", int8_rows=False)
     assert plain.lm_head.rows is None
-    h = torch.randn((fast.lm_head.rows_up_to, 1, plain.embed.shape[1]),
-                    generator=torch.Generator().manual_seed(0))
+    h = torch.randn((5, 1, plain.embed.shape[1]), generator=torch.Generator().manual_seed(0))
     a, b = fast.logits(h), plain.logits(h)
     assert not torch.equal(a, b)
     assert float(0.5 * (torch.softmax(a, -1) - torch.softmax(b, -1)).abs().sum(-1).max()) < 0.05
