@@ -38,6 +38,9 @@ from bench import machine, machine_line, md_table, write_results
 from bench.llama_cpp_bench import QUESTION, gguf_path
 
 PASSAGE_WORDS = 100
+# the same decoder with the products of a few rows by F.linear, as before they became
+# (W @ x.T).T in bfloat16: what that change saves, measured in the same rounds
+LINEAR = "ragdesk, few-row products by F.linear"
 
 
 def _prompts(gen: Any, k: int) -> list[list[int]]:
@@ -248,6 +251,7 @@ def floors(dec: Any, ids: list[list[int]], steps: int) -> dict[str, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
+    from ragdesk.core.engine import lean_parts
     from ragdesk.core.models import load_generator
 
     gguf = gguf_path(args.gguf)
@@ -262,12 +266,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n_ctx = 256 * ((sum(map(len, ids)) + args.passages * (args.tokens + 8)) // 256 + 1)
     llm = Llama(model_path=str(gguf), n_ctx=512, verbose=False)
     llamas = {n: LlamaRows(llm, args.passages, n_ctx, n) for n in args.llama_threads}
-    sides = ["ragdesk"] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
+    sides = ["ragdesk", LINEAR] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
 
     def one(side: str, steps: int) -> tuple[float, float, list[int]]:
         with torch.inference_mode():
             if side == "ragdesk":
                 return _ragdesk_round(gen, ids, steps)
+            if side == LINEAR:
+                kept = lean_parts._MM_TRICK_MAX_ROWS
+                lean_parts._MM_TRICK_MAX_ROWS = 1  # every product by F.linear
+                try:
+                    return _ragdesk_round(gen, ids, steps)
+                finally:
+                    lean_parts._MM_TRICK_MAX_ROWS = kept
             return _llama_round(llamas[int(side.split()[1])], ids, steps)
 
     for side in sides:  # warm-up, not timed: first calls pick and prepare their kernels
