@@ -25,12 +25,15 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import machine, machine_line, md_table, write_results
 
 QUESTION = "who wrote the novel pride and prejudice"
+# one round of one side: (seconds of its prompt part, seconds per step, greedy tokens)
+Round = tuple[float, float, list[int]]
 
 
 def gguf_path(path: str | None) -> Path:
@@ -53,7 +56,7 @@ def _prompt(gen: Any) -> list[int]:
     return list(gen.input_ids(QUESTION, PassageText(title, " ".join(text.split()[:100]))))
 
 
-def _ragdesk_round(gen: Any, ids: list[int], steps: int) -> tuple[float, float, list[int]]:
+def _ragdesk_round(gen: Any, ids: list[int], steps: int) -> Round:
     """(prompt seconds, seconds per decoded token, greedy tokens) of the lean decoder."""
     import torch
 
@@ -72,8 +75,7 @@ def _ragdesk_round(gen: Any, ids: list[int], steps: int) -> tuple[float, float, 
     return t1 - t0, (t2 - t1) / steps, out[:-1]
 
 
-def _llama_round(llm: Any, ids: list[int], steps: int, threads: int
-                 ) -> tuple[float, float, list[int]]:
+def _llama_round(llm: Any, ids: list[int], steps: int, threads: int) -> Round:
     """The same for llama.cpp: the prompt in one evaluation, then one token per step."""
     import numpy as np
 
@@ -125,10 +127,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # in the same rounds
     plain = [PLAIN] if any(r is not None for r in int8_rows) else []
     sides = ["ragdesk", *plain] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llms]
-    rows: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
-    tokens: dict[str, list[int]] = {}
 
-    def one(side: str, steps: int) -> tuple[float, float, list[int]]:
+    def one(side: str, steps: int) -> Round:
         if side == "ragdesk":
             return _ragdesk_round(gen, ids, steps)
         if side == PLAIN:
@@ -142,38 +142,63 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         n = int(side.split()[1])
         return _llama_round(llms[n], ids, steps, n)
 
-    for side in sides:  # warm-up, not timed: first calls pick and prepare their kernels
-        one(side, 2)
-    for r in range(args.rounds):
-        for side in sides:
-            load = os.getloadavg()[0]
-            prompt_s, step_s, out = one(side, args.tokens)
-            rows[side].append((prompt_s, step_s, load))
-            tokens.setdefault(side, out)
-            print(f"round {r + 1} {side}: prompt {prompt_s:.3f} s, {1000 * step_s:.1f} ms/token "
-                  f"(load {load:.2f})", flush=True)
+    rows, tokens = alternate(sides, one, args.rounds, args.tokens, "prompt")
     return {"gguf": str(gguf), "prompt_tokens": len(ids), "tokens": args.tokens,
             "rounds": args.rounds, "threads": args.threads, "precision": gen.precision,
             "runs": rows, "greedy_tokens": tokens, "machine": machine()}
 
 
-def summarize(data: dict[str, Any]) -> dict[str, Any]:
+def alternate(sides: list[str], one: Callable[[str, int], Round], rounds: int, steps: int,
+              first: str) -> tuple[dict[str, list[tuple[float, float, float]]],
+                                   dict[str, list[int]]]:
+    """Every side once untimed (first calls pick and prepare their kernels), then ``rounds``
+    rounds of every side in turn, each ``one(side, steps)``: (its ``first`` part's seconds,
+    seconds per step, load average) per side and round, and each side's greedy tokens."""
+    for side in sides:
+        one(side, 2)
+    runs: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
+    tokens: dict[str, list[int]] = {}
+    for r in range(rounds):
+        for side in sides:
+            load = os.getloadavg()[0]
+            first_s, step_s, out = one(side, steps)
+            runs[side].append((first_s, step_s, load))
+            tokens.setdefault(side, out)
+            print(f"round {r + 1} {side}: {first} {first_s:.3f} s, {1000 * step_s:.1f} ms per "
+                  f"step (load {load:.2f})", flush=True)
+    return runs, tokens
+
+
+def summarize_sides(data: dict[str, Any], first: str) -> dict[str, Any]:
+    """Per side: the medians of its ``first`` part (``<first>_s``), of a step (``step_ms``)
+    and of the load; ragdesk's time ÷ the side's for both; how many leading greedy tokens
+    equal ragdesk's."""
     out: dict[str, Any] = {}
     for side, runs in data["runs"].items():
-        out[side] = {"prompt_s": statistics.median(r[0] for r in runs),
+        out[side] = {f"{first}_s": statistics.median(r[0] for r in runs),
                      "step_ms": 1000 * statistics.median(r[1] for r in runs),
                      "load_median": statistics.median(r[2] for r in runs)}
     ours = out["ragdesk"]
-    best = min((s for s in out if s.startswith("llama.cpp")), key=lambda s: out[s]["step_ms"])
-    data["best_llama"] = best
     for s in out.values():
         s["step_ratio"] = ours["step_ms"] / s["step_ms"]
-        s["prompt_ratio"] = ours["prompt_s"] / s["prompt_s"]
+        s[f"{first}_ratio"] = ours[f"{first}_s"] / s[f"{first}_s"]
     ref = data["greedy_tokens"]["ragdesk"]
     for side, toks in data["greedy_tokens"].items():
-        same = next((i for i, (a, b) in enumerate(zip(ref, toks, strict=False)) if a != b),
-                    min(len(ref), len(toks)))
-        out[side]["same_leading_tokens"] = same
+        out[side]["same_leading_tokens"] = next(
+            (i for i, (a, b) in enumerate(zip(ref, toks, strict=False)) if a != b),
+            min(len(ref), len(toks)))
+    return out
+
+
+def fastest_llama(summary: dict[str, Any], key: str) -> str:
+    """The llama.cpp side (thread count) with the smallest ``key``."""
+    return min((s for s in summary if s.startswith("llama.cpp")),
+               key=lambda s: float(summary[s][key]))
+
+
+def summarize(data: dict[str, Any]) -> dict[str, Any]:
+    out = summarize_sides(data, "prompt")
+    data["best_llama"] = fastest_llama(out, "step_ms")
     return out
 
 
@@ -199,20 +224,27 @@ def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
     return head + table + tail
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
+def add_arguments(ap: argparse.ArgumentParser, *, tokens: int, results: str) -> None:
+    """The options both llama.cpp benches take (``tokens``: the default steps per round;
+    ``results``: the default name of the bench/results files)."""
     ap.add_argument("--gguf", help="the GGUF file (default: the starter pack's, in "
                     "$RAGDESK_DATA_DIR)")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--tokens", type=int, default=64, help="greedy steps per round")
+    ap.add_argument("--tokens", type=int, default=tokens, help="greedy steps per round")
     ap.add_argument("--threads", type=int, default=2, help="ragdesk's torch threads")
     ap.add_argument("--llama-threads", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 2], help="llama.cpp thread counts, e.g. 1,2")
     ap.add_argument("--precision", default=None,
                     help="ragdesk's generator precision (default: the CPU's default)")
-    ap.add_argument("--results", default="llama_cpp",
-                    help="name of the bench/results files (default llama_cpp)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--results", default=results,
+                    help=f"name of the bench/results files (default {results})")
+
+
+def bench_main(args: argparse.Namespace, title: str,
+               run: Callable[[argparse.Namespace], dict[str, Any]],
+               summarize: Callable[[dict[str, Any]], dict[str, Any]],
+               render: Callable[[dict[str, Any], dict[str, Any]], str]) -> int:
+    """Run, summarize, write bench/results and print; skipped without llama-cpp-python."""
     from ragdesk.core.cpu import passive_openmp_waits
 
     passive_openmp_waits()  # before either side starts its OpenMP threads
@@ -224,10 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     data = run(args)
     summary = summarize(data)
     data["summary"] = summary
-    md = "# One-row greedy decoding against llama.cpp (same GGUF)\n\n" + render(data, summary)
+    md = f"# {title}\n\n" + render(data, summary)
     write_results(args.results, data, md)
     print(md)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    add_arguments(ap, tokens=64, results="llama_cpp")
+    return bench_main(ap.parse_args(argv), "One-row greedy decoding against llama.cpp (same GGUF)",
+                      run, summarize, render)
 
 
 if __name__ == "__main__":

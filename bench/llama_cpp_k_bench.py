@@ -27,15 +27,22 @@ weights its K-row products read, in the form they read them, and the K rows' key
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from bench import machine, machine_line, md_table, write_results
-from bench.llama_cpp_bench import QUESTION, gguf_path
+from bench import machine, machine_line, md_table
+from bench.llama_cpp_bench import (
+    QUESTION,
+    Round,
+    add_arguments,
+    alternate,
+    bench_main,
+    fastest_llama,
+    gguf_path,
+    summarize_sides,
+)
 
 PASSAGE_WORDS = 100
 # the same decoder with the products of a few rows by F.linear, as before they became
@@ -61,8 +68,7 @@ def _marginal(k: int) -> Any:
     return Marginal(torch.full((k,), -math.log(k)))
 
 
-def _ragdesk_round(gen: Any, ids: list[list[int]], steps: int
-                   ) -> tuple[float, float, list[int]]:
+def _ragdesk_round(gen: Any, ids: list[list[int]], steps: int) -> Round:
     """(prefill seconds, seconds per K-row step with its marginalization, greedy tokens)."""
     import torch
 
@@ -101,6 +107,7 @@ class LlamaRows:
         self.batch = LlamaBatch(n_tokens=n_ctx, embd=0, n_seq_max=k, verbose=False)
         self.k = k
         self.n_vocab = llm.n_vocab()
+        self.lens: list[int] = []  # each sequence's length so far
 
     def _logits(self, n: int) -> Any:
         import numpy as np
@@ -148,8 +155,7 @@ class LlamaRows:
         return self._logits(self.k)
 
 
-def _llama_round(rows: LlamaRows, ids: list[list[int]], steps: int
-                 ) -> tuple[float, float, list[int]]:
+def _llama_round(rows: LlamaRows, ids: list[list[int]], steps: int) -> Round:
     marg = _marginal(len(ids))
     t0 = time.perf_counter()
     out = [int(marg(rows.prefill(ids)).argmax())]
@@ -268,7 +274,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     llamas = {n: LlamaRows(llm, args.passages, n_ctx, n) for n in args.llama_threads}
     sides = ["ragdesk", LINEAR] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
 
-    def one(side: str, steps: int) -> tuple[float, float, list[int]]:
+    def one(side: str, steps: int) -> Round:
         with torch.inference_mode():
             if side == "ragdesk":
                 return _ragdesk_round(gen, ids, steps)
@@ -281,18 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     lean_parts._MM_TRICK_MAX_ROWS = kept
             return _llama_round(llamas[int(side.split()[1])], ids, steps)
 
-    for side in sides:  # warm-up, not timed: first calls pick and prepare their kernels
-        one(side, 2)
-    runs: dict[str, list[tuple[float, float, float]]] = {s: [] for s in sides}
-    tokens: dict[str, list[int]] = {}
-    for r in range(args.rounds):
-        for side in sides:
-            load = os.getloadavg()[0]
-            prefill_s, step_s, out = one(side, args.tokens)
-            runs[side].append((prefill_s, step_s, load))
-            tokens.setdefault(side, out)
-            print(f"round {r + 1} {side}: prefill {prefill_s:.3f} s, {1000 * step_s:.1f} ms "
-                  f"per step (load {load:.2f})", flush=True)
+    runs, tokens = alternate(sides, one, args.rounds, args.tokens, "prefill")
     with torch.inference_mode():
         floor = floors(dec, ids, args.tokens)
     return {"gguf": str(gguf), "prompt_tokens": [len(p) for p in ids],
@@ -302,23 +297,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summarize(data: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for side, runs in data["runs"].items():
-        out[side] = {"prefill_s": statistics.median(r[0] for r in runs),
-                     "step_ms": 1000 * statistics.median(r[1] for r in runs),
-                     "load_median": statistics.median(r[2] for r in runs)}
+    out = summarize_sides(data, "prefill")
     ours = out["ragdesk"]
-    for s in out.values():
-        s["step_ratio"] = ours["step_ms"] / s["step_ms"]
-        s["prefill_ratio"] = ours["prefill_s"] / s["prefill_s"]
-    llamas = [s for s in out if s.startswith("llama.cpp")]
-    data["best_llama_step"] = min(llamas, key=lambda s: out[s]["step_ms"])
-    data["best_llama_prefill"] = min(llamas, key=lambda s: out[s]["prefill_s"])
-    ref = data["greedy_tokens"]["ragdesk"]
-    for side, toks in data["greedy_tokens"].items():
-        out[side]["same_leading_tokens"] = next(
-            (i for i, (a, b) in enumerate(zip(ref, toks, strict=False)) if a != b),
-            min(len(ref), len(toks)))
+    data["best_llama_step"] = fastest_llama(out, "step_ms")
+    data["best_llama_prefill"] = fastest_llama(out, "prefill_s")
     f = data["floors"]
     data["step_vs_floor"] = ours["step_ms"] / 1000 / f["step_floor_s"]
     data["prefill_vs_floor"] = ours["prefill_s"] / f["prefill_floor_s"]
@@ -357,36 +339,12 @@ def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--gguf", help="the GGUF file (default: the starter pack's, in "
-                    "$RAGDESK_DATA_DIR)")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--tokens", type=int, default=32, help="greedy RAG-Token steps per round")
+    add_arguments(ap, tokens=32, results="llama_cpp_k")
     ap.add_argument("--passages", type=int, default=5, help="K, the passage rows")
-    ap.add_argument("--threads", type=int, default=2, help="ragdesk's torch threads")
-    ap.add_argument("--llama-threads", type=lambda s: [int(x) for x in s.split(",")],
-                    default=[1, 2], help="llama.cpp thread counts, e.g. 1,2")
-    ap.add_argument("--precision", default=None,
-                    help="ragdesk's generator precision (default: the CPU's default)")
-    ap.add_argument("--results", default="llama_cpp_k",
-                    help="name of the bench/results files (default llama_cpp_k)")
-    args = ap.parse_args(argv)
-    from ragdesk.core.cpu import passive_openmp_waits
-
-    passive_openmp_waits()  # before either side starts its OpenMP threads
-    try:
-        import llama_cpp  # noqa: F401
-    except ImportError:
-        print("llama-cpp-python is not installed (pip install ragdesk[bench]); skipped.")
-        return 0
-    data = run(args)
-    summary = summarize(data)
-    data["summary"] = summary
-    md = ("# K passage rows: prefill and RAG-Token step against llama.cpp (same GGUF)\n\n"
-          + render(data, summary))
-    write_results(args.results, data, md)
-    print(md)
-    return 0
-
+    return bench_main(
+        ap.parse_args(argv),
+        "K passage rows: prefill and RAG-Token step against llama.cpp (same GGUF)",
+        run, summarize, render)
 
 if __name__ == "__main__":
     sys.exit(main())

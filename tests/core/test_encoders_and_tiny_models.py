@@ -92,8 +92,14 @@ def test_not_a_model_folder(tmp_path) -> None:  # type: ignore[no-untyped-def]
         load_encoder("no-such-org/no-such-model")
 
 
-@pytest.mark.parametrize("family", [DPR_FAMILY, ST_FAMILY])
-def test_passage_inputs_are_each_passages_input(family: str) -> None:
+PAIRS = [("Radium", "Radium is a chemical element."), ("", "No title here.")]
+
+
+@pytest.mark.parametrize(("family", "want"), [
+    (DPR_FAMILY, PAIRS),  # DPR: sentence pairs
+    (ST_FAMILY, ["Radium. Radium is a chemical element.", "No title here."]),
+])
+def test_passage_inputs_are_each_passages_input(family: str, want: list[object]) -> None:
     enc = cast(TextEncoder, SimpleNamespace(info=SimpleNamespace(family=family)))
-    pairs = [("Radium", "Radium is a chemical element."), ("", "No title here.")]
-    assert passage_inputs(enc, iter(pairs)) == [passage_input(enc, t, x) for t, x in pairs]
+    assert passage_inputs(enc, iter(PAIRS)) == want
+    assert [passage_input(enc, t, x) for t, x in PAIRS] == want

@@ -227,16 +227,15 @@ def token_length_order(rows: list[dict[str, list[int]]]) -> np.ndarray:
 
 
 def passage_input(encoder: TextEncoder, title: str, text: str) -> str | tuple[str, str]:
-    """DPR encodes (title, text) as a sentence pair; sentence-transformers gets one string."""
-    if encoder.info.family == DPR_FAMILY:
-        return (title, text)
-    return f"{title}. {text}" if title else text
+    """One passage's input (see :func:`passage_inputs`)."""
+    return passage_inputs(encoder, [(title, text)])[0]
 
 
 def passage_inputs(encoder: TextEncoder, passages: Iterable[tuple[str, str]]
                    ) -> list[str] | list[tuple[str, str]]:
-    """:func:`passage_input` of each (title, text): all pairs or all strings, as
-    ``TextEncoder.encode`` and ``tokenize`` take them."""
+    """What the encoder reads of each (title, text): DPR encodes a sentence pair,
+    sentence-transformers one string; all pairs or all strings, as ``TextEncoder.encode`` and
+    ``tokenize`` take them."""
     if encoder.info.family == DPR_FAMILY:
         return [(title, text) for title, text in passages]
     return [f"{title}. {text}" if title else text for title, text in passages]
