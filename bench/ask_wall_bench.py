@@ -12,7 +12,9 @@ question on a warm file cache:
 
 The engine's answer time is the answer's own timings (retrieval, prompts, decoding) as the
 JSON output reports them; its model loading is the JSON's ``load_s`` (question encoder and
-generator, as `ask` itself timed them; nothing through a server). Two ratios: wall / answer,
+generator, as `ask` itself timed them; nothing through a server). Three ratios: wall /
+answer; wall / (answer + its closed-book pass), the pass without passages that the answer's
+confidence reads (JSON ``closed_book_s``), which is also the engine's work for this answer;
 and wall / (loading + answer), which is what the command adds around the engine's work
 (interpreter start, imports, argument checks, opening the snapshot, printing).
 
@@ -44,9 +46,10 @@ PORT = 8797
 
 
 def _ask(question: str, env: dict[str, str], cwd: Path = REPO
-         ) -> tuple[float, float, float, float]:
+         ) -> tuple[float, float, float, float, float]:
     """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
-    server, the 1-minute load average as it started) of one `ragdesk ask --json`."""
+    server, the 1-minute load average as it started, the engine's whole answer in seconds:
+    the answer and its confidence's closed-book pass) of one `ragdesk ask --json`."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json"],
@@ -55,8 +58,8 @@ def _ask(question: str, env: dict[str, str], cwd: Path = REPO
     got = json.loads(out.stdout)
     t = got["timings"]
     loading = sum(float(v) for v in (got.get("load_s") or {}).values())
-    return (wall, sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s")),
-            loading, load)
+    answer = sum(float(t.get(k, 0.0)) for k in ("retrieve_s", "encode_s", "decode_s"))
+    return wall, answer, loading, load, answer + float(t.get("closed_book_s", 0.0))
 
 
 def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     load_before = os.getloadavg()[0]
     m = machine()  # before the rounds: its load average is the one at the start
     server, server_start = _start_server(base) if not args.no_server else (None, None)
-    rows: dict[str, list[tuple[float, float, float, float]]] = {way: [] for way in envs}
+    rows: dict[str, list[tuple[float, float, float, float, float]]] = {
+        way: [] for way in envs}
     try:
         for _ in range(args.rounds):
             for q in QUESTIONS:
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
                         "answer_median_s": statistics.median(r[1] for r in runs),
                         "load_median_s": statistics.median(r[2] for r in runs),
                         "ratio_median": statistics.median(r[0] / r[1] for r in runs),
+                        "ratio_with_confidence_median": statistics.median(
+                            r[0] / r[4] for r in runs),
                         "ratio_loading_included_median": statistics.median(
                             r[0] / (r[1] + r[2]) for r in runs),
                         "load_average_median": statistics.median(r[3] for r in runs)}
@@ -126,9 +132,11 @@ def main(argv: list[str] | None = None) -> None:
           "alternating.\n\n" + md_table(
               ["ask", "wall (median)", "engine's answer (median)",
                "engine's model loading (median)", "wall / answer (median)",
+               "wall / (answer + closed-book pass) (median)",
                "wall / (loading + answer) (median)", "load average (median)"],
               [[way, f"{s['wall_median_s']:.2f} s", f"{s['answer_median_s']:.2f} s",
                 f"{s['load_median_s']:.2f} s", f"{s['ratio_median']:.2f}x",
+                f"{s['ratio_with_confidence_median']:.2f}x",
                 f"{s['ratio_loading_included_median']:.2f}x",
                 f"{s['load_average_median']:.2f}"]
                for way, s in summary.items()]))

@@ -165,8 +165,12 @@ def run() -> NoReturn:
     tensors) took about 2 s at the end of a one-shot `ragdesk ask`, after its answer was
     printed. By then the command has written and closed what it writes, so the process ends
     at once (logs and standard streams flushed) unless another thread is still working,
-    which a normal exit waits for."""
+    which a normal exit waits for. The one such thread an answer leaves on purpose, which
+    stores the generator's weight copies for the next start, is waited for here."""
     code = main()
+    copies = sys.modules.get("ragdesk.core.models.weight_copies")
+    if copies is not None:
+        copies.wait_for_writes()
     others = [t for t in threading.enumerate()
               if t is not threading.current_thread() and not t.daemon]
     if "torch" in sys.modules and not others:

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from ragdesk.core.errors import DiskFullError, disk_full_message, is_disk_full
 
@@ -74,10 +75,16 @@ def _age_s(path: Path) -> float:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary file beside ``path``, fsync, and rename over it."""
+    write_atomic(path, lambda fh: fh.write(data))
+
+
+def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """:func:`write_bytes_atomic` of what ``write`` writes to the file it is given (a large
+    file need not be in memory at once)."""
     tmp = temp_name(path)
     try:
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -85,6 +92,9 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         if is_disk_full(exc):
             raise DiskFullError(disk_full_message(path)) from exc
+        raise
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
 

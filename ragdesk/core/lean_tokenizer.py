@@ -30,6 +30,7 @@ from tokenizers import (
 )
 
 from ragdesk.core.chat_template import render_chat
+from ragdesk.core.compact_tokenizer import read_tokenizer_file
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.safe_json import read_bounded, read_model_json
 from ragdesk.core.tokenizer_classes import (
@@ -179,11 +180,13 @@ def _settings_fit(config: Mapping[str, Any]) -> bool:
                                    and all(isinstance(n, str) for n in names))))
 
 
-def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
+def read_lean_tokenizer(folder: Path, *, own_folder: bool = False) -> LeanTokenizer | None:
     """The tokenizer of ``folder`` as transformers 5 loads it, for the classes in
     :data:`CLASSES`; None for any folder whose tokenizer this does not reproduce exactly,
     including an unreadable or damaged ``tokenizer.json`` or config (never raises for those:
-    the caller then loads it with transformers, which reports the damage in its own words)."""
+    the caller then loads it with transformers, which reports the damage in its own words).
+    ``own_folder``: ragdesk made the folder, and may keep a compact copy of the file there
+    (:mod:`ragdesk.core.compact_tokenizer`)."""
     config = json_object(folder / "tokenizer_config.json")
     if config is None or not (folder / "tokenizer.json").is_file():
         return None
@@ -197,7 +200,7 @@ def read_lean_tokenizer(folder: Path) -> LeanTokenizer | None:
     if cls is BERT and None in (specials[0]["cls_token"], specials[0]["sep_token"]):
         return None  # BertTokenizer then falls back to ids 2 and 3 in its post-processor
     try:
-        tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tok = read_tokenizer_file(folder / "tokenizer.json", keep_compact=own_folder)
     except Exception as exc:  # the Rust reader raises plain Exceptions for damaged files
         log.info("%s/tokenizer.json is unreadable (%s); using transformers", folder, exc)
         return None

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.contracts import DecoderRows, GeneratorModel, PassageContext
-from ragdesk.core.engine.lean_parts import KVState, Linear
+from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies
 from ragdesk.core.options import check_precision
 
 if TYPE_CHECKING:
@@ -85,10 +85,13 @@ class LeanCausalDecoder(ABC):
     kv_heads, d)`` (the layer's queries, keys and values before the rotary embedding) and
     ``finish(h, att)`` (the residual stream after the layer)."""
 
-    def __init__(self, model: Any, precision: str = "float32", int8_rows: bool = True
-                 ) -> None:
+    def __init__(self, model: Any, precision: str = "float32", int8_rows: bool = True,
+                 stored_copies: Mapping[str, torch.Tensor] | None = None) -> None:
         """``int8_rows``: in bfloat16, whether the products of a few rows (decoding steps)
-        read int8 copies of the weights (where torch has the kernel)."""
+        read int8 copies of the weights (where torch has the kernel). ``stored_copies``:
+        the bfloat16 and int8 copies an earlier process made of these same weights (see
+        :class:`WeightCopies`), taken instead of made again; ``copies.made`` holds this
+        decoder's, by the same names."""
         check_precision(precision)
         cfg = model.config
         inner = model.model
@@ -117,6 +120,7 @@ class LeanCausalDecoder(ABC):
         # the last prompts' common opening under the weights taken: (tokens, [(k, v) per layer])
         self._opening: tuple[tuple[int, ...],
                              list[tuple[torch.Tensor, torch.Tensor]]] | None = None
+        self.copies = WeightCopies(stored_copies)
         self._take_weights()
 
     @abstractmethod
@@ -124,8 +128,10 @@ class LeanCausalDecoder(ABC):
         """The queries' scale."""
 
     @abstractmethod
-    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> Any:
-        """The lean copy of one decoder layer (``heads_qkv`` and ``finish``)."""
+    def _make_layer(self, layer: Any, precision: str, sliding: bool,
+                    copies: WeightCopies) -> Any:
+        """The lean copy of one decoder layer (``heads_qkv`` and ``finish``), its copies of
+        the weights taken from ``copies``."""
 
     @abstractmethod
     def _make_norm(self, norm: Any) -> Any:
@@ -146,12 +152,15 @@ class LeanCausalDecoder(ABC):
         taken before would keep answering with the old ones."""
         model, precision = self._model, self.precision
         cfg, inner = model.config, model.model
+        copies = self.copies
         self.embed = inner.embed_tokens.weight.detach()
         self.layers = [self._make_layer(layer, precision,
-                                        self.layer_types[i] == "sliding_attention")
+                                        self.layer_types[i] == "sliding_attention",
+                                        copies.scope(f"layers.{i}"))
                        for i, layer in enumerate(inner.layers[:cfg.num_hidden_layers])]
         self.norm = self._make_norm(inner.norm)
-        self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision)
+        self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision,
+                              copies.scope("lm_head"))
         if precision == "bfloat16" and self.int8_rows:
             # the output layer is half of what a decoding step reads: its products of the K
             # rows of a RAG-Token step read the int8 copy (the marginals still cover the
@@ -166,6 +175,7 @@ class LeanCausalDecoder(ABC):
     def _follow_weights(self) -> None:
         if self._weights_version() != self._taken:
             log.info("the generator's weights changed in place: taking them again")
+            self.copies = WeightCopies()  # no stored copy is of the changed weights
             self._take_weights()
 
     # -- pieces ----------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.causal_decoder import LeanCausalDecoder, architecture_of
-from ragdesk.core.engine.lean_parts import Projections
+from ragdesk.core.engine.lean_parts import Projections, WeightCopies
 
 if TYPE_CHECKING:
     import torch
@@ -58,8 +58,9 @@ class _Norm:
 class _Layer(Projections):
     __slots__ = ("k_norm", "ln_in", "ln_post_attn", "ln_post_ffn", "ln_pre_ffn", "q_norm")
 
-    def __init__(self, layer: Any, precision: str, sliding: bool) -> None:
-        super().__init__(layer, precision, sliding)
+    def __init__(self, layer: Any, precision: str, sliding: bool,
+                 copies: WeightCopies) -> None:
+        super().__init__(layer, precision, sliding, copies)
         att = layer.self_attn
         self.q_norm, self.k_norm = _Norm(att.q_norm), _Norm(att.k_norm)
         self.ln_in = _Norm(layer.input_layernorm)
@@ -92,8 +93,9 @@ class GemmaDecoder(LeanCausalDecoder):
     def _scaling(self, cfg: Any) -> float:
         return float(float(cfg.query_pre_attn_scalar) ** -0.5)
 
-    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> _Layer:
-        return _Layer(layer, precision, sliding)
+    def _make_layer(self, layer: Any, precision: str, sliding: bool,
+                    copies: WeightCopies) -> _Layer:
+        return _Layer(layer, precision, sliding, copies)
 
     def _make_norm(self, norm: Any) -> _Norm:
         return _Norm(norm)

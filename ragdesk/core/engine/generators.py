@@ -21,7 +21,7 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -273,9 +273,11 @@ class CausalLMGenerator(Generator):
                  use_chat_template: bool | None = None, stop_at_newline: bool = True,
                  no_repeat_ngram_size: int = DEFAULT_NO_REPEAT_NGRAM,
                  precision: str = "float32", lean_decoder: bool | None = None,
-                 newline_ids: frozenset[int] | None = None) -> None:
+                 newline_ids: frozenset[int] | None = None,
+                 stored_copies: Mapping[str, torch.Tensor] | None = None) -> None:
         """``newline_ids``: :func:`newline_token_ids` of ``tokenizer`` where the caller
-        kept them (found here otherwise)."""
+        kept them (found here otherwise). ``stored_copies``: the lean decoder's copies of
+        these weights from an earlier process (see :class:`LeanCausalDecoder`)."""
         super().__init__(model, tokenizer, name)
         # Gemma 3 and Qwen2 run through ragdesk's lean decoders (packed prompts, preallocated
         # cache, bfloat16 as the fast path), other models through transformers' forward.
@@ -284,7 +286,8 @@ class CausalLMGenerator(Generator):
             gemma_decoder.GemmaDecoder if gemma_decoder.supports(model)
             else qwen2_decoder.Qwen2Decoder if qwen2_decoder.supports(model) else None)
         use = cls is not None and lean_decoder is not False
-        self.lean_decoder = cls(model, precision) if use and cls is not None else None
+        self.lean_decoder = (cls(model, precision, stored_copies=stored_copies)
+                             if use and cls is not None else None)
         self.precision = self.lean_decoder.precision if self.lean_decoder else "float32"
         if no_repeat_ngram_size > 0 and self.settings.no_repeat_ngram_size == 0:
             # Small causal LMs fall into loops ("the artist, the artist, ..."); a factoid

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -29,38 +29,99 @@ _MM_TRICK_MAX_ROWS = 32
 _QUANTIZE_ROWS = 4096
 
 
+class WeightCopies:
+    """The copies the lean decoders make of a model's weights (bfloat16 weights, int8 rows),
+    by name ("layers.3.qkv.weight"): taken from ``stored`` (an earlier process's, read back
+    from a file: :mod:`ragdesk.core.models.weight_copies`) where it holds one of the expected
+    shape and type, made otherwise. ``made`` gathers every copy by name (taken or made), for
+    writing that file; ``missed`` counts the copies that had to be made."""
+
+    __slots__ = ("_prefix", "_shared", "_stored")
+
+    def __init__(self, stored: Mapping[str, torch.Tensor] | None = None) -> None:
+        self._stored: Mapping[str, torch.Tensor] = stored or {}
+        self._prefix = ""
+        # made copies and the miss count, one of each for a store and all its scopes
+        self._shared: tuple[dict[str, torch.Tensor], list[int]] = ({}, [0])
+
+    @property
+    def made(self) -> dict[str, torch.Tensor]:
+        return self._shared[0]
+
+    @property
+    def missed(self) -> int:
+        return self._shared[1][0]
+
+    def scope(self, name: str) -> WeightCopies:
+        """The same store, its names under ``name.``."""
+        sub = WeightCopies(self._stored)
+        sub._prefix, sub._shared = f"{self._prefix}{name}.", self._shared
+        return sub
+
+    def take(self, wanted: Mapping[str, tuple[tuple[int, ...], torch.dtype]],
+             make: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """The parts named in ``wanted`` (name -> (shape, dtype)): all stored ones where
+        every part is stored as wanted, else ``make()``'s."""
+        names = {part: self._prefix + part for part in wanted}
+        stored = {part: self._stored.get(name) for part, name in names.items()}
+        got: dict[str, torch.Tensor]
+        if all(t is not None and tuple(t.shape) == shape and t.dtype == dtype
+               for t, (shape, dtype) in zip(stored.values(), wanted.values(), strict=True)):
+            got = {part: t for part, t in stored.items() if t is not None}
+        else:
+            got = make()
+            self._shared[1][0] += 1
+        for part, name in names.items():
+            self.made[name] = got[part]
+        return got
+
+
 class Linear:
     """``x @ W.T (+ b)`` in float32, or with int8 weights and dynamically quantized inputs;
     in bfloat16 optionally with an int8 copy of the weight as well (:meth:`add_int8_rows`),
     which the products of a few rows read."""
 
-    __slots__ = ("bias", "out_features", "packed", "rows", "rows_up_to", "transposed",
-                 "weight")
+    __slots__ = ("bias", "copies", "out_features", "packed", "rows", "rows_up_to",
+                 "transposed", "weight")
 
     def __init__(self, weights: Sequence[Any], biases: Sequence[Any] | None,
-                 precision: str) -> None:
+                 precision: str, copies: WeightCopies | None = None) -> None:
+        """``copies``: where the bfloat16 and int8 copies come from (see
+        :class:`WeightCopies`), under this layer's name; made here without one."""
         import torch
 
-        if len(weights) == 1:
-            weight = weights[0].detach()
-            bias = None if biases is None or biases[0] is None else biases[0].detach()
-        else:  # fused (q|k|v, gate|up): one call instead of several; int8 only (new memory)
-            weight = torch.cat([w.detach() for w in weights], dim=0)
-            bias = (None if biases is None or any(b is None for b in biases)
-                    else torch.cat([b.detach() for b in biases]))
-        self.out_features = int(weight.shape[0])
-        self.transposed = weight.numel() >= _MM_TRICK_MIN_ELEMENTS
+        def fused(parts: Sequence[Any]) -> torch.Tensor:
+            # q|k|v, gate|up: one call instead of several (new memory: not in float32)
+            if len(parts) == 1:
+                one: torch.Tensor = parts[0].detach()
+                return one
+            return torch.cat([t.detach() for t in parts], dim=0)
+
+        has_bias = biases is not None and all(b is not None for b in biases)
+        shape = (sum(int(w.shape[0]) for w in weights), int(weights[0].shape[1]))
+        self.out_features = shape[0]
+        self.transposed = shape[0] * shape[1] >= _MM_TRICK_MIN_ELEMENTS
         self.packed: Any = None
-        self.weight: torch.Tensor | None = weight
-        self.bias: torch.Tensor | None = bias
+        self.weight: torch.Tensor | None = None
+        self.bias: torch.Tensor | None = None
         self.rows: Int8Rows | None = None
         self.rows_up_to = 0
+        self.copies = copies or WeightCopies()
         if precision == "int8":
-            self.packed = int8_prepack(weight, bias)
-            self.weight, self.bias = None, None
+            self.packed = int8_prepack(fused(weights), fused(biases) if has_bias and biases
+                                       else None)
         elif precision == "bfloat16":
-            self.weight = weight.to(torch.bfloat16)
-            self.bias = None if bias is None else bias.to(torch.bfloat16)
+            bf16 = torch.bfloat16
+            wanted: dict[str, tuple[tuple[int, ...], torch.dtype]] = {"weight": (shape, bf16)}
+            if has_bias:
+                wanted["bias"] = ((shape[0],), bf16)
+            got = self.copies.take(wanted, lambda: {
+                "weight": fused(weights).to(bf16),
+                **({"bias": fused(biases).to(bf16)} if has_bias and biases else {})})
+            self.weight, self.bias = got["weight"], got.get("bias")
+        else:
+            self.weight = fused(weights)
+            self.bias = fused(biases) if has_bias and biases else None
 
     def add_int8_rows(self, up_to: int) -> None:
         """Let products of up to ``up_to`` rows read an int8 copy of the bfloat16 weight (half
@@ -68,9 +129,13 @@ class Linear:
         the bfloat16 product, which keeps the rest (measured in docs/benchmarks.md)."""
         import torch
 
-        if (self.weight is not None and self.weight.dtype == torch.bfloat16
-                and int8_rows_available()):
-            self.rows = Int8Rows(self.weight)
+        weight = self.weight
+        if weight is not None and weight.dtype == torch.bfloat16 and int8_rows_available():
+            n, k = int(weight.shape[0]), int(weight.shape[1])
+            got = self.copies.scope("rows").take(
+                {"q": ((n, k), torch.int8), "scales": ((n,), torch.bfloat16)},
+                lambda: quantize_rows(weight))
+            self.rows = Int8Rows(got["q"], got["scales"])
             self.rows_up_to = up_to
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
@@ -111,28 +176,18 @@ def _few_rows(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 class Int8Rows:
-    """A weight [N, K] as int8 with one bfloat16 scale per row (symmetric, ``max|w| / 127``),
+    """A weight [N, K] as int8 with one bfloat16 scale per row (:func:`quantize_rows`),
     multiplied with bfloat16 inputs by ``torch._weight_int8pack_mm``: what llama.cpp's 8-bit
     files do, for the output layer that is half of what a bfloat16 decoding step reads. Each
-    product is off the bfloat16 one by at most half a step per weight: ``Σ_k |x_k| s_n / 2``."""
+    product is off the bfloat16 one by at most half a step per weight: ``Σ_k |x_k| s_n / 2``.
+    The int8 weight must be 64-byte aligned (as torch allocates): the kernel's products of
+    several rows crash on one that is not (seen with torch 2.13 on AVX-512)."""
 
     __slots__ = ("q", "scales")
 
-    def __init__(self, weight: torch.Tensor) -> None:
-        import torch
-
-        w = weight.detach()
-        self.q = torch.empty(w.shape, dtype=torch.int8)
-        self.scales = torch.empty(w.shape[0], dtype=torch.bfloat16)
-        # in blocks of rows that stay in the cache: one pass over the whole float32 matrix
-        # per operation took 1.5 s for the starter's output layer at every start, 0.15 s so
-        for i in range(0, w.shape[0], _QUANTIZE_ROWS):
-            block = w[i:i + _QUANTIZE_ROWS].float()
-            scale = (block.abs().amax(dim=1) / 127.0).clamp(min=1e-12).to(torch.bfloat16)
-            self.scales[i:i + _QUANTIZE_ROWS] = scale
-            # divided by the scale the kernel multiplies by (rounded to bfloat16)
-            self.q[i:i + _QUANTIZE_ROWS] = block.div_(scale.float()[:, None]).round_().clamp_(
-                -127, 127)
+    def __init__(self, q: torch.Tensor, scales: torch.Tensor) -> None:
+        self.q = q
+        self.scales = scales
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """bfloat16 ``x`` [M, K] -> bfloat16 [M, N]."""
@@ -144,6 +199,25 @@ class Int8Rows:
     def dequantized(self) -> torch.Tensor:
         """The weight the products use, in float32."""
         return self.q.float() * self.scales.float()[:, None]
+
+
+def quantize_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:
+    """``q`` (int8 [N, K]) and ``scales`` (bfloat16 [N]) of a weight for :class:`Int8Rows`:
+    symmetric per row, ``scale = max|w| / 127``."""
+    import torch
+
+    w = weight.detach()
+    q = torch.empty(w.shape, dtype=torch.int8)
+    scales = torch.empty(w.shape[0], dtype=torch.bfloat16)
+    # in blocks of rows that stay in the cache: one pass over the whole float32 matrix per
+    # operation took 1.5 s for the starter's output layer at every start, 0.15 s so
+    for i in range(0, w.shape[0], _QUANTIZE_ROWS):
+        block = w[i:i + _QUANTIZE_ROWS].float()
+        scale = (block.abs().amax(dim=1) / 127.0).clamp(min=1e-12).to(torch.bfloat16)
+        scales[i:i + _QUANTIZE_ROWS] = scale
+        # divided by the scale the kernel multiplies by (rounded to bfloat16)
+        q[i:i + _QUANTIZE_ROWS] = block.div_(scale.float()[:, None]).round_().clamp_(-127, 127)
+    return {"q": q, "scales": scales}
 
 
 @functools.cache
@@ -194,21 +268,24 @@ class Projections:
 
     __slots__ = ("down", "gate_up", "o", "qkv", "sliding")
 
-    def __init__(self, layer: Any, precision: str, sliding: bool) -> None:
+    def __init__(self, layer: Any, precision: str, sliding: bool,
+                 copies: WeightCopies | None = None) -> None:
+        """``copies``: the layer's scope of the decoder's :class:`WeightCopies`."""
         att, mlp = layer.self_attn, layer.mlp
+        copies = copies or WeightCopies()
         if precision != "float32":
             self.qkv = [Linear([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight],
                                [att.q_proj.bias, att.k_proj.bias, att.v_proj.bias],
-                               precision)]
+                               precision, copies.scope("qkv"))]
             self.gate_up = [Linear([mlp.gate_proj.weight, mlp.up_proj.weight], None,
-                                   precision)]
+                                   precision, copies.scope("gate_up"))]
         else:
             self.qkv = [Linear([p.weight], [p.bias], precision)
                         for p in (att.q_proj, att.k_proj, att.v_proj)]
             self.gate_up = [Linear([p.weight], None, precision)
                             for p in (mlp.gate_proj, mlp.up_proj)]
-        self.o = Linear([att.o_proj.weight], [att.o_proj.bias], precision)
-        self.down = Linear([mlp.down_proj.weight], None, precision)
+        self.o = Linear([att.o_proj.weight], [att.o_proj.bias], precision, copies.scope("o"))
+        self.down = Linear([mlp.down_proj.weight], None, precision, copies.scope("down"))
         self.sliding = sliding
 
     def project(self, h: torch.Tensor, q_dim: int, kv_dim: int

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.causal_decoder import LeanCausalDecoder, architecture_of
-from ragdesk.core.engine.lean_parts import Projections
+from ragdesk.core.engine.lean_parts import Projections, WeightCopies
 
 if TYPE_CHECKING:
     import torch
@@ -61,8 +61,9 @@ class _Norm:
 class _QwenLayer(Projections):
     __slots__ = ("ln_in", "ln_post_attn")
 
-    def __init__(self, layer: Any, precision: str, sliding: bool) -> None:
-        super().__init__(layer, precision, sliding)
+    def __init__(self, layer: Any, precision: str, sliding: bool,
+                 copies: WeightCopies) -> None:
+        super().__init__(layer, precision, sliding, copies)
         self.ln_in = _Norm(layer.input_layernorm)
         self.ln_post_attn = _Norm(layer.post_attention_layernorm)
 
@@ -88,8 +89,9 @@ class Qwen2Decoder(LeanCausalDecoder):
     def _scaling(self, cfg: Any) -> float:
         return float(self.head_dim ** -0.5)
 
-    def _make_layer(self, layer: Any, precision: str, sliding: bool) -> _QwenLayer:
-        return _QwenLayer(layer, precision, sliding)
+    def _make_layer(self, layer: Any, precision: str, sliding: bool,
+                    copies: WeightCopies) -> _QwenLayer:
+        return _QwenLayer(layer, precision, sliding, copies)
 
     def _make_norm(self, norm: Any) -> _Norm:
         return _Norm(norm)

@@ -42,15 +42,17 @@ _NOT_SETTINGS = frozenset({"tokenizer_class", "backend", "auto_map", "is_local",
 _CLASS_DEFAULTS = ("padding_side", "truncation_side", "model_input_names")
 
 
-def load_tokenizer(folder: Path, *, answering: bool = False) -> PreTrainedTokenizerBase:
+def load_tokenizer(folder: Path, *, answering: bool = False, own_folder: bool = False
+                   ) -> PreTrainedTokenizerBase:
     """The tokenizer of a model folder: read directly where its class allows it, else
     ``AutoTokenizer`` (never with ``trust_remote_code``). ``answering``: the tokenizer only
     tokenizes, decodes and renders chat prompts (never saved, never trained), so where
     :mod:`ragdesk.core.lean_tokenizer` reproduces transformers' it is that one, and
     transformers is not imported for it (its package import alone is most of a second of a
-    one-shot ``ragdesk ask``)."""
+    one-shot ``ragdesk ask``). ``own_folder``: ragdesk made ``folder`` (see
+    :func:`read_lean_tokenizer`)."""
     if answering:
-        lean = read_lean_tokenizer(folder)
+        lean = read_lean_tokenizer(folder, own_folder=own_folder)
         if lean is not None:  # duck-typed: the methods the engine calls, as transformers'
             return cast("PreTrainedTokenizerBase", lean)
     direct = read_tokenizer_json(folder)

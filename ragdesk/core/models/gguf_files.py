@@ -258,7 +258,7 @@ def load_gguf_causal_lm(
             model = _read_converted(cache, answering)  # float32, as converted
             # the lean tree's companion: the tokenizer read without transformers
             lean = getattr(model, "lean_architecture", None) is not None
-            tokenizer = load_tokenizer(cache, answering=lean)
+            tokenizer = load_tokenizer(cache, answering=lean, own_folder=True)
             prog.set(3, f"loaded {gguf_path.name}")
             if dtype == torch.float32:
                 return model, tokenizer

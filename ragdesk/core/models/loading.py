@@ -36,6 +36,7 @@ from ragdesk.core.models.refs import (
     resolve_ref,
     safetensors_files,
 )
+from ragdesk.core.models.weight_copies import keep_copies, read_copies
 from ragdesk.core.progress import CancelToken, ProgressCallback
 
 if TYPE_CHECKING:
@@ -249,7 +250,17 @@ def load_generator(
     if parts.kind == "seq2seq":
         return Seq2SeqGenerator(parts.model, parts.tokenizer, parts.name)
     newline_ids = None
-    if parts.source.is_gguf and cache_is_valid(parts.source.path):  # ragdesk's own folder
-        newline_ids = converted_newline_ids(cache_dir_for(parts.source.path), parts.tokenizer)
-    return CausalLMGenerator(parts.model, parts.tokenizer, parts.name, precision=precision,
-                             newline_ids=newline_ids)
+    own = None  # ragdesk's own converted folder of the generator, where it is one
+    if parts.source.is_gguf and cache_is_valid(parts.source.path):
+        own = cache_dir_for(parts.source.path)
+        newline_ids = converted_newline_ids(own, parts.tokenizer)
+    # the lean tree holds the folder's weights as they are (it is never trained), so the
+    # copies an earlier process made of them are theirs
+    copies_at = own if getattr(parts.model, "lean_architecture", None) is not None else None
+    generator = CausalLMGenerator(
+        parts.model, parts.tokenizer, parts.name, precision=precision,
+        newline_ids=newline_ids, stored_copies=read_copies(copies_at) if copies_at else None)
+    decoder = generator.lean_decoder
+    if copies_at is not None and decoder is not None and decoder.copies.missed:
+        keep_copies(copies_at, decoder.copies.made)
+    return generator

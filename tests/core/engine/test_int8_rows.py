@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ragdesk.core.engine.lean_parts import Int8Rows, Linear, int8_rows_available
+from ragdesk.core.engine.lean_parts import Int8Rows, Linear, int8_rows_available, quantize_rows
 
 pytestmark = pytest.mark.skipif(not int8_rows_available(),
                                 reason="this torch build has no int8-rows CPU kernel")
@@ -24,7 +24,7 @@ def _weight(rows: int, cols: int, seed: int = 0) -> torch.Tensor:
 def test_each_weight_is_within_one_step_of_its_row_and_half_a_step_on_average() -> None:
     # 4,100 rows: more than one block of the blockwise quantization, the last one partial
     w = _weight(4100, 64).to(torch.bfloat16)
-    q = Int8Rows(w)
+    q = Int8Rows(**quantize_rows(w))
     assert q.q.dtype == torch.int8 and q.scales.dtype == torch.bfloat16
     assert int(q.q.abs().max()) <= 127
     step = q.scales.float()[:, None]
@@ -41,7 +41,7 @@ def test_each_weight_is_within_one_step_of_its_row_and_half_a_step_on_average() 
 
 def test_the_product_equals_a_float64_loop_over_the_dequantized_weight() -> None:
     w = _weight(300, 48).to(torch.bfloat16)
-    q = Int8Rows(w)
+    q = Int8Rows(**quantize_rows(w))
     x = torch.randn((3, 48), generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     got = q(x).double()
     deq = q.dequantized().double()

@@ -1,0 +1,182 @@
+"""The lean decoder's weight copies kept beside a converted model
+(ragdesk/core/models/weight_copies.py): a second load maps the first one's copies and answers
+exactly as it did; copies of other weights, damaged or misaligned files, and copies too large
+to keep are made again; the file is safetensors with every tensor 64-byte aligned; weights
+changed in place never read a stored copy."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
+from ragdesk.core.engine.lean_parts import WeightCopies, int8_rows_available
+from ragdesk.core.engine.rag_token import rag_token_generate
+from ragdesk.core.models import gguf_files, weight_copies
+from ragdesk.core.models.loading import load_generator
+from ragdesk.core.models.mapped_weights import WEIGHTS_FILE
+from ragdesk.core.types import Hit
+from tests.core.models.test_lean_causal_lm import _fake_converted_gguf
+
+QUESTION = "who wrote the first book"
+
+
+def _hits(tiny_models: Any) -> list[Hit]:
+    return [Hit(i, t, " ".join(x.split()[:40]), 10.0 - i)
+            for i, (t, x) in enumerate(tiny_models.corpus[:3])]
+
+
+def _decoder(gen: Any) -> LeanCausalDecoder:
+    decoder = gen.lean_decoder
+    assert isinstance(decoder, LeanCausalDecoder)
+    return decoder
+
+
+def _load(gguf: Path) -> Any:
+    gen = load_generator(gguf, precision="bfloat16", answering=True)
+    weight_copies.wait_for_writes()
+    return gen
+
+
+def test_a_second_load_maps_the_first_loads_copies_and_answers_the_same(
+        tiny_models: Any, tmp_path: Path) -> None:
+    gguf = _fake_converted_gguf(tiny_models, tmp_path)
+    folder = gguf_files.cache_dir_for(gguf)
+    first = _load(gguf)
+    made = _decoder(first).copies
+    assert made.missed > 0
+    assert (folder / weight_copies.COPIES_FILE).is_file()
+    # every layer's fused bfloat16 weights and the output layer, with their int8 rows
+    names = set(made.made)
+    assert {"lm_head.weight", "layers.0.qkv.weight", "layers.1.down.weight"} <= names
+    assert ("lm_head.rows.q" in names) == int8_rows_available()
+
+    second = _load(gguf)
+    taken = _decoder(second).copies
+    assert taken.missed == 0
+    assert set(taken.made) == names
+    for name, t in taken.made.items():
+        assert t.dtype == made.made[name].dtype and torch.equal(t, made.made[name]), name
+        assert t.data_ptr() % weight_copies.ALIGN == 0, name
+    a = rag_token_generate(first, QUESTION, _hits(tiny_models), max_new_tokens=6)
+    b = rag_token_generate(second, QUESTION, _hits(tiny_models), max_new_tokens=6)
+    assert a.token_ids and a.token_ids == b.token_ids
+    assert a.logprob == b.logprob
+
+
+def test_copies_of_other_weights_are_made_again_and_replaced(tiny_models: Any,
+                                                             tmp_path: Path) -> None:
+    gguf = _fake_converted_gguf(tiny_models, tmp_path)
+    folder = gguf_files.cache_dir_for(gguf)
+    _load(gguf)
+    assert weight_copies.read_copies(folder) is not None
+    st = (folder / WEIGHTS_FILE).stat()
+    os.utime(folder / WEIGHTS_FILE, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert weight_copies.read_copies(folder) is None
+    assert _decoder(_load(gguf)).copies.missed > 0
+    assert weight_copies.read_copies(folder) is not None  # rewritten for these weights
+
+
+def test_a_damaged_file_is_made_again(tiny_models: Any, tmp_path: Path,
+                                      caplog: pytest.LogCaptureFixture) -> None:
+    gguf = _fake_converted_gguf(tiny_models, tmp_path)
+    folder = gguf_files.cache_dir_for(gguf)
+    _load(gguf)
+    path = folder / weight_copies.COPIES_FILE
+    path.write_bytes(path.read_bytes()[:-100])
+    with caplog.at_level(logging.WARNING):
+        assert weight_copies.read_copies(folder) is None
+    assert "cannot be read" in caplog.text
+    gen = _load(gguf)
+    assert _decoder(gen).copies.missed > 0
+    assert weight_copies.read_copies(folder) is not None
+
+
+def test_a_file_whose_tensors_are_not_aligned_is_not_used(tmp_path: Path) -> None:
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    stamp = weight_copies._stamp(tmp_path)
+    path = tmp_path / weight_copies.COPIES_FILE
+    for n in range(1, 65):  # safetensors' own writer aligns to 8 bytes; find a name at 8
+        save_file({"x" * n: torch.ones(64, dtype=torch.int8)}, str(path), metadata=stamp)
+        with safe_open(str(path), "pt") as fh:
+            if fh.get_tensor("x" * n).data_ptr() % weight_copies.ALIGN:
+                break
+    else:
+        pytest.fail("no misaligned layout found")
+    assert weight_copies.read_copies(tmp_path) is None
+
+
+def test_the_file_is_safetensors_with_every_tensor_aligned(tmp_path: Path) -> None:
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    g = torch.Generator().manual_seed(0)
+    copies = {"a.q": torch.randint(-127, 128, (3, 5), dtype=torch.int8, generator=g),
+              "a.scales": torch.rand(3, generator=g).to(torch.bfloat16),
+              "b.weight": torch.randn(7, 9, generator=g).to(torch.bfloat16),
+              "c.bias": torch.randn(11, generator=g),
+              "d.empty": torch.empty(0, 4, dtype=torch.bfloat16)}
+    assert weight_copies.write_copies(tmp_path, copies)
+    got = weight_copies.read_copies(tmp_path)
+    assert got is not None and set(got) == set(copies)
+    for name, t in copies.items():
+        assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
+        assert got[name].data_ptr() % weight_copies.ALIGN == 0 or not t.numel(), name
+    with safe_open(str(tmp_path / weight_copies.COPIES_FILE), "pt") as fh:
+        assert fh.metadata() == weight_copies._stamp(tmp_path)
+    # nothing else left beside them (the temporary file was renamed)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [WEIGHTS_FILE, weight_copies.COPIES_FILE])
+
+
+def test_copies_too_large_or_unwritable_are_not_kept(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    copies = {"w": torch.ones(64, 64, dtype=torch.bfloat16)}
+    monkeypatch.setattr(weight_copies, "MAX_BYTES", 64 * 64 * 2 - 1)
+    assert not weight_copies.write_copies(tmp_path, copies)
+    monkeypatch.setattr(weight_copies, "MAX_BYTES", 1 << 30)
+
+    def fail(*_: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(weight_copies, "write_atomic", fail)
+    assert not weight_copies.write_copies(tmp_path, copies)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [WEIGHTS_FILE]
+
+
+def test_a_stored_copy_of_another_shape_or_type_is_made_anew() -> None:
+    w = torch.randn(6, 4)
+    good = w.to(torch.bfloat16)
+    store = WeightCopies({"a.weight": good, "b.weight": torch.zeros(5, 4, dtype=torch.bfloat16),
+                          "c.weight": w})
+    got = store.scope("a").take({"weight": ((6, 4), torch.bfloat16)},
+                                lambda: pytest.fail("stored and as wanted: taken"))
+    assert got["weight"] is good and store.missed == 0
+    for name in ("b", "c", "d"):
+        made = store.scope(name).take({"weight": ((6, 4), torch.bfloat16)},
+                                      lambda: {"weight": w.to(torch.bfloat16)})
+        assert torch.equal(made["weight"], good)
+    assert store.missed == 3
+    assert set(store.made) == {"a.weight", "b.weight", "c.weight", "d.weight"}
+
+
+def test_weights_changed_in_place_never_read_a_stored_copy(tiny_models: Any,
+                                                           tmp_path: Path) -> None:
+    gguf = _fake_converted_gguf(tiny_models, tmp_path)
+    _load(gguf)
+    gen = _load(gguf)
+    decoder = _decoder(gen)
+    assert decoder.copies.missed == 0
+    head = gen.model.lm_head.weight
+    with torch.no_grad():
+        head.mul_(2.0)
+    decoder._follow_weights()
+    assert decoder.copies.missed > 0
+    assert decoder.lm_head.weight is not None
+    assert torch.equal(decoder.lm_head.weight, head.to(torch.bfloat16))
