@@ -1,11 +1,11 @@
 """A compact copy of a large ``tokenizer.json`` in a ragdesk-owned model folder, which the
 ``tokenizers`` library reads faster than the file itself.
 
-Gemma 3's file (262,144 tokens, 514,906 merges, 33 MB as transformers writes it) takes the
-Rust reader about a second, a quarter of a one-shot ``ragdesk ask``. Two things in its form
-cost time and carry nothing: the indentation, and the merges written as pairs of strings
-(``["a", "b"]``), which the reader parses more slowly than the older ``"a b"`` form it also
-reads. The copy is that file without indentation, with its merges in the older form, where no
+Reading Gemma 3's file (262,144 tokens, 514,906 merges) is a large part of a one-shot
+``ragdesk ask``'s start (docs/benchmarks.md). Two things in its form cost time and carry
+nothing: the indentation, and the merges written as pairs of strings (``["a", "b"]``), which
+the reader parses more slowly than the older ``"a b"`` form it also reads. The copy is that
+file without indentation, with its merges in the older form, where no
 merge holds a space (else the older form cannot carry it) and where the copy reads back into
 the same tokenizer (its serialization equal to the original's); it is made once, beside the
 file, named after the file's size and modification time, so that a changed file is never
@@ -14,24 +14,35 @@ read through a stale copy.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ragdesk.core.atomic import write_bytes_atomic
+from ragdesk.core.atomic import remove_temp_files, write_bytes_atomic
+from ragdesk.core.errors import DiskFullError
+from ragdesk.core.file_stamps import file_stamp
 
 log = logging.getLogger(__name__)
 
-# smaller files read in a small fraction of a second either way
+# smaller files are read quickly in either form
 MIN_BYTES = 4 << 20
 _PREFIX = "ragdesk-compact-"
+# a temporary file older than this is a killed writer's
+_STALE_TEMP_S = 3600
 
 
 def compact_path(path: Path) -> Path:
-    st = path.stat()
-    return path.with_name(f"{_PREFIX}{path.stem}.{st.st_size}.{st.st_mtime_ns}.json")
+    size, mtime_ns = file_stamp(path)
+    return path.with_name(f"{_PREFIX}{path.stem}.{size}.{mtime_ns}.json")
+
+
+def _not_kept_path(compact: Path) -> Path:
+    """Beside a compact copy's name: the file that says it cannot be made (so that the
+    seconds of trying are not spent again at every start)."""
+    return compact.with_suffix(".none")
 
 
 def read_tokenizer_file(path: Path, *, keep_compact: bool = False) -> Tokenizer:
@@ -47,30 +58,41 @@ def read_tokenizer_file(path: Path, *, keep_compact: bool = False) -> Tokenizer:
             log.warning("The compact tokenizer copy %s is unreadable (%s); making it again.",
                         compact, exc)
     tok = Tokenizer.from_file(str(path))
-    _keep_compact(tok, compact)
+    if not _not_kept_path(compact).exists():
+        remove_temp_files(path.parent, lambda name: name.startswith(_PREFIX),
+                          min_age_s=_STALE_TEMP_S)
+        _keep_compact(tok, compact)
     return tok
 
 
 def _keep_compact(tok: Tokenizer, compact: Path) -> None:
     original = tok.to_str()
+    text = _compact_text(original)
+    if text is None or Tokenizer.from_str(text).to_str() != original:
+        log.info("%s cannot be kept in the compact form; reading the file itself", compact)
+        with contextlib.suppress(OSError):
+            _not_kept_path(compact).touch()
+        return
+    try:
+        write_bytes_atomic(compact, text.encode("utf-8"))
+    except (OSError, DiskFullError) as exc:
+        log.warning("Could not keep a compact tokenizer copy in %s: %s", compact, exc)
+        return
+    stem = compact.name.split(".")[0]
+    for old in compact.parent.glob(f"{stem}.*"):
+        if old != compact:
+            old.unlink(missing_ok=True)
+
+
+def _compact_text(original: str) -> str | None:
+    """The serialization ``original`` without indentation and with its merges as "a b"
+    strings; None where a merge cannot take that form."""
     data = json.loads(original)
     model = data.get("model") or {}
     merges = model.get("merges")
     if model.get("type") != "BPE" or not isinstance(merges, list) or not all(
             isinstance(m, list) and len(m) == 2
             and all(isinstance(p, str) and p and " " not in p for p in m) for m in merges):
-        return
+        return None
     model["merges"] = [f"{a} {b}" for a, b in merges]
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    if Tokenizer.from_str(text).to_str() != original:
-        log.info("%s does not read back as the same tokenizer; not kept", compact)
-        return
-    try:
-        write_bytes_atomic(compact, text.encode("utf-8"))
-    except OSError as exc:
-        log.warning("Could not keep a compact tokenizer copy in %s: %s", compact, exc)
-        return
-    stem = compact.name.split(".")[0]
-    for old in compact.parent.glob(f"{stem}.*.json"):
-        if old != compact:
-            old.unlink(missing_ok=True)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

@@ -14,6 +14,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from ragdesk.core import compact_tokenizer
 from ragdesk.core.compact_tokenizer import compact_path, read_tokenizer_file
+from ragdesk.core.errors import DiskFullError
 from ragdesk.core.lean_tokenizer import read_lean_tokenizer
 from tests.core.test_lean_tokenizer import _gemma
 
@@ -88,7 +89,8 @@ def test_a_damaged_copy_is_made_again(tmp_path: Path, monkeypatch: pytest.Monkey
     assert Tokenizer.from_file(str(compact_path(source))).to_str() == tok.to_str()
 
 
-def test_no_copy_outside_ragdesk_folders_or_for_merges_with_spaces(tmp_path: Path) -> None:
+def test_no_copy_outside_ragdesk_folders_or_for_merges_with_spaces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = _gemma(tmp_path) / "tokenizer.json"
     read_tokenizer_file(source)
     assert not compact_path(source).exists()
@@ -100,3 +102,23 @@ def test_no_copy_outside_ragdesk_folders_or_for_merges_with_spaces(tmp_path: Pat
     spaced.save(str(path))
     assert read_tokenizer_file(path, keep_compact=True).to_str() == spaced.to_str()
     assert not compact_path(path).exists()
+    # and it is not tried again at every start
+    assert compact_path(path).with_suffix(".none").exists()
+    tried: list[object] = []
+    monkeypatch.setattr(compact_tokenizer, "_keep_compact", lambda *a: tried.append(a))
+    read_tokenizer_file(path, keep_compact=True)
+    assert tried == []
+
+
+def test_a_full_disk_leaves_the_file_read_as_it_is(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    source = _gemma(tmp_path) / "tokenizer.json"
+
+    def full(path: Path, data: bytes) -> None:
+        raise DiskFullError(f"No room for {path}")
+
+    monkeypatch.setattr(compact_tokenizer, "write_bytes_atomic", full)
+    tok = read_tokenizer_file(source, keep_compact=True)
+    assert tok.to_str() == Tokenizer.from_file(str(source)).to_str()
+    assert sorted(p.name for p in source.parent.iterdir()
+                  if p.name.startswith("ragdesk-compact-")) == []

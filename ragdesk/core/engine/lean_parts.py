@@ -203,7 +203,9 @@ class Int8Rows:
 
 def quantize_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:
     """``q`` (int8 [N, K]) and ``scales`` (bfloat16 [N]) of a weight for :class:`Int8Rows`:
-    symmetric per row, ``scale = max|w| / 127``."""
+    symmetric per row, ``scale = max|w| / 127``. Copies made here are stored for later
+    processes under ragdesk's version (:mod:`ragdesk.core.models.weight_copies`): a change to
+    this arithmetic, or to the order of fused weights, comes with a new version."""
     import torch
 
     w = weight.detach()

@@ -25,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from ragdesk.core.errors import MissingModelError, RagdeskError
+from ragdesk.core.file_stamps import file_stamp
 from ragdesk.core.models.fast_tokenizers import load_tokenizer
 from ragdesk.core.models.mapped_weights import load_mapped_causal_lm
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
@@ -45,8 +46,8 @@ def cache_dir_for(gguf_path: Path) -> Path:
 
 
 def _source_stamp(gguf_path: Path) -> dict[str, object]:
-    st = gguf_path.stat()
-    return {"file": gguf_path.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    size, mtime_ns = file_stamp(gguf_path)
+    return {"file": gguf_path.name, "size": size, "mtime_ns": mtime_ns}
 
 
 def cache_is_valid(gguf_path: Path) -> bool:

@@ -36,7 +36,7 @@ from ragdesk.core.models.refs import (
     resolve_ref,
     safetensors_files,
 )
-from ragdesk.core.models.weight_copies import keep_copies, read_copies
+from ragdesk.core.models.weight_copies import keep_copies, read_copies, weights_stamp
 from ragdesk.core.progress import CancelToken, ProgressCallback
 
 if TYPE_CHECKING:
@@ -218,6 +218,40 @@ def load_generator_parts(
                           resolved)
 
 
+def _converted_weights_stamp(ref: str | os.PathLike[str]
+                             ) -> tuple[Path, dict[str, str]] | None:
+    """(folder, :func:`weights_stamp`) of a GGUF reference's converted folder, where it has
+    a valid one; None otherwise (a folder converted now is not read as a lean tree)."""
+    path = Path(ref)
+    if path.suffix.lower() != ".gguf" or not cache_is_valid(path):
+        return None
+    folder = cache_dir_for(path)
+    try:
+        return folder, weights_stamp(folder)
+    except OSError:
+        return None
+
+
+def _copies_of(parts: GeneratorParts, before: tuple[Path, dict[str, str]] | None
+               ) -> tuple[Path, dict[str, str]] | None:
+    """(folder, stamp) under which the lean decoder's weight copies of ``parts`` are stored:
+    only for the lean tree of ragdesk's converted folder (it holds the folder's weights as
+    they are: it is never trained) on the CPU, and only where the weights read are the
+    version the stamp taken before reading them names."""
+    model = parts.model
+    if before is None or not parts.source.is_gguf \
+            or getattr(model, "lean_architecture", None) is None \
+            or any(p.device.type != "cpu" for p in model.parameters()):
+        return None
+    folder, stamp = before
+    try:
+        same = (cache_dir_for(parts.source.path).resolve() == folder.resolve()
+                and weights_stamp(folder) == stamp)
+    except OSError:
+        return None
+    return (folder, stamp) if same else None
+
+
 def load_generator(
     ref: str | os.PathLike[str],
     *,
@@ -243,6 +277,7 @@ def load_generator(
     from ragdesk.core.options import check_precision
 
     precision = check_precision(precision or default_precision())  # before any weight is read
+    before = _converted_weights_stamp(ref)
     parts = load_generator_parts(ref, dtype=dtype, device=device, progress=progress,
                                  cancel=cancel, answering=answering)
     from ragdesk.core.engine.generators import CausalLMGenerator, Seq2SeqGenerator
@@ -250,17 +285,14 @@ def load_generator(
     if parts.kind == "seq2seq":
         return Seq2SeqGenerator(parts.model, parts.tokenizer, parts.name)
     newline_ids = None
-    own = None  # ragdesk's own converted folder of the generator, where it is one
-    if parts.source.is_gguf and cache_is_valid(parts.source.path):
-        own = cache_dir_for(parts.source.path)
-        newline_ids = converted_newline_ids(own, parts.tokenizer)
-    # the lean tree holds the folder's weights as they are (it is never trained), so the
-    # copies an earlier process made of them are theirs
-    copies_at = own if getattr(parts.model, "lean_architecture", None) is not None else None
+    if parts.source.is_gguf and cache_is_valid(parts.source.path):  # ragdesk's own folder
+        newline_ids = converted_newline_ids(cache_dir_for(parts.source.path), parts.tokenizer)
+    copies = _copies_of(parts, before)
     generator = CausalLMGenerator(
         parts.model, parts.tokenizer, parts.name, precision=precision,
-        newline_ids=newline_ids, stored_copies=read_copies(copies_at) if copies_at else None)
+        newline_ids=newline_ids,
+        stored_copies=read_copies(*copies) if copies is not None else None)
     decoder = generator.lean_decoder
-    if copies_at is not None and decoder is not None and decoder.copies.missed:
-        keep_copies(copies_at, decoder.copies.made)
+    if copies is not None and decoder is not None and decoder.copies.missed:
+        keep_copies(copies[0], decoder.copies.made, copies[1])
     return generator

@@ -1,14 +1,15 @@
 """The lean decoder's bfloat16 and int8 copies of a converted model's weights, kept in a file
 beside the model, so that the next process maps them instead of making them again.
 
-A one-shot ``ragdesk ask`` with the starter pack spent about half a second making these
-copies (the output layer's int8 rows alone a quarter of one); mapped from the page cache they
-cost almost nothing, and the pages a question never needs (the bfloat16 output layer, which
-only products of many rows read) are never read. The file is derived data: it names the
-weights file it was made from (size and modification time), the torch version and its own
-format, and a file that does not match, cannot be read or is not laid out as the kernels need
-is ignored (the copies are made again and the file rewritten). Packs whose copies would exceed
-:data:`MAX_BYTES` keep making them at every start rather than double their disk use.
+Making these copies was a large part of a one-shot ``ragdesk ask``'s start (see "Weight
+copies and a compact tokenizer kept on disk" in docs/benchmarks.md); mapped from the page
+cache they cost almost nothing, and the pages a question never needs (the bfloat16 output
+layer, which only products of many rows read) are never read. The file is derived data: it
+names the weights file it was made from (size and modification time), the torch version and
+its own format, and a file that does not match, cannot be read or is not laid out as the
+kernels need is ignored (the copies are made again and the file rewritten). Packs whose copies
+would exceed :data:`MAX_BYTES` keep making them at every start rather than add that much disk
+use.
 
 Every tensor starts on a 64-byte boundary of the mapped file: ``torch._weight_int8pack_mm``
 crashes (segmentation fault) on an int8 weight that is not aligned so, and safetensors' own
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import struct
 import threading
 from collections.abc import Mapping
@@ -28,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ragdesk.core.atomic import remove_temp_files, write_atomic
+from ragdesk.core.errors import DiskFullError
+from ragdesk.core.file_stamps import file_stamp
 from ragdesk.core.models.mapped_weights import WEIGHTS_FILE
 
 if TYPE_CHECKING:
@@ -37,9 +41,13 @@ log = logging.getLogger(__name__)
 
 COPIES_FILE = "ragdesk-weight-copies.safetensors"
 FORMAT = "1"
-# the starter's copies are 0.8 GB (bfloat16 and int8 of 270M weights); the 1.5B reader's
-# would be 4.6 GB beside its 6.2 GB converted weights
+# the starter's copies fit (bfloat16 and int8 of 270M weights); the 1.5B reader's would add
+# two thirds to its converted weights' size on disk
 MAX_BYTES = 1 << 30
+# room the disk keeps after the copies (a cache must not be what fills it)
+_MIN_FREE_AFTER = 2 << 30
+# a temporary file older than this is a killed writer's
+_STALE_TEMP_S = 3600
 ALIGN = 64
 _PAD = "__pad__."
 # folder -> the thread writing its copies
@@ -49,27 +57,35 @@ _DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "I8": "int8",
            "U8": "uint8", "I32": "int32", "I64": "int64"}
 
 
-def _stamp(folder: Path) -> dict[str, str]:
+def weights_stamp(folder: Path) -> dict[str, str]:
+    """What copies of ``folder``'s weights, as the file is now, are stored under. Taken before
+    the weights are mapped (and checked after), so that copies are never filed under another
+    version of the file than the one they were read from or made of."""
     import torch
 
-    st = (folder / WEIGHTS_FILE).stat()
-    return {"ragdesk_weight_copies": FORMAT, "weights_size": str(st.st_size),
-            "weights_mtime_ns": str(st.st_mtime_ns), "torch": torch.__version__}
+    from ragdesk._version import __version__
+
+    size, mtime_ns = file_stamp(folder / WEIGHTS_FILE)
+    # ragdesk's version too: a release may change how a copy is made (the quantization, the
+    # order of fused weights) without changing its shape
+    return {"ragdesk_weight_copies": FORMAT, "ragdesk": __version__,
+            "weights_size": str(size), "weights_mtime_ns": str(mtime_ns),
+            "torch": torch.__version__}
 
 
-def read_copies(folder: Path) -> dict[str, torch.Tensor] | None:
-    """The copies stored beside ``folder``'s weights, mapped (nothing read until used); None
-    where there is no file of these weights that can be used as it is."""
+def read_copies(folder: Path, stamp: Mapping[str, str]) -> dict[str, torch.Tensor] | None:
+    """The copies stored beside ``folder``'s weights under ``stamp``, mapped (nothing read
+    until used); None where there is no such file that can be used as it is."""
+    remove_temp_files(folder, lambda name: name == COPIES_FILE, min_age_s=_STALE_TEMP_S)
     path = folder / COPIES_FILE
     if not path.is_file():
         return None
     try:
         from safetensors import safe_open
 
-        stamp = _stamp(folder)
         with safe_open(str(path), "pt") as fh:
-            if fh.metadata() != stamp:
-                log.info("%s was made from other weights or another torch; not used", path)
+            if fh.metadata() != dict(stamp):
+                log.info("%s was made from other weights or another version; not used", path)
                 return None
             copies = {k: fh.get_tensor(k) for k in fh.keys()  # noqa: SIM118
                       if not k.startswith(_PAD)}
@@ -83,17 +99,22 @@ def read_copies(folder: Path) -> dict[str, torch.Tensor] | None:
     return copies
 
 
-def keep_copies(folder: Path, copies: Mapping[str, torch.Tensor]) -> None:
+def keep_copies(folder: Path, copies: Mapping[str, torch.Tensor],
+                stamp: Mapping[str, str]) -> None:
     """:func:`write_copies` on a thread of its own, so that the answer that made the copies
-    need not wait for almost a gigabyte to reach the disk (a one-shot ``ask`` prints its
-    answer, then finishes the write before it exits). One write per folder at a time."""
+    need not wait for the disk (a one-shot ``ask`` prints its answer, then finishes the write
+    before it exits). One write per folder at a time."""
     with _writing_lock:
         if folder in _writing:
             return
-        thread = threading.Thread(target=_write_then_forget, args=(folder, dict(copies)),
+        thread = threading.Thread(target=_write_then_forget,
+                                  args=(folder, dict(copies), dict(stamp)),
                                   name="ragdesk-weight-copies")
         _writing[folder] = thread
-    thread.start()
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had (interpreter shutting down)
+            del _writing[folder]
 
 
 def wait_for_writes(timeout_s: float | None = None) -> None:
@@ -104,26 +125,41 @@ def wait_for_writes(timeout_s: float | None = None) -> None:
         thread.join(timeout_s)
 
 
-def _write_then_forget(folder: Path, copies: Mapping[str, torch.Tensor]) -> None:
+def _write_then_forget(folder: Path, copies: Mapping[str, torch.Tensor],
+                       stamp: Mapping[str, str]) -> None:
     try:
-        write_copies(folder, copies)
+        write_copies(folder, copies, stamp)
+    except Exception:  # a cache: whatever went wrong, the answer stands and says nothing
+        log.warning("Could not store the weight copies in %s", folder, exc_info=True)
     finally:
         with _writing_lock:
             _writing.pop(folder, None)
 
 
-def write_copies(folder: Path, copies: Mapping[str, torch.Tensor]) -> bool:
-    """Store ``copies`` beside ``folder``'s weights (atomically); False where they are too
-    large to keep or cannot be written (a warning says why; nothing half-written stays)."""
+def write_copies(folder: Path, copies: Mapping[str, torch.Tensor],
+                 stamp: Mapping[str, str]) -> bool:
+    """Store ``copies`` beside ``folder``'s weights under ``stamp`` (atomically); False where
+    they are too large to keep, the disk has too little room left for them, the weights are
+    no longer the version ``stamp`` names, or the file cannot be written (logged; nothing
+    half-written stays)."""
     size = sum(_nbytes(t) for t in copies.values())
-    if not copies or size > MAX_BYTES:
-        return False
     path = folder / COPIES_FILE
-    remove_temp_files(folder, lambda name: name == COPIES_FILE, min_age_s=3600)
+    if not copies or size > MAX_BYTES:
+        log.info("Not storing %d bytes of weight copies in %s (at most %d)", size, path,
+                 MAX_BYTES)
+        return False
     try:
-        header, parts = _layout(copies, _stamp(folder))
+        free = shutil.disk_usage(folder).free
+        if free < size + _MIN_FREE_AFTER:
+            log.info("Not storing the weight copies in %s: %d bytes free", path, free)
+            return False
+        if weights_stamp(folder) != dict(stamp):
+            log.info("%s changed since it was read; its copies are not stored", folder)
+            return False
+        remove_temp_files(folder, lambda name: name == COPIES_FILE, min_age_s=_STALE_TEMP_S)
+        header, parts = _layout(copies, dict(stamp))
         write_atomic(path, lambda fh: _write(fh, header, parts))
-    except (OSError, KeyError) as exc:  # KeyError: a type the format has no name for
+    except (OSError, KeyError, DiskFullError) as exc:  # KeyError: a type with no name here
         log.warning("Could not store the weight copies in %s (%s); they are made again at "
                     "the next start.", path, exc)
         return False

@@ -6,8 +6,11 @@ changed in place never read a stored copy."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +79,16 @@ def test_copies_of_other_weights_are_made_again_and_replaced(tiny_models: Any,
     gguf = _fake_converted_gguf(tiny_models, tmp_path)
     folder = gguf_files.cache_dir_for(gguf)
     _load(gguf)
-    assert weight_copies.read_copies(folder) is not None
+    old = weight_copies.weights_stamp(folder)
+    assert weight_copies.read_copies(folder, old) is not None
     st = (folder / WEIGHTS_FILE).stat()
     os.utime(folder / WEIGHTS_FILE, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
-    assert weight_copies.read_copies(folder) is None
+    new = weight_copies.weights_stamp(folder)
+    assert weight_copies.read_copies(folder, new) is None
+    # copies of the version read before are not filed under the version there now
+    assert not weight_copies.write_copies(folder, {"w": torch.ones(4)}, old)
     assert _decoder(_load(gguf)).copies.missed > 0
-    assert weight_copies.read_copies(folder) is not None  # rewritten for these weights
+    assert weight_copies.read_copies(folder, new) is not None  # rewritten for these weights
 
 
 def test_a_damaged_file_is_made_again(tiny_models: Any, tmp_path: Path,
@@ -91,17 +98,18 @@ def test_a_damaged_file_is_made_again(tiny_models: Any, tmp_path: Path,
     _load(gguf)
     path = folder / weight_copies.COPIES_FILE
     path.write_bytes(path.read_bytes()[:-100])
+    stamp = weight_copies.weights_stamp(folder)
     with caplog.at_level(logging.WARNING):
-        assert weight_copies.read_copies(folder) is None
+        assert weight_copies.read_copies(folder, stamp) is None
     assert "cannot be read" in caplog.text
     gen = _load(gguf)
     assert _decoder(gen).copies.missed > 0
-    assert weight_copies.read_copies(folder) is not None
+    assert weight_copies.read_copies(folder, stamp) is not None
 
 
 def test_a_file_whose_tensors_are_not_aligned_is_not_used(tmp_path: Path) -> None:
     (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
-    stamp = weight_copies._stamp(tmp_path)
+    stamp = weight_copies.weights_stamp(tmp_path)
     path = tmp_path / weight_copies.COPIES_FILE
     for n in range(1, 65):  # safetensors' own writer aligns to 8 bytes; find a name at 8
         save_file({"x" * n: torch.ones(64, dtype=torch.int8)}, str(path), metadata=stamp)
@@ -110,7 +118,7 @@ def test_a_file_whose_tensors_are_not_aligned_is_not_used(tmp_path: Path) -> Non
                 break
     else:
         pytest.fail("no misaligned layout found")
-    assert weight_copies.read_copies(tmp_path) is None
+    assert weight_copies.read_copies(tmp_path, stamp) is None
 
 
 def test_the_file_is_safetensors_with_every_tensor_aligned(tmp_path: Path) -> None:
@@ -121,14 +129,15 @@ def test_the_file_is_safetensors_with_every_tensor_aligned(tmp_path: Path) -> No
               "b.weight": torch.randn(7, 9, generator=g).to(torch.bfloat16),
               "c.bias": torch.randn(11, generator=g),
               "d.empty": torch.empty(0, 4, dtype=torch.bfloat16)}
-    assert weight_copies.write_copies(tmp_path, copies)
-    got = weight_copies.read_copies(tmp_path)
+    stamp = weight_copies.weights_stamp(tmp_path)
+    assert weight_copies.write_copies(tmp_path, copies, stamp)
+    got = weight_copies.read_copies(tmp_path, stamp)
     assert got is not None and set(got) == set(copies)
     for name, t in copies.items():
         assert got[name].dtype == t.dtype and torch.equal(got[name], t), name
         assert got[name].data_ptr() % weight_copies.ALIGN == 0 or not t.numel(), name
     with safe_open(str(tmp_path / weight_copies.COPIES_FILE), "pt") as fh:
-        assert fh.metadata() == weight_copies._stamp(tmp_path)
+        assert fh.metadata() == stamp
     # nothing else left beside them (the temporary file was renamed)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [WEIGHTS_FILE, weight_copies.COPIES_FILE])
@@ -137,17 +146,51 @@ def test_the_file_is_safetensors_with_every_tensor_aligned(tmp_path: Path) -> No
 def test_copies_too_large_or_unwritable_are_not_kept(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    stamp = weight_copies.weights_stamp(tmp_path)
     copies = {"w": torch.ones(64, 64, dtype=torch.bfloat16)}
-    monkeypatch.setattr(weight_copies, "MAX_BYTES", 64 * 64 * 2 - 1)
-    assert not weight_copies.write_copies(tmp_path, copies)
-    monkeypatch.setattr(weight_copies, "MAX_BYTES", 1 << 30)
+    with monkeypatch.context() as m:
+        m.setattr(weight_copies, "MAX_BYTES", 64 * 64 * 2 - 1)
+        assert not weight_copies.write_copies(tmp_path, copies, stamp)
+    with monkeypatch.context() as m:  # the disk would be left nearly full
+        m.setattr(shutil, "disk_usage",
+                  lambda _: shutil._ntuple_diskusage(10**12, 10**12 - 10**6, 10**6))
+        assert not weight_copies.write_copies(tmp_path, copies, stamp)
 
-    def fail(*_: object) -> None:
-        raise OSError(28, "No space left on device")
+    def full(*_: object) -> None:  # the disk fills up during the write
+        raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(weight_copies, "write_atomic", fail)
-    assert not weight_copies.write_copies(tmp_path, copies)
+    monkeypatch.setattr(weight_copies, "_write", full)
+    assert not weight_copies.write_copies(tmp_path, copies, stamp)
     assert sorted(p.name for p in tmp_path.iterdir()) == [WEIGHTS_FILE]
+
+
+def test_a_failing_write_on_its_thread_is_logged_not_raised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+
+    def broken(*_: object) -> None:
+        raise ValueError("a tensor that cannot be written")
+
+    monkeypatch.setattr(weight_copies, "_layout", broken)
+    with caplog.at_level(logging.WARNING):
+        weight_copies.keep_copies(tmp_path, {"w": torch.ones(4)},
+                                  weight_copies.weights_stamp(tmp_path))
+        weight_copies.wait_for_writes()
+    assert "Could not store the weight copies" in caplog.text
+    assert not weight_copies._writing
+
+
+def test_a_killed_writers_temporary_file_is_removed(tmp_path: Path) -> None:
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    left = tmp_path / f".{weight_copies.COPIES_FILE}.tmp-4242-1-0"
+    left.write_bytes(b"half of it")
+    fresh = tmp_path / f".{weight_copies.COPIES_FILE}.tmp-4243-1-0"
+    fresh.write_bytes(b"a live writer's")
+    old = left.stat().st_mtime - 2 * 3600
+    os.utime(left, (old, old))
+    assert weight_copies.read_copies(tmp_path, weight_copies.weights_stamp(tmp_path)) is None
+    assert not left.exists() and fresh.exists()
 
 
 def test_a_stored_copy_of_another_shape_or_type_is_made_anew() -> None:
@@ -180,3 +223,37 @@ def test_weights_changed_in_place_never_read_a_stored_copy(tiny_models: Any,
     assert decoder.copies.missed > 0
     assert decoder.lm_head.weight is not None
     assert torch.equal(decoder.lm_head.weight, head.to(torch.bfloat16))
+
+
+def test_the_command_line_finishes_the_write_before_it_ends(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ragdesk ask` ends its process at once after the answer (ragdesk.cli.main.run): the
+    weight copies still being written must be complete first."""
+    from ragdesk.cli import main as cli_main
+
+    (tmp_path / WEIGHTS_FILE).write_bytes(b"weights")
+    real = weight_copies.write_copies
+    ended: list[bool] = []
+
+    def slow(*args: Any) -> bool:
+        time.sleep(0.5)
+        return real(*args)
+
+    def command() -> int:
+        weight_copies.keep_copies(tmp_path, {"w": torch.ones(4)},
+                                  weight_copies.weights_stamp(tmp_path))
+        return 0
+
+    def end(code: int) -> None:
+        ended.append((tmp_path / weight_copies.COPIES_FILE).is_file())
+        raise SystemExit(code)
+
+    monkeypatch.setattr(weight_copies, "write_copies", slow)
+    monkeypatch.setattr(cli_main, "main", command)
+    monkeypatch.setattr(os, "_exit", end)
+    with pytest.raises(SystemExit) as exc:
+        cli_main.run()
+    assert exc.value.code == 0
+    # the process ended at once (os._exit) or by a normal exit, either way after the write
+    assert ended in ([True], [])
+    assert (tmp_path / weight_copies.COPIES_FILE).is_file()
