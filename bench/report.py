@@ -74,7 +74,8 @@ def retrieval_plots(r: dict[str, Any]) -> list[dict[str, Any]]:
     held = r["held_out_answerable"]
     specs: list[dict[str, Any]] = [{
         "file": "retrieval-topk.png",
-        "title": f"Top-k accuracy, held-out half, answerable (n={r['answerable']['held_out']})",
+        "title": f"Top-k accuracy, held-out lines 1-1,000, answerable "
+                 f"(n={r['answerable']['held_out']})",
         "kind": "line", "x_label": "k (passages)", "y_label": "top-k accuracy", "x_log": True,
         "series": {m: {"x": ks, "y": [v[str(k)] for k in ks]} for m, v in held.items()},
     }]
@@ -93,10 +94,10 @@ def retrieval_plots(r: dict[str, Any]) -> list[dict[str, Any]]:
             series[name] = {"x": [xs[0], xs[-1]], "y": [tune[name]["20"]] * 2}
     specs.append({
         "file": "retrieval-tuning.png",
-        "title": f"Tuning half: top-20 of plain score fusion vs BM25 weight "
+        "title": f"Tuning lines: top-20 of plain score fusion vs BM25 weight "
                  f"({ch['depth']} candidates each)",
         "kind": "line", "x_label": "weight of the normalized BM25 score",
-        "y_label": "top-20 accuracy (tuning half)", "series": series,
+        "y_label": "top-20 accuracy (tuning lines)", "series": series,
     })
     return specs
 
