@@ -25,8 +25,11 @@ if TYPE_CHECKING:
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 _MM_TRICK_MAX_ROWS = 32
 
-# Rows quantized at a time into an int8 copy: a block stays in the cache (see Int8Rows).
-_QUANTIZE_ROWS = 4096
+# Rows quantized at a time into an int8 copy: each block's float32 temporaries stay in the
+# processor's caches between passes (a block of 640-wide rows, the starter's, is 0.6 MB; of
+# 1,536-wide rows, most of the reader's, 1.5 MB); larger blocks measured slower
+# (docs/benchmarks.md).
+_QUANTIZE_ROWS = 256
 
 
 class WeightCopies:
@@ -211,8 +214,8 @@ def quantize_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:
     w = weight.detach()
     q = torch.empty(w.shape, dtype=torch.int8)
     scales = torch.empty(w.shape[0], dtype=torch.bfloat16)
-    # in blocks of rows that stay in the cache: one pass over the whole float32 matrix per
-    # operation took 1.5 s for the starter's output layer at every start, 0.15 s so
+    # in blocks of rows (each row's scale and steps depend on that row alone): one pass over
+    # the whole float32 matrix per operation reads and writes it from memory several times
     for i in range(0, w.shape[0], _QUANTIZE_ROWS):
         block = w[i:i + _QUANTIZE_ROWS].float()
         scale = (block.abs().amax(dim=1) / 127.0).clamp(min=1e-12).to(torch.bfloat16)
