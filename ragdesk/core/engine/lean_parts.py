@@ -119,8 +119,8 @@ class Linear:
             if has_bias:
                 wanted["bias"] = ((shape[0],), bf16)
             got = self.copies.take(wanted, lambda: {
-                "weight": fused(weights).to(bf16),
-                **({"bias": fused(biases).to(bf16)} if has_bias and biases else {})})
+                "weight": _fused_as(weights, bf16),
+                **({"bias": _fused_as(biases, bf16)} if has_bias and biases else {})})
             self.weight, self.bias = got["weight"], got.get("bias")
         else:
             self.weight = fused(weights)
@@ -167,6 +167,24 @@ class Linear:
         else:
             y = F.linear(flat, self.weight, self.bias)
         return y.reshape(*lead, self.out_features)
+
+
+def _fused_as(parts: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
+    """``torch.cat(parts).to(dtype)`` in one pass: each part converted straight into its rows
+    of the result (the float32 concatenation was a second pass over the layer's weights)."""
+    import torch
+
+    first = parts[0]
+    if len(parts) == 1 and first.dtype == dtype:  # nothing to convert: no copy, as ``to``
+        same: torch.Tensor = first.detach()
+        return same
+    out = torch.empty((sum(int(p.shape[0]) for p in parts), *first.shape[1:]), dtype=dtype,
+                      device=first.device)
+    row = 0
+    for p in parts:
+        out[row:row + int(p.shape[0])].copy_(p.detach())
+        row += int(p.shape[0])
+    return out
 
 
 def _few_rows(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
