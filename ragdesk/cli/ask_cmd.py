@@ -18,7 +18,7 @@ from ragdesk.cli.common import (
     print_json,
     terminal_safe,
 )
-from ragdesk.core.cpu import passive_openmp_waits
+from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def cmd_ask(args: argparse.Namespace, ctx: AppContext) -> int:
     t_start = time.perf_counter()
-    passive_openmp_waits()
+    prepare_for_models()
     if not args.question.strip():
         raise BadInputError("The question is empty.", hint='Run ragdesk ask "your question".')
     from ragdesk.core.options import check_question

@@ -20,7 +20,7 @@ from ragdesk.cli.common import (
     snapshot_pack_encoder,
 )
 from ragdesk.core.atomic import write_bytes_atomic
-from ragdesk.core.cpu import passive_openmp_waits
+from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
 from ragdesk.core.evaluation.questions import Question, read_questions
@@ -122,7 +122,7 @@ def _config(args: argparse.Namespace, opts: AnswerOptions, snapshot: SnapshotInd
 
 
 def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
-    passive_openmp_waits()
+    prepare_for_models()
     from ragdesk.core.evaluation.runner import evaluate
     from ragdesk.core.progress import terminal_printer
     from ragdesk.core.retrieval import retrieve_batch

@@ -116,7 +116,7 @@ def _warn_if_shared(path: Path) -> None:
 
 
 def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
-    from ragdesk.core.cpu import passive_openmp_waits
+    from ragdesk.core.cpu import prepare_for_models
     from ragdesk.server import ServerConfig, check_bind, discovery
     from ragdesk.server.run import serve
 
@@ -129,7 +129,7 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     check_bind(config)  # before any model loads
     if args.snapshot is not None:
         ctx.catalog.get_snapshot(args.snapshot)  # a typo fails now, not on the first request
-    passive_openmp_waits()
+    prepare_for_models()
     data_dir = ctx.data.root
 
     def loader() -> Engine:

@@ -58,3 +58,43 @@ def passive_openmp_waits() -> None:
     import os
 
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+# glibc's malloc: blocks up to this size come from the heap rather than from a mapping of
+# their own (its default starts at 128 KiB and adapts up to this), and up to this much freed
+# memory at the heap's top is kept for the next blocks rather than given back
+_HEAP_BLOCKS_UP_TO = 32 << 20
+_HEAP_TOP_KEPT = 512 << 20
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's malloc reuse the blocks torch allocates and frees in every forward pass
+    (activations of tens of MB for the reader pack's prefill) instead of giving them back to
+    the system and faulting in fresh zeroed pages for the next ones; True where set (Linux
+    with glibc). The process keeps up to ``_HEAP_TOP_KEPT`` of freed memory between answers,
+    about what an answer takes anyway. Measured in docs/benchmarks.md ("glibc's heap")."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018  (glibc's, not musl's no-op mallopt)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, _HEAP_BLOCKS_UP_TO)
+                and mallopt(_M_TRIM_THRESHOLD, _HEAP_TOP_KEPT))
+
+
+def prepare_for_models() -> None:
+    """What a front end that runs models sets before it loads them: OpenMP threads that sleep
+    while they wait (:func:`passive_openmp_waits`) and a heap that keeps torch's freed blocks
+    (:func:`keep_freed_memory`)."""
+    passive_openmp_waits()
+    keep_freed_memory()

@@ -15,7 +15,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from ragdesk.core.app import AppContext
-from ragdesk.core.cpu import passive_openmp_waits
+from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import RagdeskError
 from ragdesk.core.preferences import apply_environment
 from ragdesk.ui.backend import Backend
@@ -86,7 +86,7 @@ def run_app(ctx: AppContext, on_shown: Callable[[MainWindow], None] | None = Non
     ``on_shown(window)`` runs once the window is up (scripts/screenshots.py drives it).
     """
     apply_environment(ctx.settings)  # the settings dialog's device, cache and threads
-    passive_openmp_waits()  # before the engine thread imports torch
+    prepare_for_models()  # before the engine thread imports torch
     app = make_application()
     try:
         backend = Backend(ctx)
