@@ -92,9 +92,25 @@ def keep_freed_memory() -> bool:
                 and mallopt(_M_TRIM_THRESHOLD, _HEAP_TOP_KEPT))
 
 
+# oneDNN keeps a compiled kernel for every product shape it meets (every prompt length is a
+# new one), 1,024 by default; a one-shot answer or a decoding step reuses a handful
+_ONEDNN_KERNELS_KEPT = "64"
+
+
+def bounded_onednn_cache() -> None:
+    """Keep oneDNN's cache of compiled kernels small (unless the user chose): a process that
+    answers question after question otherwise grows by megabytes per answer until a thousand
+    kernels are cached, with no gain in speed (docs/benchmarks.md). Before torch loads oneDNN."""
+    import os
+
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", _ONEDNN_KERNELS_KEPT)
+
+
 def prepare_for_models() -> None:
     """What a front end that runs models sets before it loads them: OpenMP threads that sleep
-    while they wait (:func:`passive_openmp_waits`) and a heap that keeps torch's freed blocks
+    while they wait (:func:`passive_openmp_waits`), a bounded oneDNN kernel cache
+    (:func:`bounded_onednn_cache`) and a heap that keeps torch's freed blocks
     (:func:`keep_freed_memory`)."""
     passive_openmp_waits()
+    bounded_onednn_cache()
     keep_freed_memory()

@@ -8,7 +8,11 @@ import sys
 
 import pytest
 
-from ragdesk.core.cpu import cpu_has_native_bf16, passive_openmp_waits
+from ragdesk.core.cpu import (
+    bounded_onednn_cache,
+    cpu_has_native_bf16,
+    passive_openmp_waits,
+)
 
 
 def test_passive_waits_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -18,6 +22,16 @@ def test_passive_waits_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
     passive_openmp_waits()
     assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_a_bounded_onednn_cache_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    bounded_onednn_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
+    bounded_onednn_cache()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
 
 
 def test_native_bf16_follows_the_cpu_flags() -> None:
