@@ -93,14 +93,8 @@ class Linear:
         :class:`WeightCopies`), under this layer's name; made here without one."""
         import torch
 
-        def fused(parts: Sequence[Any]) -> torch.Tensor:
-            # q|k|v, gate|up: one call instead of several (new memory: not in float32)
-            if len(parts) == 1:
-                one: torch.Tensor = parts[0].detach()
-                return one
-            return torch.cat([t.detach() for t in parts], dim=0)
-
-        has_bias = biases is not None and all(b is not None for b in biases)
+        bias_parts = (biases if biases is not None and all(b is not None for b in biases)
+                      else None)
         shape = (sum(int(w.shape[0]) for w in weights), int(weights[0].shape[1]))
         self.out_features = shape[0]
         self.transposed = shape[0] * shape[1] >= _MM_TRICK_MIN_ELEMENTS
@@ -110,21 +104,22 @@ class Linear:
         self.rows: Int8Rows | None = None
         self.rows_up_to = 0
         self.copies = copies or WeightCopies()
+        # q|k|v and gate|up fused into one product (new memory: not in float32)
         if precision == "int8":
-            self.packed = int8_prepack(fused(weights), fused(biases) if has_bias and biases
-                                       else None)
+            self.packed = int8_prepack(_fused(weights),
+                                       None if bias_parts is None else _fused(bias_parts))
         elif precision == "bfloat16":
             bf16 = torch.bfloat16
             wanted: dict[str, tuple[tuple[int, ...], torch.dtype]] = {"weight": (shape, bf16)}
-            if has_bias:
+            if bias_parts is not None:
                 wanted["bias"] = ((shape[0],), bf16)
             got = self.copies.take(wanted, lambda: {
-                "weight": _fused_as(weights, bf16),
-                **({"bias": _fused_as(biases, bf16)} if has_bias and biases else {})})
+                "weight": _fused(weights, bf16),
+                **({} if bias_parts is None else {"bias": _fused(bias_parts, bf16)})})
             self.weight, self.bias = got["weight"], got.get("bias")
         else:
-            self.weight = fused(weights)
-            self.bias = fused(biases) if has_bias and biases else None
+            self.weight = _fused(weights)
+            self.bias = None if bias_parts is None else _fused(bias_parts)
 
     def add_int8_rows(self, up_to: int) -> None:
         """Let products of up to ``up_to`` rows read an int8 copy of the bfloat16 weight (half
@@ -169,13 +164,16 @@ class Linear:
         return y.reshape(*lead, self.out_features)
 
 
-def _fused_as(parts: Sequence[Any], dtype: torch.dtype) -> torch.Tensor:
-    """``torch.cat(parts).to(dtype)`` in one pass: each part converted straight into its rows
-    of the result (the float32 concatenation was a second pass over the layer's weights)."""
+def _fused(parts: Sequence[Any], dtype: torch.dtype | None = None) -> torch.Tensor:
+    """``torch.cat(parts).to(dtype)`` (``dtype``: the parts' own by default) in one pass: each
+    part converted straight into its rows of the result (a concatenation first would be a
+    second pass over the layer's weights); a single part already of ``dtype`` is that part
+    itself, as ``to`` returns it (float32 layers read the model's weights in place)."""
     import torch
 
     first = parts[0]
-    if len(parts) == 1 and first.dtype == dtype:  # nothing to convert: no copy, as ``to``
+    dtype = dtype or first.dtype
+    if len(parts) == 1 and first.dtype == dtype:
         same: torch.Tensor = first.detach()
         return same
     out = torch.empty((sum(int(p.shape[0]) for p in parts), *first.shape[1:]), dtype=dtype,
