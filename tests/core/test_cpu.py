@@ -1,10 +1,12 @@
-"""CPU capability checks and the OpenMP wait policy."""
+"""CPU capability checks and the process settings for running models (OpenMP waits,
+oneDNN's kernel cache, glibc's heap)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -15,23 +17,19 @@ from ragdesk.core.cpu import (
 )
 
 
-def test_passive_waits_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    passive_openmp_waits()
-    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    passive_openmp_waits()
-    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
-
-
-def test_a_bounded_onednn_cache_unless_the_user_chose(monkeypatch: pytest.MonkeyPatch
-                                                       ) -> None:
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    bounded_onednn_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "64"
-    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
-    bounded_onednn_cache()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+@pytest.mark.parametrize(("setting", "var", "ours", "users"), [
+    (passive_openmp_waits, "OMP_WAIT_POLICY", "PASSIVE", "ACTIVE"),
+    (bounded_onednn_cache, "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64", "1024"),
+])
+def test_each_environment_setting_unless_the_user_chose(
+        monkeypatch: pytest.MonkeyPatch, setting: Callable[[], None], var: str, ours: str,
+        users: str) -> None:
+    monkeypatch.delenv(var, raising=False)
+    setting()
+    assert os.environ[var] == ours
+    monkeypatch.setenv(var, users)
+    setting()
+    assert os.environ[var] == users
 
 
 def test_native_bf16_follows_the_cpu_flags() -> None:
