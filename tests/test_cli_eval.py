@@ -225,3 +225,23 @@ def test_calibrate_fits_and_stores_the_snapshot_temperature(
     assert code == 0, err
     assert json.loads(out)["config"]["temperature"] == pytest.approx(want.temperature, rel=1e-3)
     (snap.folder / "calibration.json").unlink()  # leave the module's snapshot as it was
+
+
+def test_only_model_features_skips_the_closed_book_pass_and_keeps_the_answers(
+        tiny_setup: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragdesk.core.confidence import CLOSED_BOOK
+
+    rows = {}
+    for name, extra in (("every", ()), ("model", ("--only-model-features",))):
+        out_file = tmp_path / f"{name}.jsonl"
+        code, _, err = _run(tiny_setup, capsys, "--limit", "4", "--docs", "2",
+                            "--out", str(out_file), *extra)
+        assert code == 0, err
+        rows[name] = [json.loads(line) for line in out_file.read_text().splitlines()]
+    # the tiny snapshot has no confidence model, so it reads no closed-book feature
+    assert all("closed_book_s" in r["timings"] for r in rows["every"])
+    assert all(set(CLOSED_BOOK) <= set(r["features"]) for r in rows["every"])
+    assert not any("closed_book_s" in r["timings"] for r in rows["model"])
+    assert not any(set(CLOSED_BOOK) & set(r["features"]) for r in rows["model"])
+    assert ([r["prediction"] for r in rows["model"]]
+            == [r["prediction"] for r in rows["every"]])

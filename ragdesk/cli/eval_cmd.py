@@ -58,6 +58,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="generate answers only for the questions the snapshot can answer")
     p.add_argument("--retrieval-only", action="store_true",
                    help="measure retrieval only (no generator is loaded; EM/F1 are null)")
+    p.add_argument("--only-model-features", action="store_true",
+                   help="compute only the confidence features the snapshot's model reads "
+                        "(skips the closed-book pass, a second reading of each answer, where "
+                        "it reads none); the --out rows then cannot fit a model that reads "
+                        "them")
     p.add_argument("--batch-size", type=int, default=64, metavar="B",
                    help="questions encoded and searched together (default: 64)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -88,12 +93,14 @@ def _questions(args: argparse.Namespace) -> list[Question]:
 
 
 def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
-              snapshot: SnapshotIndex) -> tuple[Engine, Callable[[str], Answer]]:
+                  snapshot: SnapshotIndex, every_feature: bool = True,
+                  ) -> tuple[Engine, Callable[[str], Answer]]:
     from ragdesk.core.engine import Engine
     from ragdesk.core.models import load_generator
 
     generator = load_generator(pack.generator, precision=opts.precision, answering=True)
-    engine = Engine(encoder, generator, every_feature=True)  # its rows may be fitted on
+    # every feature by default: eval's rows are what confidence models are fitted on
+    engine = Engine(encoder, generator, every_feature=every_feature)
 
     def answer(question: str) -> Answer:
         return engine.ask(question, opts, snapshot=snapshot)
@@ -136,8 +143,8 @@ def cmd_eval(args: argparse.Namespace, ctx: AppContext) -> int:
     opts = pack_answer_options(opts, pack, args, ctx)
     if opts.retriever != "dense":
         ensure_sparse(snapshot, progress=progress)
-    engine, answer = (None, None) if args.retrieval_only else make_answerer(opts, pack, encoder,
-                                                                        snapshot)
+    engine, answer = (None, None) if args.retrieval_only else make_answerer(
+        opts, pack, encoder, snapshot, every_feature=not args.only_model_features)
     partial = _PartialOut(out_path)
     try:
         report = evaluate(
