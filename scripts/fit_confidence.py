@@ -9,7 +9,7 @@ and the reader pack's (whose answers skip the closed-book pass, see --without-cl
 
     ragdesk eval ../shared/data/nq-open-dev.jsonl --pack reader-1.5b --skip 1000 --out fit.jsonl
     python scripts/fit_confidence.py fit.jsonl --generator qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
-        --without-closed-book --out ragdesk/resources/confidence/reader-1.5b.json
+        --mode together --without-closed-book --out ragdesk/resources/confidence/reader-1.5b.json
 
 Lines 1-1,000 of the NQ-open dev file are for evaluation only: rows from them are refused.
 """
@@ -25,6 +25,7 @@ from ragdesk.core.confidence.features import CLOSED_BOOK, FEATURES
 from ragdesk.core.confidence.store import generator_key
 from ragdesk.core.evaluation.confidence_fit import fit_on_results
 from ragdesk.core.models.starter import GGUF_NAME
+from ragdesk.core.options import MODES
 from ragdesk.core.starter_encoder import ENCODER_ID
 
 FIRST_FITTING_LINE = 1001
@@ -40,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True, help="the model file to write")
     p.add_argument("--generator", default=GGUF_NAME, help="the generator the answers came from")
     p.add_argument("--encoder", default=ENCODER_ID, help="the snapshot's encoder id")
+    p.add_argument("--mode", choices=MODES, default="token",
+                   help="the reading mode the answers were read in (the pack's default; only "
+                        "answers read so get a confidence from the model; default: token)")
     p.add_argument("--without-closed-book", action="store_true",
                    help="leave out the features of the answer read without passages: answers "
                         "then skip that pass (it costs the reader pack a quarter of an answer)")
@@ -54,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     lines = f"{min(r['line'] for r in rows)}-{max(r['line'] for r in rows)}"
     try:
-        model = fit_on_results(rows, source=f"NQ-open dev lines {lines}", names=names)
+        model = fit_on_results(rows, source=f"NQ-open dev lines {lines}", names=names,
+                               modes=(args.mode,))
     except ValueError as exc:
         print(f"cannot fit: {exc}", file=sys.stderr)
         return 2

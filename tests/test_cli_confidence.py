@@ -29,7 +29,7 @@ def test_calibrate_confidence_then_eval_reports_it(
 
     monkeypatch.setattr(calibrate, "_check_inside_bounds", lambda fit: None)
     first = tmp_path / "first.jsonl"
-    code, _, err = _run(tiny_setup, capsys, "--docs", "2", "--out", str(first), "--json")
+    code, _, err = _run(tiny_setup, capsys, "--out", str(first), "--json")
     assert code == 0, err
     rows = [json.loads(line) for line in first.read_text().splitlines()]
     # a question set on which the tiny generator is right half of the time: the gold answer
@@ -46,13 +46,14 @@ def test_calibrate_confidence_then_eval_reports_it(
     out = json.loads(capsys.readouterr().out)
     model = out["confidence"]
     assert model["fitted_on"]["questions"] == len(rows) and model["fitted_on"]["right"] > 0
+    # answered as `ask` answers (the settings' K and mode), not with the τ fit's --docs
+    assert model["fitted_on"]["source"].endswith(", K=5") and model["modes"] == ["token"]
     folder = _snapshot(tiny_setup).folder
     try:
         stored = json.loads((folder / "confidence.json").read_text())
         assert list(stored["models"].values()) == [model]
         second = tmp_path / "second.jsonl"
-        code, summary, err = _run(tiny_setup, capsys, "--docs", "2", "--out", str(second),
-                                  "--json")
+        code, summary, err = _run(tiny_setup, capsys, "--out", str(second), "--json")
         assert code == 0, err
         conf = json.loads(summary)["confidence"]
         assert conf is not None and conf["n"] == len(rows) and 0 <= conf["ece"] <= 1

@@ -98,7 +98,7 @@ def _fit_confidence(args: argparse.Namespace, ctx: AppContext, snapshot: Snapsho
                     temperature: float) -> ConfidenceModel:
     """Answer ``questions`` as `ask` would (with the τ just fitted) and fit the model on
     the answers; stored with the snapshot for the pack's generator unless --dry-run."""
-    from ragdesk.cli.common import answer_options
+    from ragdesk.cli.common import answer_options, pack_answer_options
     from ragdesk.cli.eval_cmd import make_answerer
     from ragdesk.core.confidence import write_snapshot_model
     from ragdesk.core.evaluation.confidence_fit import fit_on_results
@@ -106,7 +106,11 @@ def _fit_confidence(args: argparse.Namespace, ctx: AppContext, snapshot: Snapsho
     from ragdesk.core.progress import terminal_printer
     from ragdesk.core.retrieval import retrieve_batch
 
-    opts = answer_options(args, ctx).replace(temperature=temperature)
+    # Answered as `ask` answers (the settings, the pack's own reading mode), not with the
+    # τ fit's --docs: the model is for the answers it will judge.
+    asked = argparse.Namespace()
+    opts = pack_answer_options(answer_options(asked, ctx), pack, asked, ctx).replace(
+        temperature=temperature)
     engine, answer = make_answerer(opts, pack, encoder, snapshot)
     report = evaluate(
         questions, encoder=encoder, answer=answer, cite=opts.n_docs,
@@ -115,7 +119,8 @@ def _fit_confidence(args: argparse.Namespace, ctx: AppContext, snapshot: Snapsho
     lines = f"{args.skip + 1}-{args.skip + len(questions)}"
     try:
         model = fit_on_results([r.to_json() for r in report.results],
-                               source=f"{args.questions} lines {lines}")
+                               source=f"{args.questions} lines {lines}, K={opts.n_docs}",
+                               modes=(opts.mode,))
     except ValueError as exc:
         raise BadInputError(f"The confidence model cannot be fitted: {exc}.",
                             hint="Use more questions (a few hundred), with known answers.") \

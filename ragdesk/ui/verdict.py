@@ -78,8 +78,9 @@ class VerdictRow(QWidget):
         self.confidence.setToolTip(
             "How likely this answer is right, from a model fitted on held-out questions "
             "(features of the answer and its passages)." if answer.confidence is not None
-            else "No confidence model was fitted for this snapshot and generator "
-                 "(ragdesk index calibrate --confidence fits one).")
+            else "No confidence model was fitted for this snapshot, generator and reading "
+                 "mode (ragdesk index calibrate --confidence fits one for the mode answers "
+                 "are read in).")
         self.guess_button.blockSignals(True)
         self.guess_button.setChecked(False)
         self.guess_button.setText(SHOW_GUESS)

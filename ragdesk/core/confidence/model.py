@@ -31,6 +31,11 @@ class ConfidenceModel:
     threshold: float
     # what it was fitted on and how it measured there, for `index list` and the docs
     fitted_on: dict[str, Any] = field(default_factory=dict)
+    # The reading modes of the answers it was fitted on: another mode's features fall
+    # elsewhere (RAG-Sequence has no per-token posteriors; one prompt read together has one
+    # source), so its answers get no confidence rather than a miscalibrated one. Empty: a
+    # model from before modes were recorded, read for every mode.
+    modes: tuple[str, ...] = ()
 
     def predict(self, features: Mapping[str, float]) -> float:
         z = self.intercept
@@ -44,6 +49,10 @@ class ConfidenceModel:
         return any(w != 0.0 for n, w in zip(self.names, self.weights, strict=True)
                    if n in names)
 
+    def fits(self, mode: str) -> bool:
+        """Whether answers read in ``mode`` are what this model was fitted on."""
+        return not self.modes or mode in self.modes
+
     def abstains(self, confidence: float) -> bool:
         return confidence < self.threshold
 
@@ -51,7 +60,7 @@ class ConfidenceModel:
         return {"format": FORMAT, "names": list(self.names), "mean": list(self.mean),
                 "scale": list(self.scale), "weights": list(self.weights),
                 "intercept": self.intercept, "threshold": self.threshold,
-                "fitted_on": self.fitted_on}
+                "fitted_on": self.fitted_on, "modes": list(self.modes)}
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ConfidenceModel:
@@ -64,8 +73,11 @@ class ConfidenceModel:
         values = [*cols[0], *cols[1], *cols[2], float(d["intercept"]), float(d["threshold"])]
         if not all(math.isfinite(v) for v in values):
             raise ValueError("confidence model holds a non-finite number")
+        modes = d.get("modes") or []
+        if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
+            raise ValueError("confidence model modes must be a list of mode names")
         return cls(names, cols[0], cols[1], cols[2], float(d["intercept"]),
-                   float(d["threshold"]), dict(d.get("fitted_on") or {}))
+                   float(d["threshold"]), dict(d.get("fitted_on") or {}), tuple(modes))
 
 
 def _sigmoid(z: float) -> float:
@@ -103,7 +115,8 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0,
 
 def fit_confidence(rows: Sequence[Mapping[str, float]], right: Sequence[bool], *,
                    threshold: float, l2: float = 1.0, names: Sequence[str] = FEATURES,
-                   fitted_on: dict[str, Any] | None = None) -> ConfidenceModel:
+                   fitted_on: dict[str, Any] | None = None, modes: Sequence[str] = (),
+                   ) -> ConfidenceModel:
     """A :class:`ConfidenceModel` for answers with these features and outcomes."""
     if len(rows) != len(right) or not rows:
         raise ValueError("need one outcome per answer, and at least one answer")
@@ -117,4 +130,4 @@ def fit_confidence(rows: Sequence[Mapping[str, float]], right: Sequence[bool], *
     w, b = fit_logistic((x - mean) / scale, y, l2=l2)
     return ConfidenceModel(tuple(names), tuple(float(v) for v in mean),
                            tuple(float(v) for v in scale), tuple(float(v) for v in w), b,
-                           float(threshold), dict(fitted_on or {}))
+                           float(threshold), dict(fitted_on or {}), tuple(modes))

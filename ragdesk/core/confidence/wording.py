@@ -12,7 +12,7 @@ MEDIUM = 0.3
 def confidence_label(confidence: float | None) -> str:
     """A phrase read at a glance: "High confidence (72 %)"."""
     if confidence is None:
-        return "Confidence unknown (not calibrated for this snapshot and model)"
+        return "Confidence unknown (not calibrated for this snapshot, model and reading mode)"
     # "0 %" reads as "certainly wrong", which no fitted model can say
     pct = f"{round(100 * confidence)} %" if confidence >= 0.005 else "under 1 %"
     if confidence >= HIGH:

@@ -242,6 +242,8 @@ class Engine:
             return
         assign_sources(ans)
         model = self._confidence_model(index)
+        if model is not None and not model.fits(ans.mode):
+            model = None
         if self.every_feature or (model is not None and model.reads_any(CLOSED_BOOK)):
             t0 = time.perf_counter()
             with self._lock:

@@ -44,10 +44,12 @@ def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
 
 
 def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: float = L2,
-                   folds: int = FOLDS, names: Sequence[str] = FEATURES) -> ConfidenceModel:
+                   folds: int = FOLDS, names: Sequence[str] = FEATURES,
+                   modes: Sequence[str] = ()) -> ConfidenceModel:
     """A model from evaluation rows (``eval --out`` lines or ``QuestionResult.to_json()``):
     each needs ``features`` and ``em``. ``names``: the features it reads (without
-    :data:`CLOSED_BOOK`, answers skip the pass that computes those)."""
+    :data:`CLOSED_BOOK`, answers skip the pass that computes those); ``modes``: the reading
+    mode the rows were answered in (only such answers get a confidence from it)."""
     unknown = sorted(set(names) - set(FEATURES))
     if unknown or not names:
         raise ValueError(f"not features ragdesk computes: {unknown}" if unknown
@@ -78,4 +80,4 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
         },
     }
     return fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
-                          fitted_on=fitted_on)
+                          fitted_on=fitted_on, modes=modes)

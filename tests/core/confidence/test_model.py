@@ -43,6 +43,19 @@ def test_predict_is_the_standardized_regression_and_survives_json() -> None:
     assert back.abstains(0.39) and not back.abstains(0.4)
 
 
+def test_the_modes_a_model_was_fitted_on_survive_json_and_decide_what_it_judges() -> None:
+    x, y = _data(6, d=len(FEATURES))
+    rows = [dict(zip(FEATURES, r, strict=True)) for r in x]
+    model = fit_confidence(rows, [bool(v) for v in y], threshold=0.5, modes=("together",))
+    back = ConfidenceModel.from_json(model.to_json())
+    assert back.modes == ("together",) and back == model
+    assert back.fits("together") and not back.fits("token")
+    older = {k: v for k, v in model.to_json().items() if k != "modes"}
+    assert ConfidenceModel.from_json(older).fits("sequence")  # fitted before modes: any
+    with pytest.raises(ValueError, match="modes"):
+        ConfidenceModel.from_json({**model.to_json(), "modes": "together"})
+
+
 def test_a_missing_feature_counts_as_its_mean() -> None:
     x, y = _data(4, d=len(FEATURES))
     rows = [dict(zip(FEATURES, r, strict=True)) for r in x]
@@ -88,4 +101,5 @@ def test_the_starter_pack_ships_a_model_fitted_only_on_fitting_lines() -> None:
     assert lines is not None
     first, last = map(int, lines.groups())
     assert first >= 1001 and last <= 3610
+    assert model.modes == ("token",)  # the starter's default, which its answers were read in
     assert confidence_model(None, f"/anywhere/{GGUF_NAME}", "another/encoder")[0] is None

@@ -121,10 +121,12 @@ class _Library:
         pass
 
 
-def _model(threshold: float, bias: float, reads: tuple[str, ...] = ()) -> ConfidenceModel:
+def _model(threshold: float, bias: float, reads: tuple[str, ...] = (),
+           modes: tuple[str, ...] = ()) -> ConfidenceModel:
     n = len(FEATURES)
     weights = tuple(1e-9 if f in reads else 0.0 for f in FEATURES)
-    return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, weights, bias, threshold)
+    return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, weights, bias, threshold,
+                           modes=modes)
 
 
 @pytest.mark.parametrize("bias,abstains", [(-3.0, True), (3.0, False)])
@@ -152,6 +154,23 @@ def test_without_a_model_an_answer_has_no_confidence_and_never_abstains(
     ans = Engine(None, causal_gen).answer_from_docs(  # type: ignore[arg-type]
         case.question, case.hits, max_new_tokens=NEW)
     assert ans.confidence is None and not ans.abstained and ans.features
+
+
+@pytest.mark.parametrize("modes,judged", [(("token",), True), (("token", "sequence"), True),
+                                          (("sequence",), False), ((), True)])
+def test_a_model_judges_only_answers_read_in_the_modes_it_was_fitted_on(
+        causal_gen: Any, make_cases: Any, tmp_path: Path, modes: tuple[str, ...],
+        judged: bool) -> None:
+    write_snapshot_model(tmp_path, causal_gen.name,
+                         _model(0.5, -3.0, reads=CLOSED_BOOK, modes=modes))
+    engine = Engine(None, causal_gen, library=_Library(_Snap(tmp_path, "snap")))  # type: ignore[arg-type]
+    case = make_cases(3)
+    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                  snapshot_name="snap", mode="token")
+    assert ans.mode == "token" and ans.text.strip()
+    assert (ans.confidence is not None) is judged
+    assert ans.abstained is judged  # the bias puts every judged answer under the threshold
+    assert ("closed_book_s" in ans.timings) is judged  # no pass for a model not applied
 
 
 @pytest.mark.parametrize("every_feature,reads,runs", [
