@@ -7,7 +7,8 @@ Reproduces ragdesk/resources/confidence/starter.json:
 
 and the reader pack's (whose answers skip the closed-book pass, see --without-closed-book):
 
-    ragdesk eval ../shared/data/nq-open-dev.jsonl --pack reader-1.5b --skip 1000 --out fit.jsonl
+    ragdesk eval ../shared/data/nq-open-dev.jsonl --pack reader-1.5b --skip 1000 \
+        --only-model-features --out fit.jsonl
     python scripts/fit_confidence.py fit.jsonl --generator qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
         --mode together --without-closed-book --out ragdesk/resources/confidence/reader-1.5b.json
 

@@ -118,5 +118,6 @@ def test_streamed_answer_prints_as_the_finished_one(cli: Any, snapshot_dir: Path
     assert ans["text"] and ans["tokens"][0]["text"] != ans["text"][:len(ans["tokens"][0]["text"])]
     lines = out.splitlines()
     assert lines[0] == ans["text"]
-    assert lines[2] == "Confidence unknown (not calibrated for this snapshot, model and reading mode)"
+    assert lines[2] == ("Confidence unknown (not calibrated for this snapshot, model and "
+                        "reading mode)")
     assert ans["confidence"] is None and ans["message"] == ans["text"]

@@ -103,3 +103,23 @@ def test_the_starter_pack_ships_a_model_fitted_only_on_fitting_lines() -> None:
     assert first >= 1001 and last <= 3610
     assert model.modes == ("token",)  # the starter's default, which its answers were read in
     assert confidence_model(None, f"/anywhere/{GGUF_NAME}", "another/encoder")[0] is None
+
+
+def test_the_reader_pack_ships_a_model_for_answers_read_together() -> None:
+    """The reader pack's model is found for its GGUF with the starter's encoder, was fitted on
+    fitting lines only, judges the pack's default mode alone, and reads no closed-book
+    feature (so its answers skip that pass)."""
+    import re
+
+    from ragdesk.core.confidence import CLOSED_BOOK, confidence_model
+    from ragdesk.core.models.reader import DEFAULT_MODE, QWEN_READER
+    from ragdesk.core.starter_encoder import ENCODER_ID
+
+    model, where = confidence_model(None, f"/anywhere/models/reader/{QWEN_READER.name}",
+                                    ENCODER_ID)
+    assert model is not None and where.startswith("shipped")
+    assert model.modes == (DEFAULT_MODE,) and not model.reads_any(CLOSED_BOOK)
+    lines = re.search(r"lines (\d+)-(\d+)", model.fitted_on["source"])
+    assert lines is not None
+    first, last = map(int, lines.groups())
+    assert first >= 1001 and last <= 3610 and 0 < model.threshold < 1
