@@ -77,16 +77,17 @@ def shipped_models() -> tuple[tuple[str, str, ConfidenceModel], ...]:
     return tuple(out)
 
 
-def confidence_model(folder: Path | None, generator: str,
-                     encoder_id: str | None) -> tuple[ConfidenceModel | None, str]:
-    """The model for answers of ``generator`` over the snapshot in ``folder``, and where it
-    came from ("fitted for this snapshot", "shipped for ...", "none")."""
+def confidence_model(folder: Path | None, generator: str, encoder_id: str | None,
+                     mode: str | None = None) -> tuple[ConfidenceModel | None, str]:
+    """The model for answers of ``generator`` over the snapshot in ``folder``, read in
+    ``mode`` (any mode when None), and where it came from ("fitted for this snapshot",
+    "shipped for ...", "none"). A model fitted on another mode's answers is passed over."""
     key = generator_key(generator)
     if folder is not None:
         own = read_snapshot_models(folder).get(key)
-        if own is not None:
+        if own is not None and (mode is None or own.fits(mode)):
             return own, "fitted for this snapshot"
     for gen, enc, model in shipped_models():
-        if gen == key and enc == encoder_id:
+        if gen == key and enc == encoder_id and (mode is None or model.fits(mode)):
             return model, f"shipped for {gen} with {enc}"
     return None, "none"

@@ -241,9 +241,7 @@ class Engine:
         if ans.cancelled:
             return
         assign_sources(ans)
-        model = self._confidence_model(index)
-        if model is not None and not model.fits(ans.mode):
-            model = None
+        model = self._confidence_model(index, ans.mode)
         if self.every_feature or (model is not None and model.reads_any(CLOSED_BOOK)):
             t0 = time.perf_counter()
             with self._lock:
@@ -265,12 +263,12 @@ class Engine:
             log.warning("snapshot %r is gone; judging its answer without it", snapshot_name)
             return None
 
-    def _confidence_model(self, index: object | None) -> ConfidenceModel | None:
+    def _confidence_model(self, index: object | None, mode: str) -> ConfidenceModel | None:
         folder = getattr(index, "folder", None)
         encoder = getattr(getattr(index, "encoder", None), "id", None)
         if encoder is None:
             encoder = getattr(getattr(self.question_encoder, "info", None), "id", None)
-        model, _ = confidence_model(folder, self.generator.name, encoder)
+        model, _ = confidence_model(folder, self.generator.name, encoder, mode)
         return model
 
     def _temperature_of(self, snapshot_name: str | None) -> float:

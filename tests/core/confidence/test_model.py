@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,3 +124,25 @@ def test_the_reader_pack_ships_a_model_for_answers_read_together() -> None:
     assert lines is not None
     first, last = map(int, lines.groups())
     assert first >= 1001 and last <= 3610 and 0 < model.threshold < 1
+
+
+def test_a_snapshots_model_for_another_mode_leaves_the_shipped_one_in_place(
+        tmp_path: Path) -> None:
+    """The lookup passes over a model fitted on another mode's answers: the reader's shipped
+    model (read together) still judges together answers on a snapshot calibrated for
+    RAG-Token, whose own model judges the RAG-Token ones."""
+    from ragdesk.core.confidence import confidence_model, write_snapshot_model
+    from ragdesk.core.models.reader import QWEN_READER
+    from ragdesk.core.starter_encoder import ENCODER_ID
+
+    x, y = _data(7, d=len(FEATURES))
+    own = fit_confidence([dict(zip(FEATURES, r, strict=True)) for r in x],
+                         [bool(v) for v in y], threshold=0.5, modes=("token",))
+    write_snapshot_model(tmp_path, QWEN_READER.name, own)
+    gguf = f"/anywhere/models/reader/{QWEN_READER.name}"
+    token, where = confidence_model(tmp_path, gguf, ENCODER_ID, "token")
+    assert token == own and where == "fitted for this snapshot"
+    together, where = confidence_model(tmp_path, gguf, ENCODER_ID, "together")
+    assert together is not None and together != own and where.startswith("shipped")
+    assert together.modes == ("together",)
+    assert confidence_model(tmp_path, gguf, ENCODER_ID, "sequence") == (None, "none")
