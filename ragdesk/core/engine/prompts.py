@@ -10,10 +10,8 @@ computes once.
 A model with a chat template gets the same examples as earlier conversation turns.
 
 Read together (all K passages in one prompt, as chat apps do): the same worked examples, each
-with its one passage, then the K passages and the question. The passages come in reverse rank
-order, the best one last, next to the question: the reader pack answers more questions right
-so (docs/benchmarks.md, "A stronger offline reader"). The examples stay the opening of every
-question's prompt, which the lean decoder keeps between questions.
+with its one passage, then the K passages one after the other and the question. The examples
+stay the opening of every question's prompt, which the lean decoder keeps between questions.
 """
 
 from __future__ import annotations
@@ -101,8 +99,7 @@ def chat_messages(question: str, title: str, text: str, style: str) -> list[dict
 
 
 def _passages_block(passages: Sequence[tuple[str, str]], question: str) -> str:
-    """``passages`` in rank order, written best last."""
-    bodies = [f"{title}\n{text}".strip() for title, text in reversed(passages)]
+    bodies = [f"{title}\n{text}".strip() for title, text in passages]
     return "\n\n".join(bodies) + f"\n\nQuestion: {question}"
 
 
