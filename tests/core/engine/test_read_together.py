@@ -39,8 +39,10 @@ def test_one_prompt_holds_every_passage(parts: Any, tiny_models: Any) -> None:
     hits = _hits(tiny_models)
     ids = gen.together_ids(QUESTION, [PassageText(h.title, h.text) for h in hits])
     text = gen.tokenizer.decode(ids)
-    for h in hits:
-        assert " ".join(h.text.split()[:8]) in text
+    starts = [text.index(" ".join(h.text.split()[:8])) for h in hits]
+    # rank order, the best first (best last measured no better on held-out questions)
+    assert starts == sorted(starts)
+    assert text.rindex("wrote the first book") > starts[-1]
     ctx = gen.prepare_together(QUESTION, [PassageText(h.title, h.text) for h in hits])
     assert ctx.n_docs == 1 and ctx.first_logits.shape[0] == 1
 
