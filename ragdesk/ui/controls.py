@@ -33,6 +33,7 @@ from ragdesk.core.options import (
     Mode,
     RetrieverName,
     Style,
+    with_pack_mode,
 )
 from ragdesk.ui.infos import PackInfo
 
@@ -126,8 +127,13 @@ class ControlsPanel(QWidget):
     paramsChanged = Signal(object)  # AnswerOptions
     packChanged = Signal(str)
 
-    def __init__(self, params: AnswerOptions, pack: str, parent: QWidget | None = None) -> None:
+    def __init__(self, params: AnswerOptions, pack: str, parent: QWidget | None = None, *,
+                 mode_chosen: bool = True) -> None:
+        """``mode_chosen``: the settings hold a reading mode; without one the pack's own
+        answers, as for `ragdesk ask`, once the packs are listed."""
         super().__init__(parent)
+        self._mode_chosen = mode_chosen
+        self._listed = False
         self.setObjectName("ControlsPanel")
         # What the panel does not show (precision, ...) is kept as it came.
         self._base = params
@@ -237,8 +243,11 @@ class ControlsPanel(QWidget):
         self._pack_names = names
         self.pack.blockSignals(False)
         self._select_pack(current)
+        first, self._listed = not self._listed, True
         if shown is not None and shown != current:  # chosen elsewhere (a pack just set up)
             self._follow_pack_mode(current)
+        elif first and not self._mode_chosen:
+            self._show_pack_mode(current)
 
     def show_pack(self, name: str) -> None:
         """Show ``name`` as the pack that answers: chosen elsewhere, or the active snapshot's
@@ -259,6 +268,16 @@ class ControlsPanel(QWidget):
         mode = self._modes.get(name)
         if mode in MODES and mode != self.mode.currentData():
             self.mode.setCurrentIndex(self.mode.findData(mode))  # saved through _changed
+
+    def _show_pack_mode(self, name: str) -> None:
+        """The pack's own reading mode where the settings hold none, shown and not written
+        to the settings: written, it would count as the user's choice for every pack."""
+        mode = with_pack_mode(self.params(), self._modes.get(name), mode_chosen=False).mode
+        if mode != self.mode.currentData():
+            self.mode.blockSignals(True)
+            self.mode.setCurrentIndex(self.mode.findData(mode))
+            self.mode.blockSignals(False)
+            self._update_enabled()
 
     def _select_pack(self, name: str) -> None:
         self.pack.blockSignals(True)

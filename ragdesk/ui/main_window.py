@@ -117,7 +117,8 @@ class MainWindow(QMainWindow):
         col.addWidget(self.composer)
         self.setCentralWidget(central)
         self.controls = ControlsPanel(AnswerOptions.from_settings(self.settings.as_dict()),
-                                      self.state.pack)
+                                      self.state.pack,
+                                      mode_chosen=self.settings.chosen("mode") is not None)
         area = Qt.DockWidgetArea
         self.controls_dock = self._dock("Controls", "ControlsDock", self.controls,
                                         area.LeftDockWidgetArea)

@@ -132,3 +132,31 @@ def test_the_step_through_of_an_answer_read_together_says_nothing_moves(qtbot: A
     # Only the words quoted from a passage wear a passage's colour in the answer so far.
     assert steps.text_label.text().count("background-color") == sum(
         q is not None for q in QUOTES)
+
+
+def test_a_pack_chosen_outside_the_window_answers_in_its_own_mode_until_one_is_chosen(
+        qtbot: Any) -> None:
+    """`ragdesk models use` / `setup-reader` choose a pack without a reading mode: the window
+    then answers in the pack's own, as `ragdesk ask` does, and writes nothing for it."""
+    from ragdesk.ui.controls import ControlsPanel
+    from ragdesk.ui.infos import PackInfo
+
+    packs = [PackInfo("starter", "causal", True),
+             PackInfo("reader-1.5b", "causal", True, default_mode="together")]
+    free = ControlsPanel(AnswerOptions(), "reader-1.5b", mode_chosen=False)
+    qtbot.addWidget(free)
+    written: list[AnswerOptions] = []
+    free.paramsChanged.connect(written.append)
+    assert free.params().mode == "token"  # before the packs are listed
+    free.set_packs(packs, "reader-1.5b")
+    assert free.params().mode == "together" and "Read together" in free.note.text()
+    assert written == []  # shown, not made the user's choice in the settings
+    # a later listing leaves the mode the user picked since
+    free.mode.setCurrentIndex(free.mode.findData("sequence"))
+    free.set_packs(packs, "reader-1.5b")
+    assert free.params().mode == "sequence" and written[-1].mode == "sequence"
+
+    chosen = ControlsPanel(AnswerOptions(mode="token"), "reader-1.5b", mode_chosen=True)
+    qtbot.addWidget(chosen)
+    chosen.set_packs(packs, "reader-1.5b")
+    assert chosen.params().mode == "token"  # the settings' choice stands
