@@ -38,7 +38,7 @@ def test_one_prompt_holds_every_passage(parts: Any, tiny_models: Any) -> None:
     gen = _gen(parts)
     hits = _hits(tiny_models)
     ids = gen.together_ids(QUESTION, [PassageText(h.title, h.text) for h in hits])
-    text = gen.tokenizer.decode(ids)
+    text = str(gen.tokenizer.decode(ids))
     starts = [text.index(" ".join(h.text.split()[:8])) for h in hits]
     # rank order, the best first (best last measured no better on held-out questions)
     assert starts == sorted(starts)
