@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -160,3 +161,24 @@ def test_a_pack_chosen_outside_the_window_answers_in_its_own_mode_until_one_is_c
     qtbot.addWidget(chosen)
     chosen.set_packs(packs, "reader-1.5b")
     assert chosen.params().mode == "token"  # the settings' choice stands
+
+
+def test_the_starter_chosen_after_the_reader_reads_in_rag_token_again(qtbot: Any) -> None:
+    """The starter's confidence model judges RAG-Token answers only: chosen back after the
+    reader pack it must not keep reading together (and lose its confidence)."""
+    from ragdesk.core.models.packs import starter_spec
+    from ragdesk.core.paths import DataDir
+    from ragdesk.ui.controls import ControlsPanel
+    from ragdesk.ui.infos import PackInfo
+
+    starter_mode = starter_spec(DataDir(Path("unused"))).default_mode
+    assert starter_mode == "token"
+    packs = [PackInfo("starter", "causal", True, default_mode=starter_mode),
+             PackInfo("reader-1.5b", "causal", True, default_mode="together")]
+    panel = ControlsPanel(AnswerOptions(), "starter")
+    qtbot.addWidget(panel)
+    panel.set_packs(packs, "starter")
+    panel.pack.setCurrentIndex(panel.pack.findData("reader-1.5b"))
+    assert panel.params().mode == "together"
+    panel.pack.setCurrentIndex(panel.pack.findData("starter"))
+    assert panel.params().mode == "token"

@@ -146,6 +146,9 @@ def starter_spec(data: DataDir) -> PackSpec:
         description="Works offline, installed from PyPI: all-MiniLM-L6-v2 retriever (384-d) and "
                     "Gemma 3 270M (GGUF Q4_K_M) generator. Small and fast; answers are simple.",
         encoder_family="sentence-transformers", encoder_dim=384,
+        # its confidence model judges RAG-Token answers: chosen after the reader pack, it
+        # must not keep reading together
+        default_mode="token",
         approx_bytes=91 * MB + 253 * MB)
 
 
