@@ -247,7 +247,7 @@ class ControlsPanel(QWidget):
         if shown is not None and shown != current:  # chosen elsewhere (a pack just set up)
             self._follow_pack_mode(current)
         elif first and not self._mode_chosen:
-            self._show_pack_mode(current)
+            self._follow_pack_mode(current, write=False)
 
     def show_pack(self, name: str) -> None:
         """Show ``name`` as the pack that answers: chosen elsewhere, or the active snapshot's
@@ -262,21 +262,18 @@ class ControlsPanel(QWidget):
         self._select_pack(name)
         self._follow_pack_mode(name)
 
-    def _follow_pack_mode(self, name: str) -> None:
+    def _follow_pack_mode(self, name: str, *, write: bool = True) -> None:
         """A pack that comes with the reading mode measured best for it (the reader pack:
-        read together) answers in that mode once chosen; the user may change it after."""
-        mode = self._modes.get(name)
-        if mode in MODES and mode != self.mode.currentData():
-            self.mode.setCurrentIndex(self.mode.findData(mode))  # saved through _changed
-
-    def _show_pack_mode(self, name: str) -> None:
-        """The pack's own reading mode where the settings hold none, shown and not written
-        to the settings: written, it would count as the user's choice for every pack."""
+        read together) answers in that mode once chosen; the user may change it after.
+        ``write=False``: shown only, where the settings hold no mode: written, it would
+        count as the user's choice for every pack."""
         mode = with_pack_mode(self.params(), self._modes.get(name), mode_chosen=False).mode
-        if mode != self.mode.currentData():
-            self.mode.blockSignals(True)
-            self.mode.setCurrentIndex(self.mode.findData(mode))
-            self.mode.blockSignals(False)
+        if mode == self.mode.currentData():
+            return
+        self.mode.blockSignals(not write)
+        self.mode.setCurrentIndex(self.mode.findData(mode))  # written through _changed
+        self.mode.blockSignals(False)
+        if not write:
             self._update_enabled()
 
     def _select_pack(self, name: str) -> None:
