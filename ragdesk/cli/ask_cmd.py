@@ -14,6 +14,7 @@ from ragdesk.cli.common import (
     add_answer_options,
     add_decoding_options,
     answer_options,
+    mode_chosen,
     pack_answer_options,
     print_json,
     terminal_safe,
@@ -223,7 +224,9 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
             _stream_to_stdout(tok)
 
     t_ask = time.perf_counter()
-    ans = ask_remote(url, headers, args.question, snapshot, opts, on_token)
+    # A mode left unchosen is the server's to pick: the served pack's own, as here.
+    ans = ask_remote(url, headers, args.question, snapshot, opts, on_token,
+                     send_mode=mode_chosen(args, ctx))
     if ans is None:
         return None
     if streamed:

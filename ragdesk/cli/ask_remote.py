@@ -96,20 +96,24 @@ def proves_secret(url: str, secret: str) -> bool:
 
 
 def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str | None,
-               opts: AnswerOptions, on_token: Callable[[AnswerToken], None]) -> Answer | None:
+               opts: AnswerOptions, on_token: Callable[[AnswerToken], None], *,
+               send_mode: bool = True) -> Answer | None:
     """The server's answer to ``question`` from ``snapshot`` (None: the active one; the
     server reads the same catalog), streamed token by token to ``on_token``; None when the
-    server refused or failed before the first token (the caller answers locally then)."""
+    server refused or failed before the first token (the caller answers locally then).
+    ``send_mode=False``: the server reads in its default mode (its pack's own)."""
     from ragdesk.core.export import answer_from_json
 
     model = "ragdesk" if snapshot is None else f"ragdesk/{snapshot}"
+    extra: dict[str, object] = {
+        "decoding": opts.decoding, "n_docs": opts.n_docs, "num_beams": opts.num_beams,
+        "retriever": opts.retriever, "style": opts.style, "grounded": opts.grounded,
+        "temperature": opts.temperature}
+    if send_mode:
+        extra["mode"] = opts.mode
     body = {"model": model, "stream": True,
             "messages": [{"role": "user", "content": question}],
-            "max_tokens": opts.max_new_tokens,
-            "ragdesk": {"mode": opts.mode, "decoding": opts.decoding, "n_docs": opts.n_docs,
-                        "num_beams": opts.num_beams, "retriever": opts.retriever,
-                        "style": opts.style, "grounded": opts.grounded,
-                        "temperature": opts.temperature}}
+            "max_tokens": opts.max_new_tokens, "ragdesk": extra}
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
                                       timeout=ANSWER_TIMEOUT_S)

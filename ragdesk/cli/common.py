@@ -143,8 +143,13 @@ def pack_answer_options(opts: AnswerOptions, pack: PackSpec | None,
     """``opts`` in the pack's own reading mode unless ``--mode`` or the settings chose one."""
     from ragdesk.core.options import with_pack_mode
 
-    chosen = getattr(args, "mode", None) is not None or ctx.settings.chosen("mode") is not None
-    return with_pack_mode(opts, pack.default_mode if pack else None, chosen)
+    return with_pack_mode(opts, pack.default_mode if pack else None, mode_chosen(args, ctx))
+
+
+def mode_chosen(args: argparse.Namespace, ctx: AppContext) -> bool:
+    """Whether the user chose a reading mode (``--mode``, or one in the settings); without
+    one the pack answers in its own."""
+    return getattr(args, "mode", None) is not None or ctx.settings.chosen("mode") is not None
 
 
 def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None, pack_name: str | None

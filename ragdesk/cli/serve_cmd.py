@@ -7,8 +7,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ragdesk.cli.common import add_json_option, print_json, terminal_safe
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
     from ragdesk.core.app import AppContext
     from ragdesk.core.engine.api import Engine
+    from ragdesk.core.models.packs import PackSpec
     from ragdesk.server.config import AnswerDefaults
 
 API_KEY_ENV = "RAGDESK_API_KEY"
@@ -125,7 +127,7 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     config = ServerConfig(host=args.host, port=args.port, api_key=api_key,
                           allowed_hosts=tuple(args.allow_host), instance_secret=secret,
                           queue_limit=args.queue_limit, request_timeout_s=args.request_timeout,
-                          answer=_answer_defaults(ctx))
+                          answer=_answer_defaults(ctx, args))
     check_bind(config)  # before any model loads
     if args.snapshot is not None:
         ctx.catalog.get_snapshot(args.snapshot)  # a typo fails now, not on the first request
@@ -187,8 +189,12 @@ def load_checked_engine(data_dir: Path, snapshot: str | None, pack: str | None,
     return engine
 
 
-def _answer_defaults(ctx: AppContext) -> AnswerDefaults:
-    """The answer options a request leaves out: the settings, as for `ragdesk ask`."""
+def _answer_defaults(ctx: AppContext, args: argparse.Namespace) -> AnswerDefaults:
+    """The answer options a request leaves out: the settings, as for `ragdesk ask`, read in
+    the served pack's own mode where the settings choose none (the reader pack reads
+    together; in RAG-Token it reads far worse and its confidence model judges nothing)."""
+    from ragdesk.cli.common import mode_chosen
+    from ragdesk.core.options import AnswerOptions, Mode, with_pack_mode
     from ragdesk.server.config import AnswerDefaults
 
     base = AnswerDefaults()
@@ -200,4 +206,25 @@ def _answer_defaults(ctx: AppContext) -> AnswerDefaults:
         got = ctx.settings.get(key)
         if got is not None and type(got) is type(getattr(base, field)):
             values[field] = got
-    return AnswerDefaults(**{**base.__dict__, **values})
+    defaults = AnswerDefaults(**{**base.__dict__, **values})
+    pack = _served_pack(ctx, args)
+    if pack is None:
+        return defaults
+    asked = AnswerOptions(mode=cast("Mode", defaults.mode))
+    return replace(defaults, mode=with_pack_mode(asked, pack.default_mode,
+                                                 mode_chosen(args, ctx)).mode)
+
+
+def _served_pack(ctx: AppContext, args: argparse.Namespace) -> PackSpec | None:
+    """The pack the server will load (None: models named instead, or no pack can be
+    resolved now; loading the engine names that problem)."""
+    from ragdesk.core.errors import RagdeskError
+    from ragdesk.core.models.packs import get_pack
+    from ragdesk.core.session import resolve_pack_name
+
+    if args.question_encoder is not None or args.generator is not None:
+        return None
+    try:
+        return get_pack(ctx.catalog, resolve_pack_name(ctx, args.pack, args.snapshot), ctx.data)
+    except RagdeskError:
+        return None
