@@ -14,7 +14,6 @@ from ragdesk.cli.common import (
     add_answer_options,
     add_decoding_options,
     answer_options,
-    mode_chosen,
     pack_answer_options,
     print_json,
     terminal_safe,
@@ -224,9 +223,9 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
             _stream_to_stdout(tok)
 
     t_ask = time.perf_counter()
-    # A mode left unchosen is the server's to pick: the served pack's own, as here.
+    # Without --mode the server reads in the mode chosen for its pack, else in its own.
     ans = ask_remote(url, headers, args.question, snapshot, opts, on_token,
-                     send_mode=mode_chosen(args, ctx))
+                     send_mode=args.mode is not None)
     if ans is None:
         return None
     if streamed:

@@ -140,16 +140,24 @@ def answer_options(args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
 
 def pack_answer_options(opts: AnswerOptions, pack: PackSpec | None,
                         args: argparse.Namespace, ctx: AppContext) -> AnswerOptions:
-    """``opts`` in the pack's own reading mode unless ``--mode`` or the settings chose one."""
+    """``opts`` in the mode chosen for the pack (``--mode``, or the settings' entry for it),
+    else in the pack's own."""
     from ragdesk.core.options import with_pack_mode
 
-    return with_pack_mode(opts, pack.default_mode if pack else None, mode_chosen(args, ctx))
+    if pack is None:
+        return opts
+    return with_pack_mode(opts, pack.default_mode, chosen_mode(args, ctx, pack.name))
 
 
-def mode_chosen(args: argparse.Namespace, ctx: AppContext) -> bool:
-    """Whether the user chose a reading mode (``--mode``, or one in the settings); without
-    one the pack answers in its own."""
-    return getattr(args, "mode", None) is not None or ctx.settings.chosen("mode") is not None
+def chosen_mode(args: argparse.Namespace, ctx: AppContext, pack: str) -> str | None:
+    """The reading mode the user chose for ``pack``: ``--mode``, else the one the settings
+    keep for it (picked in the window's controls); None: the pack answers in its own."""
+    from ragdesk.core.options import PACK_MODES_KEY, pack_mode_choices
+
+    flag = getattr(args, "mode", None)
+    if flag is not None:
+        return str(flag)
+    return pack_mode_choices(ctx.settings.get(PACK_MODES_KEY)).get(pack)
 
 
 def snapshot_pack_encoder(ctx: AppContext, snapshot_name: str | None, pack_name: str | None

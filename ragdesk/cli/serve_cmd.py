@@ -191,9 +191,9 @@ def load_checked_engine(data_dir: Path, snapshot: str | None, pack: str | None,
 
 def _answer_defaults(ctx: AppContext, args: argparse.Namespace) -> AnswerDefaults:
     """The answer options a request leaves out: the settings, as for `ragdesk ask`, read in
-    the served pack's own mode where the settings choose none (the reader pack reads
-    together; in RAG-Token it reads far worse and its confidence model judges nothing)."""
-    from ragdesk.cli.common import mode_chosen
+    the mode chosen for the served pack, else in its own (the reader pack reads together; in
+    RAG-Token it reads far worse and its confidence model judges nothing)."""
+    from ragdesk.cli.common import chosen_mode
     from ragdesk.core.options import AnswerOptions, Mode, with_pack_mode
     from ragdesk.server.config import AnswerDefaults
 
@@ -212,7 +212,7 @@ def _answer_defaults(ctx: AppContext, args: argparse.Namespace) -> AnswerDefault
         return defaults
     asked = AnswerOptions(mode=cast("Mode", defaults.mode))
     return replace(defaults, mode=with_pack_mode(asked, pack.default_mode,
-                                                 mode_chosen(args, ctx)).mode)
+                                                 chosen_mode(args, ctx, pack.name)).mode)
 
 
 def _served_pack(ctx: AppContext, args: argparse.Namespace) -> PackSpec | None:

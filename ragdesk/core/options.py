@@ -55,6 +55,10 @@ GROUNDED_AUTO = None
 
 # The settings keys of the options that are remembered between runs.
 PRECISION_KEY = "generator_precision"
+# The reading mode the user chose per model pack ({pack: mode}); one pack's choice is not
+# another's (the reader pack reads best together, and the starter's confidence model judges
+# RAG-Token answers only). The settings' "mode" is for packs with no mode of their own.
+PACK_MODES_KEY = "pack_modes"
 
 
 def resolve_grounded(grounded: bool | None, generator_kind: str) -> bool:
@@ -208,13 +212,23 @@ _SETTINGS_KEYS: dict[str, str] = {
 DEFAULT_OPTIONS = AnswerOptions()
 
 
+def pack_mode_choices(value: object) -> dict[str, Mode]:
+    """The reading modes the user chose per pack (the settings' ``PACK_MODES_KEY``), their
+    valid entries only: a damaged entry is no choice."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {k: cast(Mode, v) for k, v in value.items() if isinstance(k, str) and v in MODES}
+
+
 def with_pack_mode(options: AnswerOptions, pack_mode: str | None,
-                   mode_chosen: bool) -> AnswerOptions:
-    """``options`` in the pack's own reading mode (``PackSpec.default_mode``: what was
-    measured best for it) when the user chose none, by flag or in the settings."""
-    if mode_chosen or pack_mode is None or pack_mode not in MODES:
+                   chosen: str | None) -> AnswerOptions:
+    """``options`` read in the mode chosen for this pack (``--mode``, or the pack's entry in
+    the settings), else in the pack's own (``PackSpec.default_mode``: what was measured best
+    for it), else as they are (the settings' mode, for a pack with no mode of its own)."""
+    mode = chosen if chosen in MODES else pack_mode
+    if mode is None or mode not in MODES:
         return options
-    return dataclasses.replace(options, mode=pack_mode)
+    return dataclasses.replace(options, mode=mode)
 
 
 def check_question(question: str) -> str:

@@ -6,7 +6,7 @@ here."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import cast
 
 from PySide6.QtCore import Qt, Signal
@@ -26,6 +26,7 @@ from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import (
     DECODINGS,
     MODES,
+    PACK_MODES_KEY,
     RETRIEVERS,
     STYLES,
     AnswerOptions,
@@ -33,6 +34,7 @@ from ragdesk.core.options import (
     Mode,
     RetrieverName,
     Style,
+    pack_mode_choices,
     with_pack_mode,
 )
 from ragdesk.ui.infos import PackInfo
@@ -126,14 +128,16 @@ def _spin(lo: int, hi: int, tip: str) -> QSpinBox:
 class ControlsPanel(QWidget):
     paramsChanged = Signal(object)  # AnswerOptions
     packChanged = Signal(str)
+    modeChosen = Signal(str, str)  # (pack, mode): the user picked a reading mode for a pack
 
     def __init__(self, params: AnswerOptions, pack: str, parent: QWidget | None = None, *,
-                 mode_chosen: bool = True) -> None:
-        """``mode_chosen``: the settings hold a reading mode; without one the pack's own
-        answers, as for `ragdesk ask`, once the packs are listed."""
+                 pack_modes: Mapping[str, str] | None = None) -> None:
+        """``pack_modes``: the reading mode the user picked per pack (the settings' keep
+        them). A pack with none reads in its own, once the packs are listed, as for `ragdesk
+        ask`; one with no mode of its own in ``params.mode``."""
         super().__init__(parent)
-        self._mode_chosen = mode_chosen
-        self._listed = False
+        self._choices: dict[str, str] = dict(pack_modes or {})
+        self._fallback = params.mode
         self.setObjectName("ControlsPanel")
         # What the panel does not show (precision, ...) is kept as it came.
         self._base = params
@@ -155,10 +159,17 @@ class ControlsPanel(QWidget):
         self.set_params(params)
         for w in (self.retriever, self.mode, self.decoding, self.answer_style, self.grounded):
             w.currentIndexChanged.connect(self._changed)
+        self.mode.currentIndexChanged.connect(self._mode_picked)
         for s in (self.n_docs, self.beams, self.max_len):
             s.valueChanged.connect(self._changed)
         self.abstain.toggled.connect(self._changed)
         self._select_pack(pack)
+
+    @classmethod
+    def from_settings(cls, values: Mapping[str, object], pack: str) -> ControlsPanel:
+        """The panel showing the answer options and per-pack mode picks the settings hold."""
+        return cls(AnswerOptions.from_settings(values), pack,
+                   pack_modes=pack_mode_choices(values.get(PACK_MODES_KEY)))
 
     def _build_form(self, pack: str) -> QFormLayout:
         self.pack = _combo([(pack, pack)], TIPS["pack"])
@@ -209,6 +220,8 @@ class ControlsPanel(QWidget):
         self.abstain.setChecked(params.abstain)
         for w in self._inputs():
             w.blockSignals(False)
+        self._fallback = params.mode
+        self._follow_pack_mode(str(self.pack.currentData()))
         self._update_enabled()
 
     def _inputs(self) -> tuple[QWidget, ...]:
@@ -227,7 +240,6 @@ class ControlsPanel(QWidget):
             abstain=self.abstain.isChecked())
 
     def set_packs(self, packs: Sequence[PackInfo], current: str) -> None:
-        shown = self.pack.currentData()
         self._modes = {p.name: p.default_mode for p in packs}
         names = [p.name for p in packs if p.installed]
         if current not in names:
@@ -243,11 +255,7 @@ class ControlsPanel(QWidget):
         self._pack_names = names
         self.pack.blockSignals(False)
         self._select_pack(current)
-        first, self._listed = not self._listed, True
-        if shown is not None and shown != current:  # chosen elsewhere (a pack just set up)
-            self._follow_pack_mode(current)
-        elif first and not self._mode_chosen:
-            self._follow_pack_mode(current, write=False)
+        self._follow_pack_mode(current)
 
     def show_pack(self, name: str) -> None:
         """Show ``name`` as the pack that answers: chosen elsewhere, or the active snapshot's
@@ -262,19 +270,24 @@ class ControlsPanel(QWidget):
         self._select_pack(name)
         self._follow_pack_mode(name)
 
-    def _follow_pack_mode(self, name: str, *, write: bool = True) -> None:
-        """A pack that comes with the reading mode measured best for it (the reader pack:
-        read together) answers in that mode once chosen; the user may change it after.
-        ``write=False``: shown only, where the settings hold no mode: written, it would
-        count as the user's choice for every pack."""
-        mode = with_pack_mode(self.params(), self._modes.get(name), mode_chosen=False).mode
+    def _follow_pack_mode(self, name: str) -> None:
+        """Show the mode ``name`` reads in: the one the user picked for it, else its own (the
+        reader pack: read together, measured best for it), else the settings' mode. Shown,
+        not picked: nothing is remembered for the pack."""
+        fallback = dataclasses.replace(self.params(), mode=self._fallback)
+        mode = with_pack_mode(fallback, self._modes.get(name), self._choices.get(name)).mode
         if mode == self.mode.currentData():
             return
-        self.mode.blockSignals(not write)
-        self.mode.setCurrentIndex(self.mode.findData(mode))  # written through _changed
+        self.mode.blockSignals(True)
+        self.mode.setCurrentIndex(self.mode.findData(mode))
         self.mode.blockSignals(False)
-        if not write:
-            self._update_enabled()
+        self._update_enabled()
+
+    def _mode_picked(self, index: int) -> None:
+        pack, mode = self.pack.currentData(), self.mode.itemData(index)
+        if pack and mode:
+            self._choices[str(pack)] = str(mode)
+            self.modeChosen.emit(str(pack), str(mode))
 
     def _select_pack(self, name: str) -> None:
         self.pack.blockSignals(True)

@@ -116,9 +116,7 @@ class MainWindow(QMainWindow):
         col.addWidget(self.chat, 1)
         col.addWidget(self.composer)
         self.setCentralWidget(central)
-        self.controls = ControlsPanel(AnswerOptions.from_settings(self.settings.as_dict()),
-                                      self.state.pack,
-                                      mode_chosen=self.settings.chosen("mode") is not None)
+        self.controls = ControlsPanel.from_settings(self.settings.as_dict(), self.state.pack)
         area = Qt.DockWidgetArea
         self.controls_dock = self._dock("Controls", "ControlsDock", self.controls,
                                         area.LeftDockWidgetArea)
@@ -186,6 +184,7 @@ class MainWindow(QMainWindow):
         c.send_button.clicked.connect(self.send)
         c.stop_button.clicked.connect(self.stop)
         self.controls.paramsChanged.connect(self.settings_writer.params_changed)
+        self.controls.modeChosen.connect(self.settings_writer.choose_pack_mode)
         self.controls.packChanged.connect(self.library.set_pack)
         self.index_menu.switchRequested.connect(self.library.switch_snapshot)
         for source in (self.library.activity, self.conversation.activity):

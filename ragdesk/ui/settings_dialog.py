@@ -56,6 +56,8 @@ CHOICE_NAMES = {**MODE_NAMES, "thorough": "Thorough", "fast": "Fast", "dense": "
 ANSWER_LABELS = {"mode": "&Mode", "decoding": "&Decoding", "retriever": "&Retriever",
                  "n_docs": "&Passages (K)", "num_beams": "&Beams",
                  "max_new_tokens": "Answer &length (tokens)"}
+ANSWER_TIPS = {"mode": "For model packs with no reading mode of their own; a pack that has one "
+                       "reads in it until another is picked for it in the controls"}
 
 
 class SettingsDialog(QDialog):
@@ -149,6 +151,7 @@ class SettingsDialog(QDialog):
             for value in allowed:
                 combo.addItem(CHOICE_NAMES.get(value, value), value)
             self.answer_combos[key] = combo
+            combo.setToolTip(ANSWER_TIPS.get(key, ""))
             aform.addRow(self._label(ANSWER_LABELS[key], combo), combo)
             self._note_row(aform, f"answer.{key}")
         for key, (lo, hi) in ANSWER_RANGES.items():

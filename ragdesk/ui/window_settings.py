@@ -5,12 +5,13 @@ thread never waits on the disk."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from PySide6.QtCore import QByteArray, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-from ragdesk.core.options import AnswerOptions
+from ragdesk.core.options import PACK_MODES_KEY, AnswerOptions, pack_mode_choices
 from ragdesk.core.settings import Settings
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -33,11 +34,23 @@ class SettingsWriter(QObject):
         self._timer.timeout.connect(self.flush_params)
 
     def write(self, values: dict[str, object]) -> None:
+        self._run(lambda: self.settings.update(values), sorted(values))
+
+    def choose_pack_mode(self, pack: str, mode: str) -> None:
+        """Remember ``mode`` as the reading mode picked for ``pack``, beside the other
+        packs' (read when written: another process may have picked one meanwhile)."""
+        def write() -> None:
+            picked = pack_mode_choices(self.settings.get(PACK_MODES_KEY))
+            self.settings.update({PACK_MODES_KEY: {**picked, pack: mode}})
+
+        self._run(write, [PACK_MODES_KEY])
+
+    def _run(self, write: Callable[[], None], keys: list[str]) -> None:
         def failed(report: ErrorReport) -> None:
-            log.warning("could not save the settings %s: %s", sorted(values), report.message)
+            log.warning("could not save the settings %s: %s", keys, report.message)
 
         # Not cancellable: closing the window waits for it rather than dropping it.
-        Op(lambda _c: self.settings.update(values), lane=Lane.WRITES, title="Save settings",
+        Op(lambda _c: write(), lane=Lane.WRITES, title="Save settings",
            cancellable=False).failure(failed).run(self.ops)
 
     def params_changed(self, params: AnswerOptions) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ragdesk.core.options import AnswerOptions
+from ragdesk.core.options import PACK_MODES_KEY, AnswerOptions
 
 
 def _serve_args(**given: Any) -> argparse.Namespace:
@@ -38,9 +38,35 @@ def test_the_server_reads_in_the_served_packs_own_mode(cli: Any, data_dir: Path,
         # models named instead of a pack: the settings' mode (here the default)
         named = _serve_args(generator=str(tiny_models.causal_lm))
         assert _answer_defaults(ctx, named).mode == AnswerOptions().mode == "token"
-        # a mode chosen in the settings stands
+        # the settings' mode (the one the window showed last, for any pack) does not
+        # override the pack's own; the mode picked for this pack does
         ctx.settings.set("mode", "sequence")
-        assert _answer_defaults(ctx, _serve_args(pack="chat")).mode == "sequence"
+        assert _answer_defaults(ctx, _serve_args(pack="chat")).mode == "together"
+        ctx.settings.set(PACK_MODES_KEY, {"starter": "together", "chat": "token"})
+        assert _answer_defaults(ctx, _serve_args(pack="chat")).mode == "token"
+        assert _answer_defaults(ctx, named).mode == "sequence"
+    finally:
+        ctx.close()
+
+
+def test_ask_reads_in_the_mode_picked_for_its_pack(data_dir: Path, tiny_models: Any) -> None:
+    from ragdesk.cli.common import pack_answer_options
+    from ragdesk.core.app import AppContext
+    from ragdesk.core.models.packs import PackSpec
+
+    reader = PackSpec(name="reader", kind="custom", question_encoder="q", passage_encoder="p",
+                      generator="g", generator_kind="causal", default_mode="together")
+    ctx = AppContext(data_dir)
+    try:
+        ctx.settings.update({"mode": "sequence", PACK_MODES_KEY: {"starter": "token"}})
+        opts = AnswerOptions(mode="sequence")
+        no_flag = argparse.Namespace(mode=None)
+        assert pack_answer_options(opts, reader, no_flag, ctx).mode == "together"
+        assert pack_answer_options(opts, None, no_flag, ctx).mode == "sequence"
+        ctx.settings.set(PACK_MODES_KEY, {"reader": "token"})
+        assert pack_answer_options(opts, reader, no_flag, ctx).mode == "token"
+        flag = argparse.Namespace(mode="sequence")
+        assert pack_answer_options(opts, reader, flag, ctx).mode == "sequence"
     finally:
         ctx.close()
 

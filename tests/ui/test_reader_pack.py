@@ -26,6 +26,7 @@ from PySide6.QtCore import Qt
 from ragdesk.core.models import reader
 from ragdesk.core.models.gguf_files import cache_is_valid
 from ragdesk.core.models.reader import PartedGGUF
+from ragdesk.core.options import PACK_MODES_KEY, pack_mode_choices
 from ragdesk.ui.library import READER_TITLE, STARTER_TITLE
 from ragdesk.ui.models_dialog import CANCELLED_TEXT
 from ragdesk.ui.ops import Lane
@@ -162,12 +163,11 @@ def test_the_models_dialog_offers_the_reader_then_sets_it_up_with_progress_and_c
     assert cache_is_valid(gguf)  # converted once, for fast loading
     assert not any(data.staging_dir.iterdir())
     assert w.backend.ctx.settings.get("model_pack") == "reader-1.5b"
-    # The pack's own reading mode, in the controls (once they list the packs again) and
-    # in the settings.
+    # The pack's own reading mode, in the controls (once they list the packs again): the
+    # pack's, not a pick remembered for it.
     qtbot.waitUntil(lambda: w.controls.params().mode == reader.DEFAULT_MODE, timeout=30_000)
     assert w.controls.pack.currentData() == "reader-1.5b"
-    qtbot.waitUntil(lambda: w.backend.ctx.settings.get("mode") == reader.DEFAULT_MODE,
-                    timeout=10_000)
+    assert pack_mode_choices(w.backend.ctx.settings.get(PACK_MODES_KEY)) == {}
     assert "in use" in _message(d.message)
 
 

@@ -135,32 +135,70 @@ def test_the_step_through_of_an_answer_read_together_says_nothing_moves(qtbot: A
         q is not None for q in QUOTES)
 
 
-def test_a_pack_chosen_outside_the_window_answers_in_its_own_mode_until_one_is_chosen(
-        qtbot: Any) -> None:
+def test_a_pack_answers_in_its_own_mode_until_a_mode_is_picked_for_it(qtbot: Any) -> None:
     """`ragdesk models use` / `setup-reader` choose a pack without a reading mode: the window
-    then answers in the pack's own, as `ragdesk ask` does, and writes nothing for it."""
+    then answers in the pack's own, as `ragdesk ask` does, whatever mode the settings keep
+    from other packs; a mode picked in the controls is remembered for that pack alone."""
     from ragdesk.ui.controls import ControlsPanel
     from ragdesk.ui.infos import PackInfo
 
-    packs = [PackInfo("starter", "causal", True),
-             PackInfo("reader-1.5b", "causal", True, default_mode="together")]
-    free = ControlsPanel(AnswerOptions(), "reader-1.5b", mode_chosen=False)
-    qtbot.addWidget(free)
+    packs = [PackInfo("starter", "causal", True, default_mode="token"),
+             PackInfo("reader-1.5b", "causal", True, default_mode="together"),
+             PackInfo("custom", "causal", True)]
+    # the settings' mode is the one the window last showed (the starter's RAG-Token)
+    panel = ControlsPanel(AnswerOptions(mode="sequence"), "reader-1.5b")
+    qtbot.addWidget(panel)
     written: list[AnswerOptions] = []
-    free.paramsChanged.connect(written.append)
-    assert free.params().mode == "token"  # before the packs are listed
-    free.set_packs(packs, "reader-1.5b")
-    assert free.params().mode == "together" and "Read together" in free.note.text()
-    assert written == []  # shown, not made the user's choice in the settings
-    # a later listing leaves the mode the user picked since
-    free.mode.setCurrentIndex(free.mode.findData("sequence"))
-    free.set_packs(packs, "reader-1.5b")
-    assert free.params().mode == "sequence" and written[-1].mode == "sequence"
+    picked: list[tuple[str, str]] = []
+    panel.paramsChanged.connect(written.append)
+    panel.modeChosen.connect(lambda pack, mode: picked.append((pack, mode)))
+    panel.set_packs(packs, "reader-1.5b")
+    assert panel.params().mode == "together" and "Read together" in panel.note.text()
+    assert written == [] and picked == []  # shown, not the user's choice
+    # a pack with no mode of its own reads in the settings' one
+    panel.pack.setCurrentIndex(panel.pack.findData("custom"))
+    assert panel.params().mode == "sequence" and picked == []
+    panel.pack.setCurrentIndex(panel.pack.findData("reader-1.5b"))
+    panel.mode.setCurrentIndex(panel.mode.findData("token"))  # the user picks
+    assert picked == [("reader-1.5b", "token")] and written[-1].mode == "token"
+    panel.pack.setCurrentIndex(panel.pack.findData("starter"))
+    assert panel.params().mode == "token"
+    panel.mode.setCurrentIndex(panel.mode.findData("sequence"))
+    assert picked[-1] == ("starter", "sequence")
+    panel.pack.setCurrentIndex(panel.pack.findData("reader-1.5b"))
+    assert panel.params().mode == "token"  # its own pick, not the starter's
+    panel.set_packs(packs, "reader-1.5b")  # a later listing keeps the pick
+    assert panel.params().mode == "token"
+    assert len(picked) == 2
 
-    chosen = ControlsPanel(AnswerOptions(mode="token"), "reader-1.5b", mode_chosen=True)
-    qtbot.addWidget(chosen)
-    chosen.set_packs(packs, "reader-1.5b")
-    assert chosen.params().mode == "token"  # the settings' choice stands
+    # the picks kept in the settings, at the next start
+    again = ControlsPanel(AnswerOptions(mode="sequence"), "reader-1.5b",
+                          pack_modes={"reader-1.5b": "token"})
+    qtbot.addWidget(again)
+    assert again.params().mode == "token"  # before the packs are listed
+    again.set_packs(packs, "reader-1.5b")
+    assert again.params().mode == "token"
+    again.pack.setCurrentIndex(again.pack.findData("starter"))
+    assert again.params().mode == "token"
+
+
+def test_the_window_remembers_a_picked_mode_for_its_pack_only(tmp_path: Path,
+                                                              qtbot: Any) -> None:
+    from ragdesk.core.options import PACK_MODES_KEY, pack_mode_choices
+    from ragdesk.core.settings import Settings
+    from ragdesk.ui.ops import OpRunner
+    from ragdesk.ui.window_settings import SettingsWriter
+
+    settings = Settings(tmp_path / "settings.json")
+    settings.update({PACK_MODES_KEY: {"starter": "sequence", "broken": 7}, "mode": "token"})
+    runner = OpRunner()
+    writer = SettingsWriter(settings, runner)
+    writer.choose_pack_mode("reader-1.5b", "token")
+    qtbot.waitUntil(lambda: "reader-1.5b" in pack_mode_choices(settings.get(PACK_MODES_KEY)))
+    fresh = Settings(tmp_path / "settings.json")
+    assert fresh.get(PACK_MODES_KEY) == {"starter": "sequence", "reader-1.5b": "token"}
+    assert fresh.get("mode") == "token"
+    runner.shutdown()
 
 
 def test_the_starter_chosen_after_the_reader_reads_in_rag_token_again(qtbot: Any) -> None:
@@ -182,3 +220,15 @@ def test_the_starter_chosen_after_the_reader_reads_in_rag_token_again(qtbot: Any
     assert panel.params().mode == "together"
     panel.pack.setCurrentIndex(panel.pack.findData("starter"))
     assert panel.params().mode == "token"
+
+
+def test_a_mode_picked_in_the_window_is_kept_for_its_pack(qtbot: Any, window: Any) -> None:
+    from ragdesk.core.options import PACK_MODES_KEY, pack_mode_choices
+
+    settings = window.backend.ctx.settings
+    pack = window.controls.pack.currentData()
+    mode = window.controls.mode
+    other = "sequence" if mode.currentData() != "sequence" else "token"
+    mode.setCurrentIndex(mode.findData(other))
+    qtbot.waitUntil(lambda: pack_mode_choices(settings.get(PACK_MODES_KEY)) == {pack: other},
+                    timeout=10_000)

@@ -11,7 +11,7 @@ from ragdesk.core.engine import Engine
 from ragdesk.core.engine.generators import CausalLMGenerator, PassageText
 from ragdesk.core.engine.rag_together import read_together_generate
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import AnswerOptions, with_pack_mode
+from ragdesk.core.options import AnswerOptions, pack_mode_choices, with_pack_mode
 from ragdesk.core.types import Hit
 
 from .test_qwen2_decoder import build_tiny_qwen2
@@ -101,9 +101,16 @@ def test_a_seq2seq_generator_cannot_read_together(tiny_models: Any) -> None:
 
 def test_the_option_and_the_pack_default() -> None:
     opts = AnswerOptions(mode="together").check()
-    assert with_pack_mode(AnswerOptions(), "together", mode_chosen=False).mode == "together"
-    assert with_pack_mode(AnswerOptions(), "together", mode_chosen=True).mode == "token"
-    assert with_pack_mode(AnswerOptions(), None, mode_chosen=False).mode == "token"
+    # the pack's own mode over the settings' one; the mode chosen for the pack over both
+    assert with_pack_mode(AnswerOptions(mode="sequence"), "together", None).mode == "together"
+    assert with_pack_mode(AnswerOptions(), "together", "token").mode == "token"
+    assert with_pack_mode(AnswerOptions(), None, "sequence").mode == "sequence"
+    # a pack with no mode of its own, and no valid choice: the settings' mode
+    assert with_pack_mode(AnswerOptions(mode="sequence"), None, None).mode == "sequence"
+    assert with_pack_mode(AnswerOptions(), "together", "beam").mode == "together"
+    assert pack_mode_choices({"reader": "together", "starter": "nonsense", "x": 3}) == {
+        "reader": "together"}
+    assert pack_mode_choices(["together"]) == {} and pack_mode_choices(None) == {}
     assert AnswerOptions.from_settings(opts.to_settings()).mode == "together"
 
 
