@@ -217,10 +217,13 @@ def _fmt(v: float | None, pct: bool = True) -> str:
 
 
 def _print_summary(s: dict[str, Any]) -> None:
+    from ragdesk.core.export import MODE_NAMES
+
     c = s["config"]
     ans = s.get("answerable")
     what = "retrieval only" if c["retrieval_only"] else (
-        f"RAG-{c['mode'].title()}" + (f", {c['decoding']} decoding" if c["decoding"] else ""))
+        MODE_NAMES.get(c["mode"], c["mode"])
+        + (f", {c['decoding']} decoding" if c["decoding"] else ""))
     if not c["retrieval_only"]:
         what += f"; {c['style']} answers" + ("; grounded" if c["grounded"] else "")
         if c.get("precision"):
