@@ -65,6 +65,9 @@ def architecture_of(model: object) -> str:
 # The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
 # a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
 LM_HEAD_INT8_ROWS = 8
+# Openings kept between prompts (see LeanCausalDecoder._remember_opening); a Qwen2 1.5B
+# opening of 1,000 tokens holds 29 MB of keys and values in bfloat16.
+KEPT_OPENINGS = 4
 
 
 def int8_available() -> bool:
@@ -117,9 +120,10 @@ class LeanCausalDecoder(ABC):
         self.vocab_size = int(model.lm_head.weight.shape[0])
         self._model = model
         self._params = list(model.parameters())
-        # the last prompts' common opening under the weights taken: (tokens, [(k, v) per layer])
-        self._opening: tuple[tuple[int, ...],
-                             list[tuple[torch.Tensor, torch.Tensor]]] | None = None
+        # the last prompts' common openings under the weights taken, the newest last:
+        # (tokens, [(k, v) per layer])
+        self._openings: list[tuple[tuple[int, ...],
+                                   list[tuple[torch.Tensor, torch.Tensor]]]] = []
         self.copies = WeightCopies(stored_copies)
         self._take_weights()
 
@@ -170,7 +174,7 @@ class LeanCausalDecoder(ABC):
                 layer.add_int8_rows(1)
         self.dtype = self.embed.dtype
         self._taken = self._weights_version()
-        self._opening = None  # computed with the weights before
+        self._openings = []  # computed with the weights before
 
     def _follow_weights(self) -> None:
         if self._weights_version() != self._taken:
@@ -315,8 +319,8 @@ class LeanCausalDecoder(ABC):
         return state, hidden, shared
 
     def _reuse_opening(self, opening: tuple[int, ...], head: KVState, device: Any) -> int:
-        """Fill ``head`` with the keys and values of the longest start of ``opening`` that the
-        last question's prompts also began with; returns its length.
+        """Fill ``head`` with the keys and values of the longest start of ``opening`` that
+        one of the last prompts kept also began with; returns its length.
 
         Every question's K prompts open with the same instructions and worked examples (a few
         hundred tokens, see :mod:`.prompts`): their keys and values depend only on those tokens
@@ -324,10 +328,10 @@ class LeanCausalDecoder(ABC):
         """
         import torch
 
-        cached = self._opening
-        if cached is None or cached[1][0][0].device != torch.device(device or "cpu"):
+        here = [c for c in self._openings if c[1][0][0].device == torch.device(device or "cpu")]
+        if not here:
             return 0
-        tokens, kv = cached
+        tokens, kv = max(here, key=lambda c: common_prefix_len([c[0], opening]))
         n = common_prefix_len([tokens, opening])
         n = min(n, len(opening) - 1)  # the opening's last token runs anyway (cheap)
         if n <= 0:
@@ -341,13 +345,16 @@ class LeanCausalDecoder(ABC):
         return n
 
     def forget_opening(self) -> None:
-        self._opening = None
+        self._openings = []
 
     def _remember_opening(self, opening: tuple[int, ...], head: KVState) -> None:
+        """Keep ``opening`` among the last :data:`KEPT_OPENINGS`: an answer read together and
+        the same question's answer from memory open differently, and each question's prompts
+        of either kind start with the same worked examples as the last one's."""
         n = len(opening)
         kv = [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in zip(head.k, head.v,
                                                                             strict=True)]
-        self._opening = (opening, kv)
+        self._openings = [*self._openings, (opening, kv)][-KEPT_OPENINGS:]
 
     def _weights_version(self) -> tuple[int, ...]:
         # torch counts in-place changes per tensor (an optimizer's step is one): every

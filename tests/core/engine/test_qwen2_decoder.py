@@ -127,7 +127,33 @@ def test_single_prompt_reuses_the_last_opening(lean: Any, tiny_models: Any) -> N
         _state, hidden, _ = dec.prefill([ids])
         lp = torch.log_softmax(dec.logits(hidden), -1)[0]
         assert torch.allclose(lp, _uncached(lean.model, ids), atol=TOL)
-    assert dec._opening is not None
+    assert dec._openings
+
+
+def test_two_kinds_of_prompt_each_reuse_their_own_opening(lean: Any, tiny_models: Any,
+                                                         monkeypatch: Any) -> None:
+    """An answer read together and one from memory alternate: each prompt starts from the
+    kept opening it shares most with, and its logits are the uncached forward's."""
+    import torch
+
+    dec = lean.lean_decoder
+    dec.forget_opening()
+    reused: list[int] = []
+    real = dec._reuse_opening
+
+    def counted(*args: Any) -> int:
+        reused.append(real(*args))
+        return reused[-1]
+
+    monkeypatch.setattr(dec, "_reuse_opening", counted)
+    passages = [PassageText(h.title, h.text) for h in _hits(tiny_models, 3)]
+    for question in (QUESTION, "who painted the first picture"):
+        for ctx in (lean.prepare_together(question, passages),
+                    lean.prepare_memory(question, passages)):
+            ref = _uncached(lean.model, ctx.input_ids[0])
+            assert torch.allclose(torch.log_softmax(ctx.first_logits[0], -1), ref, atol=TOL)
+    # the second question's prompts each find their own kind's worked examples
+    assert reused[0] == 0 and reused[2] > reused[1] and reused[3] > reused[1]
 
 
 def test_rag_token_and_sequence_equal_transformers_path(qwen_parts: Any, lean: Any,
