@@ -181,7 +181,7 @@ def _model_refs(args: argparse.Namespace, ctx: AppContext,
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
                   json_extra: dict[str, object]) -> int:
-    from ragdesk.core.confidence import confidence_label, shown_text
+    from ragdesk.core.confidence import confidence_label, origin_note, shown_text
 
     if args.json:
         print_json({**ans.to_json(), "message": shown_text(ans), **json_extra})
@@ -190,10 +190,17 @@ def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
         # streamed: the guess is on screen already; the verdict follows it
         print(("\n" if streamed else "") + terminal_safe(shown_text(ans), newlines=True))
         print(f"Best guess: {terminal_safe(ans.text, newlines=True) or '(empty)'}")
+    elif ans.from_memory and streamed:
+        # what streamed was the passages' answer; the one kept is the reader's own
+        print(f"\nInstead: {terminal_safe(ans.text, newlines=True) or '(empty answer)'}")
     elif not streamed:
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     if not ans.cancelled:
-        print(("" if ans.abstained or not streamed else "\n") + confidence_label(ans.confidence))
+        print(("" if ans.abstained or not streamed or ans.from_memory else "\n")
+              + confidence_label(ans.confidence))
+        note = origin_note(ans)
+        if note:
+            print(note)
     _print_sources(ans)
     return 0
 

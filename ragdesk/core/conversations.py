@@ -216,10 +216,10 @@ class ConversationStore:
                 "INSERT INTO answers (conversation_id, position, question, text, mode, "
                 "decoding, snapshot, pack, options, logprob, temperature, style, grounded, "
                 "retriever, cancelled, token_ids, tokens, timings, created_at, confidence, "
-                "abstained) VALUES "
+                "abstained, from_memory) VALUES "
                 "(:c, :pos, :q, :t, :mode, :dec, :snap, :pack, :opts, :lp, :temp, :style, "
                 ":grounded, :retr, :cancelled, :ids, :tokens, :timings, :now, :conf, "
-                ":abstained)"),
+                ":abstained, :memory)"),
                 {"c": conversation_id, "pos": position, "q": answer.question,
                  "t": answer.text, "mode": answer.mode, "dec": answer.decoding,
                  "snap": answer.snapshot, "pack": pack,
@@ -229,7 +229,8 @@ class ConversationStore:
                  "cancelled": int(answer.cancelled), "ids": json.dumps(answer.token_ids),
                  "tokens": _tokens_json(answer.tokens), "timings": json.dumps(answer.timings),
                  "now": now, "conf": answer.confidence,
-                 "abstained": int(answer.abstained)}).lastrowid)
+                 "abstained": int(answer.abstained),
+                 "memory": int(answer.from_memory)}).lastrowid)
             if answer.docs:
                 conn.execute(text(
                     "INSERT INTO answer_passages (answer_id, rank, passage_id, title, text, "
@@ -265,7 +266,7 @@ class ConversationStore:
                 cancelled=bool(r.cancelled), temperature=float(r.temperature),
                 style=r.style, grounded=bool(r.grounded), retriever=r.retriever,
                 confidence=None if r.confidence is None else float(r.confidence),
-                abstained=bool(r.abstained))
+                abstained=bool(r.abstained), from_memory=bool(r.from_memory))
             out.append(StoredAnswer(int(r.id), int(r.conversation_id), int(r.position), answer,
                                     r.pack, json.loads(r.options), r.created_at))
         return out

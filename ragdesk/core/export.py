@@ -87,6 +87,8 @@ def answer_from_json(d: Mapping[str, Any]) -> Answer:
         grounded=bool(d.get("grounded", False)), retriever=d.get("retriever"),
         confidence=None if d.get("confidence") is None else float(d["confidence"]),
         abstained=bool(d.get("abstained", False)),
+        from_memory=bool(d.get("from_memory", False)),
+        other_text=None if d.get("other_text") is None else str(d["other_text"]),
         features={str(k): float(v) for k, v in (d.get("features") or {}).items()},
     )
 

@@ -51,8 +51,12 @@ class AnswerToken:
 
     @property
     def source(self) -> int:
+        """The shown source's rank; -1 for a token read from no passage (an answer from
+        memory, see ragdesk.core.engine.memory_answer)."""
         if self.quoted_from is not None:
             return self.quoted_from
+        if not self.posterior:
+            return -1
         return max(range(len(self.posterior)), key=self.posterior.__getitem__)
 
 
@@ -83,6 +87,12 @@ class Answer:
     abstained: bool = False
     # The confidence model's inputs, kept for evaluation and the inspector.
     features: dict[str, float] = field(default_factory=dict)
+    # The text comes from the reader's memory (the question alone, no passage in the prompt),
+    # kept because the confidence model found it likelier right than the passages' answer.
+    from_memory: bool = False
+    # The other candidate's text when both were read: the memory answer of an answer from the
+    # passages, or the passages' answer of one from memory (for evaluation and the inspector).
+    other_text: str | None = None
 
     def to_json(self) -> dict[str, object]:
         d = asdict(self)

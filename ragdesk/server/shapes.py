@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.confidence.wording import confidence_label, shown_text
+from ragdesk.core.confidence.wording import confidence_label, origin_note, shown_text
 from ragdesk.core.documents import Location, citation_uri
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.options import (
@@ -269,6 +269,7 @@ def answer_info(answer: Answer) -> dict[str, object]:
             "logprob": float(answer.logprob), "temperature": float(answer.temperature),
             "confidence": answer.confidence, "abstained": bool(answer.abstained),
             "confidence_label": confidence_label(answer.confidence),
+            "from_memory": bool(answer.from_memory), "origin_note": origin_note(answer),
             "guess": answer.text, "message": shown_text(answer)}
 
 

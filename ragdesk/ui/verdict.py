@@ -35,6 +35,12 @@ def confidence_text(p: float | None) -> str:
     return confidence_label(p)
 
 
+def origin_text(answer: Answer) -> str | None:
+    from ragdesk.core.confidence import origin_note
+
+    return origin_note(answer)
+
+
 def not_found_text(snapshot: str | None) -> str:
     from ragdesk.core.confidence import not_found_message
 
@@ -73,8 +79,10 @@ class VerdictRow(QWidget):
     def set_answer(self, answer: Answer) -> None:
         self.level = confidence_level(answer.confidence)
         dot = LEVEL_COLOURS[self.level]
+        note = origin_text(answer)
+        origin = f"<br/>{html.escape(note)}" if note else ""
         self.confidence.setText(f"<span style='color:{dot}'>●</span>&nbsp;"
-                                f"{html.escape(confidence_text(answer.confidence))}")
+                                f"{html.escape(confidence_text(answer.confidence))}{origin}")
         self.confidence.setToolTip(
             "How likely this answer is right, from a model fitted on held-out questions "
             "(features of the answer and its passages)." if answer.confidence is not None

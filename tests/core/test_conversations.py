@@ -304,7 +304,7 @@ def test_catalog_file_written_by_the_v3_code_upgrades_to_conversations(tmp_path:
     with sqlite3.connect(path) as con:
         assert con.execute("PRAGMA user_version").fetchone()[0] == 3
     cat = Catalog(path)
-    assert cat.schema_version() == SCHEMA_VERSION == 5
+    assert cat.schema_version() == SCHEMA_VERSION == 6
     check_v3_rows_survived(cat)
     store = ConversationStore(cat)
     conv = store.create()
@@ -369,3 +369,20 @@ def test_answers_saved_from_several_threads_and_catalogs_keep_their_order(
     for w in range(4):
         mine = [a.answer.question for a in stored if a.answer.question.startswith(f"q{w}-")]
         assert mine == [f"q{w}-{i}?" for i in range(8)]
+
+
+def test_an_answer_from_memory_reopens_as_one_with_tokens_that_cite_nothing(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    path = tmp_path / "catalog.sqlite"
+    store = ConversationStore(Catalog(path))
+    conv = store.create()
+    base = make_answer("Who discovered penicillin?", "Alexander Fleming")
+    original = dataclasses.replace(
+        base, from_memory=True, confidence=0.4,
+        tokens=[dataclasses.replace(t, posterior=[]) for t in base.tokens])
+    store.add_answer(conv.id, original, pack="reader-1.5b")
+    [loaded] = ConversationStore(Catalog(path)).answers(conv.id)
+    assert loaded.answer == original and loaded.answer.from_memory
+    assert {t.source for t in loaded.answer.tokens} == {-1}

@@ -5,6 +5,7 @@ the answer, and a legend, heat map and inspector that agree on the shown sources
 from __future__ import annotations
 
 import dataclasses
+import html
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -194,3 +195,26 @@ def test_a_stored_not_found_answer_reopens_as_one(qtbot: Any, window: Any) -> No
     assert not card.text.isVisible() and card.verdict.guess_button.isVisible()
     assert confidence_label(0.03) in card.verdict.confidence.text()
     assert [t.source for t in card.answer.tokens] == [1, 1]  # the shown source, kept
+
+
+def test_an_answer_from_memory_says_so_and_cites_no_passage(qtbot: Any) -> None:
+    from ragdesk.core.confidence import memory_note
+
+    streamed = make_answer(snapshot="wiki-2016")  # what was streamed: the passages' answer
+    memory = dataclasses.replace(
+        streamed, text="Alexander Fleming", token_ids=[7, 8],
+        tokens=[AnswerToken(7, "Alexander", []), AnswerToken(8, " Fleming", [])],
+        confidence=0.52, from_memory=True, other_text=streamed.text)
+    card = AnswerCard(1, memory.question, AnswerOptions(n_docs=len(memory.docs)),
+                      memory.snapshot)
+    qtbot.addWidget(card)
+    card.resize(640, 400)
+    card.show()
+    for tok in streamed.tokens:
+        card.append_token(tok)
+    card.finish(memory)
+    assert card.text.toPlainText().strip() == "Alexander Fleming"
+    assert html.escape(memory_note("wiki-2016")) in card.verdict.confidence.text()
+    assert confidence_label(0.52) in card.verdict.confidence.text()
+    assert summarize_sources(memory).primary is None  # no passage is its source
+    assert not card.verdict.guess_button.isVisible()

@@ -146,6 +146,10 @@ STEPS: list[list[str]] = [
         "ALTER TABLE answers ADD COLUMN confidence REAL",
         "ALTER TABLE answers ADD COLUMN abstained INTEGER NOT NULL DEFAULT 0",
     ],
+    # 6: an answer the reader gave from memory (no passage in its prompt) reopens as one.
+    [
+        "ALTER TABLE answers ADD COLUMN from_memory INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 SCHEMA_VERSION = len(STEPS)

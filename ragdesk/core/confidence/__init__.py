@@ -5,7 +5,13 @@ from ragdesk.core.confidence.features import CLOSED_BOOK, FEATURES, answer_featu
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence, fit_logistic
 from ragdesk.core.confidence.sources import SourceSummary, assign_sources, summarize_sources
 from ragdesk.core.confidence.store import confidence_model, generator_key, write_snapshot_model
-from ragdesk.core.confidence.wording import confidence_label, not_found_message, shown_text
+from ragdesk.core.confidence.wording import (
+    confidence_label,
+    memory_note,
+    not_found_message,
+    origin_note,
+    shown_text,
+)
 
 __all__ = [
     "CLOSED_BOOK",
@@ -20,7 +26,9 @@ __all__ = [
     "fit_logistic",
     "generator_key",
     "holders",
+    "memory_note",
     "not_found_message",
+    "origin_note",
     "shown_text",
     "summarize_sources",
     "write_snapshot_model",

@@ -36,6 +36,9 @@ class ConfidenceModel:
     # source), so its answers get no confidence rather than a miscalibrated one. Empty: a
     # model from before modes were recorded, read for every mode.
     modes: tuple[str, ...] = ()
+    # P(right) of the reader's answer from memory (features: MEMORY_FEATURES), fitted on the
+    # same questions; None: answers come from the passages alone.
+    memory: ConfidenceModel | None = None
 
     def predict(self, features: Mapping[str, float]) -> float:
         z = self.intercept
@@ -57,10 +60,13 @@ class ConfidenceModel:
         return confidence < self.threshold
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": FORMAT, "names": list(self.names), "mean": list(self.mean),
-                "scale": list(self.scale), "weights": list(self.weights),
-                "intercept": self.intercept, "threshold": self.threshold,
-                "fitted_on": self.fitted_on, "modes": list(self.modes)}
+        out = {"format": FORMAT, "names": list(self.names), "mean": list(self.mean),
+               "scale": list(self.scale), "weights": list(self.weights),
+               "intercept": self.intercept, "threshold": self.threshold,
+               "fitted_on": self.fitted_on, "modes": list(self.modes)}
+        if self.memory is not None:
+            out["memory"] = self.memory.to_json()
+        return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ConfidenceModel:
@@ -76,8 +82,12 @@ class ConfidenceModel:
         modes = d.get("modes") or []
         if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
             raise ValueError("confidence model modes must be a list of mode names")
+        memory = d.get("memory")
+        if memory is not None and (not isinstance(memory, dict) or "memory" in memory):
+            raise ValueError("a confidence model's memory part must be one plain model")
         return cls(names, cols[0], cols[1], cols[2], float(d["intercept"]),
-                   float(d["threshold"]), dict(d.get("fitted_on") or {}), tuple(modes))
+                   float(d["threshold"]), dict(d.get("fitted_on") or {}), tuple(modes),
+                   None if memory is None else cls.from_json(memory))
 
 
 def _sigmoid(z: float) -> float:

@@ -29,6 +29,27 @@ def not_found_message(snapshot: str | None) -> str:
             "The closest passages are shown; the best guess is one click away.")
 
 
+def memory_note(snapshot: str | None, holder: int | None = None) -> str:
+    """What an answer from the reader's memory says beside its text; ``holder``: the rank
+    of a passage that holds its words after all (its shown source)."""
+    where = f"the snapshot '{snapshot}'" if snapshot else "this snapshot"
+    if holder is not None:
+        return (f"From the reader's memory, not read from the passages of {where}; passage "
+                f"[{holder + 1}] holds these words.")
+    return (f"From the reader's memory: the passages of {where} did not give this answer, "
+            "so it has no source to check.")
+
+
+def origin_note(answer: Answer) -> str | None:
+    """The memory note of an answer from the reader's memory (None for any other), naming
+    the passage that holds its words where one does."""
+    if not answer.from_memory:
+        return None
+    from ragdesk.core.confidence.sources import summarize_sources
+
+    return memory_note(answer.snapshot, summarize_sources(answer).primary)
+
+
 def shown_text(answer: Answer) -> str:
     """The answer as a front end states it: the not-found message when it abstained (its
     ``text`` then holds the best guess), else its text."""

@@ -24,9 +24,11 @@ from ragdesk.core.confidence import (
     assign_sources,
     confidence_model,
 )
+from ragdesk.core.confidence.memory import memory_features
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.engine.generators import Generator
+from ragdesk.core.engine.memory_answer import memory_answer
 from ragdesk.core.engine.rag_sequence import rag_sequence
 from ragdesk.core.engine.rag_together import read_together
 from ragdesk.core.engine.rag_token import rag_token
@@ -148,8 +150,10 @@ class Engine:
         t1 = time.perf_counter()
         temperature = (temperature_of(index) if options.temperature is None
                        else req.temperature)
-        ans = self._generate(req.on(index.name, temperature), hits, on_token, cancel)
+        req = req.on(index.name, temperature)
+        ans = self._generate(req, hits, on_token, cancel)
         self.judge(ans, options.abstain, index)
+        ans = self._or_from_memory(ans, req, hits, options.abstain, index, cancel)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
         return ans
@@ -197,9 +201,11 @@ class Engine:
         req = AnswerRequest.checked(question, options, self.generator)
         temperature = (self._temperature_of(snapshot_name) if options.temperature is None
                        else req.temperature)
-        ans = self._generate(req.on(snapshot_name, temperature), docs, on_token, cancel)
-        self.judge(ans, options.abstain, self._index_named(snapshot_name))
-        return ans
+        req = req.on(snapshot_name, temperature)
+        ans = self._generate(req, docs, on_token, cancel)
+        index = self._index_named(snapshot_name)
+        self.judge(ans, options.abstain, index)
+        return self._or_from_memory(ans, req, docs, options.abstain, index, cancel)
 
     def answer_from_docs(
         self,
@@ -253,6 +259,35 @@ class Engine:
         if model is not None:
             ans.confidence = model.predict(ans.features)
             ans.abstained = bool(abstain) and model.abstains(ans.confidence)
+
+    def _or_from_memory(self, ans: Answer, req: AnswerRequest, docs: Sequence[Hit],
+                        abstain: bool, index: object | None,
+                        cancel: CancelToken | None) -> Answer:
+        """The judged answer, or the reader's answer from memory (no passage in the prompt)
+        where the confidence model has a part for those and finds it likelier right. Both
+        candidates' texts and the memory features stay on the answer returned."""
+        model = self._confidence_model(index, ans.mode)
+        if (ans.cancelled or ans.confidence is None or model is None or model.memory is None
+                or self.generator.kind != "causal"):
+            return ans
+        t0 = time.perf_counter()
+        with self._lock:
+            mem = memory_answer(self.generator, req, docs, cancel=cancel)
+        spent = time.perf_counter() - t0
+        if mem.cancelled:  # the passages' answer is whole: it stands
+            return ans
+        features = memory_features(mem, ans.text, ans.confidence)
+        p = model.memory.predict(features)
+        ans.features.update(features, memory_confidence=p)
+        ans.timings["memory_s"] = spent
+        if p <= ans.confidence:
+            ans.other_text = mem.text
+            return ans
+        mem.features, mem.confidence, mem.other_text = dict(ans.features), p, ans.text
+        mem.abstained = bool(abstain) and model.abstains(p)
+        mem.retriever = ans.retriever
+        mem.timings = {**ans.timings, "memory_decode_s": mem.timings.get("decode_s", 0.0)}
+        return mem
 
     def _index_named(self, snapshot_name: str | None) -> object | None:
         if snapshot_name is None or self.library is None:

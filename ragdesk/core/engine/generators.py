@@ -35,6 +35,8 @@ from ragdesk.core.engine.hf_seq2seq import Seq2SeqContext, right_padded
 from ragdesk.core.engine.inert_text import InertText
 from ragdesk.core.engine.prompts import (
     chat_messages,
+    memory_chat_messages,
+    memory_plain_prompt,
     plain_prompt,
     together_chat_messages,
     together_plain_prompt,
@@ -160,6 +162,14 @@ class Generator(ABC):
             "passages together.",
             hint="Use RAG-Token or RAG-Sequence with it (--mode token or sequence); reading "
                  "together needs a decoder-only generator such as the reader pack's.")
+
+    def prepare_memory(self, question: str, passages: Sequence[PassageText] = (),
+                       style: Style = DEFAULT_STYLE) -> PassageContext:
+        """One generator input with the question and no passage (a context with one row);
+        ``passages`` only recase the question, as in the prompts that show them."""
+        raise BadInputError(
+            f"The generator {self.name!r} cannot answer without a passage.",
+            hint="Answers from memory need a decoder-only generator such as the reader pack's.")
 
     @property
     def vocab_size(self) -> int:
@@ -393,6 +403,18 @@ class CausalLMGenerator(Generator):
         question = normalize_question(question, passages)
         ids = [self.together_ids(question, passages, style)]
         return self._context(ids)
+
+    def prepare_memory(self, question: str, passages: Sequence[PassageText] = (),
+                       style: Style = DEFAULT_STYLE) -> PassageContext:
+        tok = self.tokenizer
+        question = normalize_question(self.inert.text(question), passages)
+        if self.use_chat_template:
+            prompt = str(tok.apply_chat_template(memory_chat_messages(question, style),
+                                                 tokenize=False, add_generation_prompt=True))
+        else:
+            prompt = memory_plain_prompt(question, style)
+        ids: list[int] = tok(prompt, add_special_tokens=not self.use_chat_template)["input_ids"]
+        return self._context([ids])
 
 
 # How a newline shows in the vocabulary: itself (SentencePiece), as byte 0x0A in the

@@ -12,6 +12,9 @@ A model with a chat template gets the same examples as earlier conversation turn
 Read together (all K passages in one prompt, as chat apps do): the same worked examples, each
 with its one passage, then the K passages one after the other and the question. The examples
 stay the opening of every question's prompt, which the lean decoder keeps between questions.
+
+From memory (no passage at all): the same worked questions and answers without their passages,
+then the question; what the reader learned in training is all it has to go on.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ TOGETHER_INSTRUCTIONS = {
 STYLE_INSTRUCTIONS = {
     "short": "Answer each question with a few words copied from the passage before it.",
     "sentence": "Answer each question in one sentence, using the passage before it.",
+}
+
+
+MEMORY_INSTRUCTIONS = {
+    "short": "Answer each question with a few words.",
+    "sentence": "Answer each question in one sentence.",
 }
 
 
@@ -126,4 +135,26 @@ def together_chat_messages(question: str, passages: Sequence[tuple[str, str]],
                      "content": f"{inst}\n\n{_block(ex.title, ex.text, ex.question)}"})
         msgs.append({"role": "assistant", "content": _answer(ex, style)})
     msgs.append({"role": "user", "content": f"{inst}\n\n{_passages_block(passages, question)}"})
+    return msgs
+
+
+def memory_plain_prompt(question: str, style: str) -> str:
+    """A base LM's prompt with no passage: the worked questions, then the question."""
+    check_style(style)
+    parts = [MEMORY_INSTRUCTIONS[style]]
+    for ex in EXAMPLES:
+        parts.append(f"Question: {ex.question}\nAnswer: {_answer(ex, style)}")
+    parts.append(f"Question: {question}\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def memory_chat_messages(question: str, style: str) -> list[dict[str, str]]:
+    """A chat model's conversation with no passage: the worked questions as earlier turns."""
+    check_style(style)
+    inst = MEMORY_INSTRUCTIONS[style]
+    msgs: list[dict[str, str]] = []
+    for ex in EXAMPLES:
+        msgs.append({"role": "user", "content": f"{inst}\n\nQuestion: {ex.question}"})
+        msgs.append({"role": "assistant", "content": _answer(ex, style)})
+    msgs.append({"role": "user", "content": f"{inst}\n\nQuestion: {question}"})
     return msgs

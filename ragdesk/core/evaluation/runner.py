@@ -79,13 +79,17 @@ class QuestionResult:
     abstained: bool = False
     features: dict[str, float] = field(default_factory=dict)
     source: int | None = None  # the passage the answer is shown as quoted from (rank)
+    # the prediction is the reader's answer from memory; ``other``: the candidate not kept
+    from_memory: bool = False
+    other: str | None = None
 
     def to_json(self) -> dict[str, object]:
         return {"line": self.line, "question": self.question, "answers": self.answers,
                 "prediction": self.prediction, "em": self.em, "f1": self.f1,
                 "confidence": self.confidence, "abstained": self.abstained,
                 "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
-                "source": self.source, "docs": self.docs, "timings": self.timings,
+                "source": self.source, "from_memory": self.from_memory, "other": self.other,
+                "docs": self.docs, "timings": self.timings,
                 "top1_prob": self.top1_prob, "token_entropy": self.token_entropy,
                 "features": self.features}
 
@@ -328,12 +332,15 @@ class _Run:
             if all(isinstance(p, float) for p in probs):
                 r.top1_prob = max(p for p in probs if p is not None)
         toks = list(getattr(ans, "tokens", []) or [])
-        posts = [t.posterior for t in toks]
+        posts = [t.posterior for t in toks if t.posterior]  # memory's tokens read no passage
         if posts:
             r.token_entropy = float(np.mean([entropy(p) for p in posts]))
         conf = getattr(ans, "confidence", None)
         r.confidence = float(conf) if conf is not None else None
         r.abstained = bool(getattr(ans, "abstained", False))
+        r.from_memory = bool(getattr(ans, "from_memory", False))
+        other = getattr(ans, "other_text", None)
+        r.other = other if isinstance(other, str) else None
         r.features = {k: float(v) for k, v in (getattr(ans, "features", {}) or {}).items()}
         if toks and used:
             r.source = summarize_sources(ans).primary

@@ -1,0 +1,45 @@
+"""What the confidence model reads of an answer from memory, beside the passages' answer.
+
+The reader's answer with no passage in the prompt (:mod:`ragdesk.core.engine.memory_answer`)
+is judged by a model of its own: its likelihood, whether it agrees with the answer read from
+the passages, whether a passage retrieved holds it, how well the retriever matched the question
+and how sure the passages' answer is.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ragdesk.core.confidence.features import holders
+from ragdesk.core.matching import normalize_answer
+from ragdesk.core.types import Answer
+
+MEMORY_FEATURES: tuple[str, ...] = (
+    "memory_logprob",            # log p(y|x) of the answer from memory, clipped at -40
+    "memory_logprob_per_token",  # the same per answer token
+    "memory_log_tokens",         # log(1 + its tokens)
+    "memory_agrees",             # it is the passages' answer (normalized)
+    "memory_held",               # a passage retrieved holds it
+    "top1_score",                # the best passage's retrieval score
+    "passage_confidence",        # P(right) of the passages' answer
+)
+
+
+def memory_features(memory: Answer, passages_text: str,
+                    passage_confidence: float) -> dict[str, float]:
+    """The features of ``memory`` by name (see :data:`MEMORY_FEATURES`) beside the answer
+    read from the passages, ``passages_text``, of P(right) ``passage_confidence``."""
+    n_tok = len(memory.tokens)
+    lp = max(-40.0, float(memory.logprob)) if math.isfinite(memory.logprob) else -40.0
+    text = memory.text.strip()
+    agrees = bool(text) and normalize_answer(text) == normalize_answer(passages_text)
+    held = bool(text) and bool(memory.docs) and any(holders(text, memory.docs))
+    return {
+        "memory_logprob": lp,
+        "memory_logprob_per_token": lp / max(1, n_tok),
+        "memory_log_tokens": math.log1p(n_tok),
+        "memory_agrees": float(agrees),
+        "memory_held": float(held),
+        "top1_score": float(memory.docs[0].score) if memory.docs else 0.0,
+        "passage_confidence": float(passage_confidence),
+    }
