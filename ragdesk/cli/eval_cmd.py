@@ -249,9 +249,12 @@ def _print_summary(s: dict[str, Any]) -> None:
     k = str(c["n_docs"])
     ceiling = (ans or s)["top_k_accuracy"].get(k)
     if ceiling is not None and not c["retrieval_only"]:
+        memory = int(str(s.get("from_memory") or 0))
         print(f"\nThe generator reads the top {k} passages: an answer is among them for "
               f"{_fmt(ceiling)} % of the {'answerable ' if ans else ''}questions "
-              "(the ceiling for exact match).")
+              + ("(the ceiling for exact match)." if not memory else
+                 f"(the ceiling for answers read from them); {memory:,} of the {s['n']:,} "
+                 "answers came from the reader's memory instead."))
     t = s["timings"]
     print()
     line = (f"retrieval {t['retrieval_per_question_ms']:.1f} ms/question "

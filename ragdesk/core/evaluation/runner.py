@@ -117,6 +117,7 @@ class EvalReport:
             "mean_top1_prob": mean([r.top1_prob for r in rows if r.top1_prob is not None]),
             "mean_token_entropy": mean([r.token_entropy for r in rows
                                         if r.token_entropy is not None]),
+            "from_memory": sum(r.from_memory for r in rows),
             "confidence": selective_summary(
                 [r.confidence for r in rows], [bool(r.em) for r in rows],
                 [r.answerable for r in rows],

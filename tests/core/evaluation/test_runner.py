@@ -168,3 +168,21 @@ def test_without_a_passage_source_answerable_is_null() -> None:
     report = evaluate(_questions(5), encoder=Encoder(),
                       retrieve_batch=lambda t, v, k: corpus.search(v, k))
     assert report.to_json()["answerable"] is None
+
+
+def test_rows_and_summary_say_which_answers_came_from_memory() -> None:
+    corpus, enc, qs = Corpus(), Encoder(), _questions(9)
+
+    def answer(question: str) -> FakeAnswer:
+        i = int(question.split()[1])
+        out = FakeAnswer(qs[i].answers[0], [], {})
+        out.from_memory = i % 3 == 0  # type: ignore[attr-defined]
+        out.other_text = f"other {i}"  # type: ignore[attr-defined]
+        return out
+
+    report = evaluate(qs, encoder=enc, retrieve_batch=lambda t, v, k: corpus.search(v, k),
+                      passages=corpus, answer=answer, cite=5)
+    rows = [r.to_json() for r in report.results]
+    assert [r["from_memory"] for r in rows] == [i % 3 == 0 for i in range(9)]
+    assert [r["other"] for r in rows] == [f"other {i}" for i in range(9)]
+    assert report.to_json()["from_memory"] == 3
