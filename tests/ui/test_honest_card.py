@@ -217,4 +217,6 @@ def test_an_answer_from_memory_says_so_and_cites_no_passage(qtbot: Any) -> None:
     assert html.escape(memory_note("wiki-2016")) in card.verdict.confidence.text()
     assert confidence_label(0.52) in card.verdict.confidence.text()
     assert summarize_sources(memory).primary is None  # no passage is its source
+    # the streamed passages' answer drew a source bar: the answer kept draws none
+    assert card.legend.k == 0 and not card.legend.isVisible()
     assert not card.verdict.guess_button.isVisible()

@@ -233,7 +233,13 @@ class AnswerCard(QFrame):
 
     def _update_legend(self) -> None:
         toks = self.text.tokens
-        if not toks or not toks[0].posterior:
+        if not toks:
+            return
+        if not toks[0].posterior:
+            # read from no passage (an answer from memory no passage holds): no sources to
+            # draw, not the streamed tokens' ones left standing
+            self.legend.set_counts(0, [])
+            self.legend.setVisible(False)
             return
         k = len(toks[0].posterior)
         counts = [0] * k
