@@ -219,4 +219,5 @@ def test_an_answer_from_memory_says_so_and_cites_no_passage(qtbot: Any) -> None:
     assert summarize_sources(memory).primary is None  # no passage is its source
     # the streamed passages' answer drew a source bar: the answer kept draws none
     assert card.legend.k == 0 and not card.legend.isVisible()
+    assert card.chips_caption.isVisible() and "not sources" in card.chips_caption.text()
     assert not card.verdict.guess_button.isVisible()

@@ -194,7 +194,8 @@ class AnswerCard(QFrame):
         self._build_chips(answer.docs)
         abstained = answer.abstained and not answer.cancelled
         self.verdict.set_answer(answer)
-        self.chips_caption.setVisible(abstained and bool(answer.docs))
+        unsourced = answer.from_memory and (self.summary is None or self.summary.primary is None)
+        self.chips_caption.setVisible((abstained or unsourced) and bool(answer.docs))
         if abstained:
             # Not found: said plainly in the text's place; the guess is one click away.
             self._set_status(not_found_text(answer.snapshot), not_found=True)
