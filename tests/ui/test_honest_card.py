@@ -19,13 +19,15 @@ from ragdesk.ui.inspector import PassageInspector
 from tests.ui.fakes import make_answer
 
 
-def finished_card(qtbot: Any, answer: Answer) -> AnswerCard:
+def finished_card(qtbot: Any, answer: Answer, streamed: Answer | None = None) -> AnswerCard:
+    """A card that streamed ``streamed``'s tokens (default: the answer's) and then got
+    ``answer``."""
     card = AnswerCard(1, answer.question, AnswerOptions(n_docs=len(answer.docs)),
                       answer.snapshot)
     qtbot.addWidget(card)
     card.resize(640, 400)
     card.show()
-    for tok in answer.tokens:
+    for tok in (streamed or answer).tokens:
         card.append_token(tok)
     card.finish(answer)
     return card
@@ -205,14 +207,7 @@ def test_an_answer_from_memory_says_so_and_cites_no_passage(qtbot: Any) -> None:
         streamed, text="Alexander Fleming", token_ids=[7, 8],
         tokens=[AnswerToken(7, "Alexander", []), AnswerToken(8, " Fleming", [])],
         confidence=0.52, from_memory=True, other_text=streamed.text)
-    card = AnswerCard(1, memory.question, AnswerOptions(n_docs=len(memory.docs)),
-                      memory.snapshot)
-    qtbot.addWidget(card)
-    card.resize(640, 400)
-    card.show()
-    for tok in streamed.tokens:
-        card.append_token(tok)
-    card.finish(memory)
+    card = finished_card(qtbot, memory, streamed)
     assert card.text.toPlainText().strip() == "Alexander Fleming"
     assert html.escape(memory_note("wiki-2016")) in card.verdict.confidence.text()
     assert confidence_label(0.52) in card.verdict.confidence.text()

@@ -83,28 +83,43 @@ def _block(title: str, text: str, question: str) -> str:
     return f"{body}\n\nQuestion: {question}"
 
 
+def _plain(inst: str, blocks: Sequence[str], last: str, style: str) -> str:
+    """Instruction, each worked example's block with its answer, then ``last`` and
+    ``Answer:``; the answer ends at the newline."""
+    parts = [inst]
+    for ex, block in zip(EXAMPLES, blocks, strict=True):
+        parts.append(f"{block}\nAnswer: {_answer(ex, style)}")
+    parts.append(f"{last}\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def _chat(inst: str, blocks: Sequence[str], last: str, style: str) -> list[dict[str, str]]:
+    """The worked examples as earlier chat turns, then ``last`` as the user's turn."""
+    msgs: list[dict[str, str]] = []
+    for ex, block in zip(EXAMPLES, blocks, strict=True):
+        msgs.append({"role": "user", "content": f"{inst}\n\n{block}"})
+        msgs.append({"role": "assistant", "content": _answer(ex, style)})
+    msgs.append({"role": "user", "content": f"{inst}\n\n{last}"})
+    return msgs
+
+
+def _with_passages() -> list[str]:
+    return [_block(ex.title, ex.text, ex.question) for ex in EXAMPLES]
+
+
 def plain_prompt(question: str, title: str, text: str, style: str) -> str:
     """A base LM's prompt: instruction, worked examples, then the passage and the question;
     the answer follows ``Answer:`` and ends at the newline."""
     check_style(style)
-    parts = [STYLE_INSTRUCTIONS[style]]
-    for ex in EXAMPLES:
-        parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
-    parts.append(f"{_block(title, text, question)}\nAnswer:")
-    return "\n\n".join(parts)
+    return _plain(STYLE_INSTRUCTIONS[style], _with_passages(), _block(title, text, question),
+                  style)
 
 
 def chat_messages(question: str, title: str, text: str, style: str) -> list[dict[str, str]]:
     """A chat model's conversation: the examples as earlier turns, then the question."""
     check_style(style)
-    inst = STYLE_INSTRUCTIONS[style]
-    msgs: list[dict[str, str]] = []
-    for ex in EXAMPLES:
-        block = _block(ex.title, ex.text, ex.question)
-        msgs.append({"role": "user", "content": f"{inst}\n\n{block}"})
-        msgs.append({"role": "assistant", "content": _answer(ex, style)})
-    msgs.append({"role": "user", "content": f"{inst}\n\n{_block(title, text, question)}"})
-    return msgs
+    return _chat(STYLE_INSTRUCTIONS[style], _with_passages(), _block(title, text, question),
+                 style)
 
 
 def _passages_block(passages: Sequence[tuple[str, str]], question: str) -> str:
@@ -116,11 +131,8 @@ def together_plain_prompt(question: str, passages: Sequence[tuple[str, str]],
                           style: str) -> str:
     """A base LM's prompt with all the passages before the question."""
     check_style(style)
-    parts = [TOGETHER_INSTRUCTIONS[style]]
-    for ex in EXAMPLES:
-        parts.append(f"{_block(ex.title, ex.text, ex.question)}\nAnswer: {_answer(ex, style)}")
-    parts.append(f"{_passages_block(passages, question)}\nAnswer:")
-    return "\n\n".join(parts)
+    return _plain(TOGETHER_INSTRUCTIONS[style], _with_passages(),
+                  _passages_block(passages, question), style)
 
 
 def together_chat_messages(question: str, passages: Sequence[tuple[str, str]],
@@ -128,33 +140,19 @@ def together_chat_messages(question: str, passages: Sequence[tuple[str, str]],
     """A chat model's conversation: the examples as earlier turns, then every passage and
     the question in the last one."""
     check_style(style)
-    inst = TOGETHER_INSTRUCTIONS[style]
-    msgs: list[dict[str, str]] = []
-    for ex in EXAMPLES:
-        msgs.append({"role": "user",
-                     "content": f"{inst}\n\n{_block(ex.title, ex.text, ex.question)}"})
-        msgs.append({"role": "assistant", "content": _answer(ex, style)})
-    msgs.append({"role": "user", "content": f"{inst}\n\n{_passages_block(passages, question)}"})
-    return msgs
+    return _chat(TOGETHER_INSTRUCTIONS[style], _with_passages(),
+                 _passages_block(passages, question), style)
 
 
 def memory_plain_prompt(question: str, style: str) -> str:
     """A base LM's prompt with no passage: the worked questions, then the question."""
     check_style(style)
-    parts = [MEMORY_INSTRUCTIONS[style]]
-    for ex in EXAMPLES:
-        parts.append(f"Question: {ex.question}\nAnswer: {_answer(ex, style)}")
-    parts.append(f"Question: {question}\nAnswer:")
-    return "\n\n".join(parts)
+    return _plain(MEMORY_INSTRUCTIONS[style], [f"Question: {ex.question}" for ex in EXAMPLES],
+                  f"Question: {question}", style)
 
 
 def memory_chat_messages(question: str, style: str) -> list[dict[str, str]]:
     """A chat model's conversation with no passage: the worked questions as earlier turns."""
     check_style(style)
-    inst = MEMORY_INSTRUCTIONS[style]
-    msgs: list[dict[str, str]] = []
-    for ex in EXAMPLES:
-        msgs.append({"role": "user", "content": f"{inst}\n\nQuestion: {ex.question}"})
-        msgs.append({"role": "assistant", "content": _answer(ex, style)})
-    msgs.append({"role": "user", "content": f"{inst}\n\nQuestion: {question}"})
-    return msgs
+    return _chat(MEMORY_INSTRUCTIONS[style], [f"Question: {ex.question}" for ex in EXAMPLES],
+                 f"Question: {question}", style)

@@ -15,27 +15,15 @@ from ragdesk.core.engine import Engine
 from ragdesk.core.engine.generators import CausalLMGenerator, PassageText
 from ragdesk.core.engine.memory_answer import memory_answer
 from ragdesk.core.engine.request import keyword_request
-from ragdesk.core.types import Hit
 
 from .test_qwen2_decoder import build_tiny_qwen2
+from .test_read_together import QUESTION, _gen, _hits
 from .test_true_sources import _Library, _Snap
-
-QUESTION = "who wrote the first book"
 
 
 @pytest.fixture(scope="module")
 def parts(tiny_models: Any) -> tuple[Any, Any]:
     return build_tiny_qwen2(tiny_models)
-
-
-def _gen(parts: Any, **kw: Any) -> CausalLMGenerator:
-    kw.setdefault("no_repeat_ngram_size", 0)
-    return CausalLMGenerator(parts[0], parts[1], "tiny-qwen2", **kw)
-
-
-def _hits(tiny_models: Any, n: int = 4) -> list[Hit]:
-    corpus = list(tiny_models.corpus)[:n]
-    return [Hit(i, t, " ".join(x.split()[:60]), 70.0 - i) for i, (t, x) in enumerate(corpus)]
 
 
 def _request(gen: CausalLMGenerator, new: int = 6) -> Any:
