@@ -280,8 +280,13 @@ class Engine:
         p = model.memory.predict(features)
         ans.features.update(features, memory_confidence=p)
         ans.timings["memory_s"] = spent
-        if p <= ans.confidence:
+        if p <= ans.confidence or features["memory_agrees"]:
+            # The same words from memory only make the passages' answer, quoted from a
+            # passage, likelier right: it stays, with the larger P(right).
             ans.other_text = mem.text
+            if p > ans.confidence:
+                ans.confidence = p
+                ans.abstained = bool(abstain) and model.abstains(p)
             return ans
         mem.features, mem.confidence, mem.other_text = dict(ans.features), p, ans.text
         mem.abstained = bool(abstain) and model.abstains(p)

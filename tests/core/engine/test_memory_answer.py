@@ -3,6 +3,7 @@ model's memory part, kept only where that part finds it likelier right."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,27 @@ def test_the_note_names_a_passage_that_holds_the_words_and_every_front_end_gets_
     info = answer_info(free)
     assert info["from_memory"] is True and info["origin_note"] == memory_note("snap")
     assert info["message"] == "Alexander Fleming"  # given, not abstained: the text itself
+
+
+def test_the_same_words_from_memory_keep_the_passages_answer_and_its_sources(
+        parts: Any, tiny_models: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    from ragdesk.core.engine import api
+
+    gen = _gen(parts, precision="float32")
+    hits = _hits(tiny_models)
+    plain = Engine(None, gen).answer_from_docs(  # type: ignore[arg-type]
+        QUESTION, hits, mode="together", max_new_tokens=6)
+
+    def same_words(*args: Any, **kw: Any) -> Any:
+        return dataclasses.replace(plain, from_memory=True)
+
+    monkeypatch.setattr(api, "memory_answer", same_words)
+    write_snapshot_model(tmp_path, gen.name, _with_memory(-3.0, 3.0))
+    engine = Engine(None, gen, library=_Library(_Snap(tmp_path, "snap")))  # type: ignore[arg-type]
+    ans = engine.answer_from_docs(QUESTION, hits, mode="together", max_new_tokens=6,
+                                  snapshot_name="snap")
+    assert ans.features["memory_agrees"] == 1.0
+    assert not ans.from_memory and ans.text == plain.text
+    assert [t.source for t in ans.tokens] == [t.source for t in plain.tokens]
+    assert ans.confidence == pytest.approx(1 / (1 + math.exp(-3.0)))  # the larger one
+    assert not ans.abstained
