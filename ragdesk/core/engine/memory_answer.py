@@ -26,6 +26,7 @@ from ragdesk.core.types import Answer, Hit
 if TYPE_CHECKING:
     from ragdesk.core.engine.generators import Generator
 
+
 def memory_answer(generator: Generator, req: AnswerRequest, docs: Sequence[Hit], *,
                   cancel: CancelToken | None = None) -> Answer:
     """Greedy (or the request's beams) answer to ``req`` with no passage in the prompt;
