@@ -152,8 +152,8 @@ class Engine:
                        else req.temperature)
         req = req.on(index.name, temperature)
         ans = self._generate(req, hits, on_token, cancel)
-        self.judge(ans, options.abstain, index)
-        ans = self._or_from_memory(ans, req, hits, options.abstain, index, cancel)
+        model = self.judge(ans, options.abstain, index)
+        ans = self._or_from_memory(ans, req, hits, options.abstain, model, cancel)
         ans.timings["retrieve_s"] = t1 - t0
         ans.timings["total_s"] = time.perf_counter() - t0
         return ans
@@ -203,9 +203,8 @@ class Engine:
                        else req.temperature)
         req = req.on(snapshot_name, temperature)
         ans = self._generate(req, docs, on_token, cancel)
-        index = self._index_named(snapshot_name)
-        self.judge(ans, options.abstain, index)
-        return self._or_from_memory(ans, req, docs, options.abstain, index, cancel)
+        model = self.judge(ans, options.abstain, self._index_named(snapshot_name))
+        return self._or_from_memory(ans, req, docs, options.abstain, model, cancel)
 
     def answer_from_docs(
         self,
@@ -240,12 +239,13 @@ class Engine:
             return generate(self.generator, req, docs, on_token=on_token, cancel=cancel)
 
     def judge(self, ans: Answer, abstain: bool = DEFAULT_OPTIONS.abstain,
-              index: object | None = None) -> None:
+              index: object | None = None) -> ConfidenceModel | None:
         """Give a finished answer sources that hold it, its features and its confidence
         (the model for ``index``, the snapshot answered from), and mark it abstained when
-        the confidence is below the model's threshold."""
+        the confidence is below the model's threshold; returns that model (None: none
+        judged it)."""
         if ans.cancelled:
-            return
+            return None
         assign_sources(ans)
         model = self._confidence_model(index, ans.mode)
         if self.every_feature or (model is not None and model.reads_any(CLOSED_BOOK)):
@@ -259,14 +259,14 @@ class Engine:
         if model is not None:
             ans.confidence = model.predict(ans.features)
             ans.abstained = bool(abstain) and model.abstains(ans.confidence)
+        return model
 
     def _or_from_memory(self, ans: Answer, req: AnswerRequest, docs: Sequence[Hit],
-                        abstain: bool, index: object | None,
+                        abstain: bool, model: ConfidenceModel | None,
                         cancel: CancelToken | None) -> Answer:
         """The judged answer, or the reader's answer from memory (no passage in the prompt)
-        where the confidence model has a part for those and finds it likelier right. Both
-        candidates' texts and the memory features stay on the answer returned."""
-        model = self._confidence_model(index, ans.mode)
+        where ``model``, the one that judged it, has a part for those and finds it likelier
+        right. Both candidates' texts and the memory features stay on the answer returned."""
         if (ans.cancelled or ans.confidence is None or model is None or model.memory is None
                 or self.generator.kind != "causal"):
             return ans

@@ -21,7 +21,7 @@ import inspect
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -385,12 +385,8 @@ class CausalLMGenerator(Generator):
             text = str(tok.decode(ids[:self.max_passage_tokens])) if len(ids) > \
                 self.max_passage_tokens else p.text
             cut.append((p.title, text))
-        if self.use_chat_template:
-            prompt = str(tok.apply_chat_template(together_chat_messages(question, cut, style),
-                                                 tokenize=False, add_generation_prompt=True))
-        else:
-            prompt = together_plain_prompt(question, cut, style)
-        out: list[int] = tok(prompt, add_special_tokens=not self.use_chat_template)["input_ids"]
+        out = self._prompt_ids(lambda: together_chat_messages(question, cut, style),
+                               lambda: together_plain_prompt(question, cut, style))
         if self.max_positions is not None and len(out) >= self.max_positions:
             raise BadInputError(
                 f"The prompt with all {len(passages)} passages is {len(out)} tokens long; the "
@@ -406,15 +402,22 @@ class CausalLMGenerator(Generator):
 
     def prepare_memory(self, question: str, passages: Sequence[PassageText] = (),
                        style: Style = DEFAULT_STYLE) -> PassageContext:
-        tok = self.tokenizer
         question = normalize_question(self.inert.text(question), passages)
+        return self._context([self._prompt_ids(lambda: memory_chat_messages(question, style),
+                                               lambda: memory_plain_prompt(question, style))])
+
+    def _prompt_ids(self, chat: Callable[[], list[dict[str, str]]],
+                    plain: Callable[[], str]) -> list[int]:
+        """The ids of the chat conversation under the model's template, or of the plain
+        prompt (with the tokenizer's own special tokens) for a model without one."""
+        tok = self.tokenizer
         if self.use_chat_template:
-            prompt = str(tok.apply_chat_template(memory_chat_messages(question, style),
-                                                 tokenize=False, add_generation_prompt=True))
+            prompt = str(tok.apply_chat_template(chat(), tokenize=False,
+                                                 add_generation_prompt=True))
         else:
-            prompt = memory_plain_prompt(question, style)
+            prompt = plain()
         ids: list[int] = tok(prompt, add_special_tokens=not self.use_chat_template)["input_ids"]
-        return self._context([ids])
+        return ids
 
 
 # How a newline shows in the vocabulary: itself (SentencePiece), as byte 0x0A in the
