@@ -63,7 +63,7 @@ def answer(args: argparse.Namespace) -> int:
 def fit(args: argparse.Namespace) -> int:
     from ragdesk.core.confidence.memory import MEMORY_FEATURES
     from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence
-    from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, _cross_validated
+    from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, cross_validated
     from ragdesk.core.evaluation.metrics import exact_match
     from ragdesk.core.evaluation.selective import (
         auroc,
@@ -78,7 +78,7 @@ def fit(args: argparse.Namespace) -> int:
     feats = [memory[n]["features"] for n in lines]
     mem_right = np.array([exact_match(memory[n]["memory"], passages[n]["answers"]) >= 1.0
                           for n in lines])
-    cv = _cross_validated(feats, mem_right, L2, FOLDS, MEMORY_FEATURES)
+    cv = cross_validated(feats, mem_right, L2, FOLDS, MEMORY_FEATURES)
     p_passages = np.array([float(passages[n]["confidence"]) for n in lines])
     rt_right = np.array([float(passages[n]["em"]) >= 1.0 for n in lines])
     use = cv > p_passages

@@ -2,7 +2,9 @@
 
 The confidence is a function of the answer's features, which `--out` keeps; an evaluation run
 before a model was fitted is scored here exactly as `eval` would have scored it with the model
-(same predictions, same features, same threshold), without answering every question again:
+(same predictions, same features, same threshold), without answering every question again.
+Rows that hold the reader's answer from memory too are scored on the candidate the model
+then keeps, as the engine chooses:
 
     python scripts/score_confidence.py eval.jsonl ragdesk/resources/confidence/starter.json
 """
@@ -14,6 +16,7 @@ import json
 from pathlib import Path
 
 from ragdesk.core.confidence import ConfidenceModel
+from ragdesk.core.evaluation.confidence_fit import rescore
 from ragdesk.core.evaluation.selective import selective_summary
 
 
@@ -29,8 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [json.loads(line) for line in args.results.read_text(encoding="utf-8").splitlines()
             if line.strip()]
     rows = [r for r in rows if r.get("features")]
-    conf = [model.predict(r["features"]) for r in rows]
-    right = [bool(r["em"]) for r in rows]
+    scored = [rescore(model, r) for r in rows]
+    conf = [c for c, _ in scored]
+    right = [ok for _, ok in scored]
     answerable = [r["answerable"] for r in rows]
     abstained = [model.abstains(c) for c in conf]
     out = {"all": selective_summary(conf, right, answerable, abstained),
@@ -43,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                              max(1, sum(1 for a in answerable if a))),
            "threshold": model.threshold}
     print(json.dumps(out, indent=1))
-    for r, c in list(zip(rows, conf, strict=True))[:args.sample]:
-        mark = "RIGHT" if r["em"] else "wrong"
+    for r, c, ok in list(zip(rows, conf, right, strict=True))[:args.sample]:
+        mark = "RIGHT" if ok else "wrong"
         print(f"{c:.3f} {'abstain' if model.abstains(c) else 'given  '} {mark} "
               f"{r['question']!r} -> {r['prediction']!r} (gold {r['answers'][:2]})")
     return 0

@@ -181,18 +181,16 @@ def _model_refs(args: argparse.Namespace, ctx: AppContext,
 
 def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
                   json_extra: dict[str, object]) -> int:
-    from ragdesk.core.confidence import confidence_label, origin_note, shown_text
+    from ragdesk.core.confidence import after_streamed, confidence_label, origin_note, shown_text
 
     if args.json:
         print_json({**ans.to_json(), "message": shown_text(ans), **json_extra})
         return 0
-    if ans.abstained:
-        # streamed: the guess is on screen already; the verdict follows it
-        print(("\n" if streamed else "") + terminal_safe(shown_text(ans), newlines=True))
-        print(f"Best guess: {terminal_safe(ans.text, newlines=True) or '(empty)'}")
-    elif ans.from_memory and streamed:
-        # what streamed was the passages' answer; the one kept is the reader's own
-        print(f"\nInstead: {terminal_safe(ans.text, newlines=True) or '(empty answer)'}")
+    if ans.abstained or (ans.from_memory and streamed):
+        # streamed: the guess, or the passages' answer, is on screen already; the verdict
+        # follows it (not streamed: the same lines are the whole answer)
+        print(("\n" if streamed else "")
+              + "\n".join(terminal_safe(line, newlines=True) for line in after_streamed(ans)))
     elif not streamed:
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     if not ans.cancelled:

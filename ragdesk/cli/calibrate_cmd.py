@@ -84,11 +84,17 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
           f"mean top-1 p(z|x) of 5 passages {report.mean_top1_after:.3f} "
           f"(τ = 1: {report.mean_top1_before:.3f}).")
     if confidence is not None:
-        cv = confidence.fitted_on["cross_validated"]
+        memory = confidence.fitted_on.get("with_memory")
+        cv = (memory if memory is not None else confidence.fitted_on)["cross_validated"]
         print(f"confidence: threshold {confidence.threshold:.3f}; cross-validated AUROC "
               f"{cv['auroc']:.3f}, calibration error {cv['ece']:.3f}; at the threshold "
               f"{cv['given']:,} of {confidence.fitted_on['questions']:,} answers given, "
               f"{100 * (cv['given_right_share'] or 0):.1f} % of them right.")
+        if memory is not None:
+            print(f"answers from the reader's memory: kept for {memory['from_memory']:,} "
+                  f"questions; {memory['right']:,} answers right against "
+                  f"{memory['right_from_passages_alone']:,} from the passages alone "
+                  "(cross-validated).")
     print("Stored with the snapshot." if not args.dry_run else "Not stored (--dry-run).")
     return 0
 

@@ -95,12 +95,15 @@ def _questions(args: argparse.Namespace) -> list[Question]:
 def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
                   snapshot: SnapshotIndex, every_feature: bool = True,
                   ) -> tuple[Engine, Callable[[str], Answer]]:
+    from ragdesk.core.confidence.store import reads_memory
     from ragdesk.core.engine import Engine
     from ragdesk.core.models import load_generator
 
     generator = load_generator(pack.generator, precision=opts.precision, answering=True)
-    # every feature by default: eval's rows are what confidence models are fitted on
-    engine = Engine(encoder, generator, every_feature=every_feature)
+    # every feature by default: eval's rows are what confidence models are fitted on, and
+    # a reader that answers from memory needs both candidates in each row
+    engine = Engine(encoder, generator, every_feature=every_feature,
+                    read_memory=every_feature and reads_memory(generator.name))
 
     def answer(question: str) -> Answer:
         return engine.ask(question, opts, snapshot=snapshot)

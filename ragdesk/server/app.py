@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ragdesk.core.confidence import after_streamed
 from ragdesk.core.errors import BadInputError, Cancelled, RagdeskError
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.safe_json import loads_bounded
@@ -441,8 +442,12 @@ class _Stream:
                 cut = ans.cancelled and self.budget.expired
                 extra = {**answer_info(ans), "text": ans.text, "answer": ans.to_json(),
                          **(self.budget.truncation() if cut else {})}
-                return self._end(chunk(self.cid, self.model, {}, "length" if cut else "stop",
-                                       extra=extra))
+                # the words streamed cannot be taken back: what the answer states instead
+                # follows them, so that the concatenated content says it too
+                after = "\n".join(after_streamed(ans))
+                delta: dict[str, object] = {"content": f"\n\n{after}"} if after else {}
+                return self._end(chunk(self.cid, self.model, delta,
+                                       "length" if cut else "stop", extra=extra))
             case (_, exc):
                 return self._end(_stream_error(exc, self.budget))
 

@@ -58,3 +58,29 @@ def test_content_is_the_not_found_message_below_the_threshold(
         assert kept["choices"][0]["message"]["content"] == extra["guess"]
     finally:
         (folder / "confidence.json").unlink()
+
+
+def test_a_streamed_answer_that_abstains_says_so_after_its_words(
+        server: Any, served_data: Path, tiny_models: Any) -> None:
+    from openai import OpenAI
+
+    from ragdesk.core.confidence import FEATURES, ConfidenceModel, write_snapshot_model
+
+    n = len(FEATURES)
+    folder = _folder(served_data)
+    write_snapshot_model(folder, str(tiny_models.bart), ConfidenceModel(
+        FEATURES, (0.0,) * n, (1.0,) * n, (0.0,) * n, -4.0, 0.5))
+    try:
+        client = OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                        timeout=60)
+        chunks = list(client.chat.completions.create(
+            model="ragdesk", max_tokens=4, extra_body={"ragdesk": OPTIONS}, stream=True,
+            messages=[{"role": "user", "content": QUESTION}]))
+        extra = (chunks[-1].model_extra or {})["ragdesk"]
+        assert extra["abstained"] is True
+        joined = "".join(c.choices[0].delta.content or "" for c in chunks)
+        # the guess streamed first; words sent cannot be taken back, so the verdict follows
+        assert joined == f"{extra['guess']}\n\n{extra['message']}\nBest guess: {extra['guess']}"
+        assert extra["message"].startswith("Not found in the snapshot 'docs'")
+    finally:
+        (folder / "confidence.json").unlink()

@@ -6,6 +6,7 @@ from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence, fit_l
 from ragdesk.core.confidence.sources import SourceSummary, assign_sources, summarize_sources
 from ragdesk.core.confidence.store import confidence_model, generator_key, write_snapshot_model
 from ragdesk.core.confidence.wording import (
+    after_streamed,
     confidence_label,
     memory_note,
     not_found_message,
@@ -18,6 +19,7 @@ __all__ = [
     "FEATURES",
     "ConfidenceModel",
     "SourceSummary",
+    "after_streamed",
     "answer_features",
     "assign_sources",
     "confidence_label",

@@ -25,6 +25,13 @@ MEMORY_FEATURES: tuple[str, ...] = (
 )
 
 
+def keeps_memory(passage_confidence: float, memory_confidence: float, agrees: bool) -> bool:
+    """Whether the answer from memory replaces the passages' one: it is likelier right and
+    says something else. The same words from memory only make the passages' answer, quoted
+    from a passage, likelier right, so that one stays (with the larger P(right))."""
+    return memory_confidence > passage_confidence and not agrees
+
+
 def memory_features(memory: Answer, passages_text: str,
                     passage_confidence: float) -> dict[str, float]:
     """The features of ``memory`` by name (see :data:`MEMORY_FEATURES`) beside the answer

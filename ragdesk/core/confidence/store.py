@@ -77,6 +77,14 @@ def shipped_models() -> tuple[tuple[str, str, ConfidenceModel], ...]:
     return tuple(out)
 
 
+def reads_memory(generator: str) -> bool:
+    """Whether a model ragdesk ships for ``generator`` judges its answers from memory: that
+    reader's answers are worth reading from memory too, and a model fitted for it has a
+    memory part to fit."""
+    key = generator_key(generator)
+    return any(gen == key and model.memory is not None for gen, _, model in shipped_models())
+
+
 def confidence_model(folder: Path | None, generator: str, encoder_id: str | None,
                      mode: str | None = None) -> tuple[ConfidenceModel | None, str]:
     """The model for answers of ``generator`` over the snapshot in ``folder``, read in

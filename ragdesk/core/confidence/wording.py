@@ -54,3 +54,17 @@ def shown_text(answer: Answer) -> str:
     """The answer as a front end states it: the not-found message when it abstained (its
     ``text`` then holds the best guess), else its text."""
     return not_found_message(answer.snapshot) if answer.abstained else answer.text
+
+
+def after_streamed(answer: Answer) -> list[str]:
+    """The lines that follow an answer whose tokens were shown as they were read, where those
+    tokens are not what it states: after a guess that abstained, the not-found message and
+    the guess; after the passages' answer, the one kept from the reader's memory instead.
+    Empty when what streamed is the answer. Streamed words cannot be taken back, so every
+    streaming front end says this after them."""
+    if answer.abstained:
+        return [shown_text(answer), f"Best guess: {answer.text or '(empty)'}"]
+    if answer.from_memory:
+        return [f"Instead: {answer.text or '(empty answer)'}"]
+    return []
+

@@ -24,7 +24,7 @@ from ragdesk.core.confidence import (
     assign_sources,
     confidence_model,
 )
-from ragdesk.core.confidence.memory import memory_features
+from ragdesk.core.confidence.memory import keeps_memory, memory_features
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.engine.generators import Generator
@@ -76,11 +76,15 @@ class Engine:
     def __init__(self, question_encoder: TextEncoder, generator: Generator, *,
                  library: SnapshotSource | None = None, snapshot: str | None = None,
                  on_close: Callable[[], None] | None = None,
-                 owns_library: bool = False, every_feature: bool = False) -> None:
+                 owns_library: bool = False, every_feature: bool = False,
+                 read_memory: bool = False) -> None:
         self.question_encoder = question_encoder
         # Run the closed-book pass even when no confidence model reads it: an evaluation's
         # rows are what a model is fitted on. Answering alone skips a pass nobody reads.
         self.every_feature = every_feature
+        # Read every answer from memory too, whether or not a model judges those: the rows
+        # a memory part is fitted on (see ragdesk.core.evaluation.confidence_fit).
+        self.read_memory = read_memory
         self.generator = generator
         self.library = library
         self.snapshot_name = snapshot
@@ -267,8 +271,9 @@ class Engine:
         """The judged answer, or the reader's answer from memory (no passage in the prompt)
         where ``model``, the one that judged it, has a part for those and finds it likelier
         right. Both candidates' texts and the memory features stay on the answer returned."""
-        if (ans.cancelled or ans.confidence is None or model is None or model.memory is None
-                or self.generator.kind != "causal"):
+        part = model.memory if model is not None else None
+        if (ans.cancelled or self.generator.kind != "causal"
+                or not (self.read_memory or (part is not None and ans.confidence is not None))):
             return ans
         t0 = time.perf_counter()
         with self._lock:
@@ -276,15 +281,17 @@ class Engine:
         spent = time.perf_counter() - t0
         if mem.cancelled:  # the passages' answer is whole: it stands
             return ans
-        features = memory_features(mem, ans.text, ans.confidence)
-        p = model.memory.predict(features)
-        ans.features.update(features, memory_confidence=p)
+        passage_p = ans.confidence
+        features = memory_features(mem, ans.text, 0.0 if passage_p is None else passage_p)
+        ans.features.update(features)
         ans.timings["memory_s"] = spent
-        if p <= ans.confidence or features["memory_agrees"]:
-            # The same words from memory only make the passages' answer, quoted from a
-            # passage, likelier right: it stays, with the larger P(right).
-            ans.other_text = mem.text
-            if p > ans.confidence:
+        ans.other_text = mem.text
+        if model is None or part is None or passage_p is None:
+            return ans  # read for fitting a memory part: the passages' answer stands
+        p = part.predict(features)
+        ans.features["memory_confidence"] = p
+        if not keeps_memory(passage_p, p, bool(features["memory_agrees"])):
+            if p > passage_p:
                 ans.confidence = p
                 ans.abstained = bool(abstain) and model.abstains(p)
             return ans

@@ -3,16 +3,26 @@
 Outcomes are exact match of the best guess; every question counts, answerable or not, since
 a user asks both kinds. The threshold is chosen on cross-validated predictions, so that it is
 set as it will be met: on answers the model has not seen.
+
+Rows that also carry the reader's answer from memory (``other`` and the memory features, see
+:mod:`ragdesk.core.confidence.memory`) get a memory part as well, fitted in two steps as the
+engine answers: the passages' answers are judged first (cross-validated, so the memory part
+reads the passages' P(right) as it will meet it), then the answers from memory beside them.
+The engine's rule then picks one candidate per question, and the threshold is chosen on what
+it keeps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from ragdesk.core.confidence.features import FEATURES
+from ragdesk.core.confidence.memory import MEMORY_FEATURES, keeps_memory
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence
+from ragdesk.core.evaluation.metrics import exact_match
 from ragdesk.core.evaluation.selective import (
     auroc,
     choose_threshold,
@@ -25,7 +35,7 @@ FOLDS = 5
 L2 = 1.0
 
 
-def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
+def cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
                      l2: float, folds: int, names: Sequence[str]) -> np.ndarray:
     """Each answer's P(right) from a model fitted without its fold (fixed, interleaved
     folds: reproducible, and each holds every part of the file)."""
@@ -43,13 +53,92 @@ def _cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
     return out
 
 
+def _figures(cv: np.ndarray, right: np.ndarray, answerable: Sequence[bool | None],
+             folds: int) -> tuple[float, dict[str, object]]:
+    """The threshold chosen on cross-validated P(right), and the figures there."""
+    threshold = choose_threshold(cv.tolist(), right.tolist(), answerable)
+    figures = given_figures((cv >= threshold).tolist(), right.tolist(), answerable)
+    return threshold, {
+        "folds": folds, "auroc": auroc(cv.tolist(), right.tolist()),
+        "ece": expected_calibration_error(cv.tolist(), right.tolist()),
+        "given": figures["given"],
+        "given_right_share": figures["given_right_share"],
+        "right_kept_share": figures["right_kept_share"],
+        "unanswerable_abstain_share": figures["unanswerable_abstain_share"],
+    }
+
+
+def _texts(row: Mapping[str, object]) -> tuple[str, str | None]:
+    """(the passages' answer, the answer from memory or None) of one evaluation row."""
+    prediction = row.get("prediction")
+    other = row.get("other")
+    kept = prediction if isinstance(prediction, str) else ""
+    second = other if isinstance(other, str) else None
+    return (second or "", kept) if row.get("from_memory") is True else (kept, second)
+
+
+def _gold(row: Mapping[str, object]) -> list[str]:
+    answers = row.get("answers")
+    return [a for a in answers if isinstance(a, str)] if isinstance(answers, list) else []
+
+
+def _passages_right(row: Mapping[str, object]) -> bool:
+    """Whether the passages' answer was right: the row's own ``em`` unless the row kept the
+    answer from memory instead."""
+    if row.get("from_memory") is True:
+        return exact_match(_texts(row)[0], _gold(row)) >= 1.0
+    return as_float(row["em"]) >= 1.0
+
+
+def _memory_part(rows: Sequence[Mapping[str, object]], feats: Sequence[Mapping[str, float]],
+                 passage_cv: np.ndarray, right: np.ndarray,
+                 answerable: Sequence[bool | None], l2: float, folds: int,
+                 ) -> tuple[ConfidenceModel, float, dict[str, object]] | None:
+    """The memory part, the threshold chosen on the candidates the engine then keeps, and
+    those figures; None when the rows hold no answers from memory or when keeping them
+    would make no more answers right (cross-validated) than the passages' answers alone."""
+    read = [i for i, r in enumerate(rows)
+            if _texts(r)[1] is not None and all(n in feats[i] for n in MEMORY_FEATURES)]
+    if len(read) < 2 * folds or len(read) < len(rows) // 2:
+        return None
+    mem_feats = [{**{n: feats[i][n] for n in MEMORY_FEATURES},
+                  "passage_confidence": float(passage_cv[i])} for i in read]
+    mem_right = np.array([exact_match(_texts(rows[i])[1] or "", _gold(rows[i])) >= 1.0
+                          for i in read])
+    if mem_right.all() or not mem_right.any():
+        return None
+    mem_cv = cross_validated(mem_feats, mem_right, l2, folds, MEMORY_FEATURES)
+    final, kept_right = passage_cv.copy(), right.copy()
+    from_memory = 0
+    for j, i in enumerate(read):
+        final[i] = max(final[i], mem_cv[j])
+        if keeps_memory(float(passage_cv[i]), float(mem_cv[j]),
+                        bool(mem_feats[j]["memory_agrees"])):
+            kept_right[i] = mem_right[j]
+            from_memory += 1
+    if kept_right.sum() <= right.sum():
+        return None
+    threshold, figures = _figures(final, kept_right, answerable, folds)
+    part = fit_confidence(mem_feats, mem_right.tolist(), threshold=threshold, l2=l2,
+                          names=MEMORY_FEATURES, fitted_on={
+                              "questions": len(read), "right": int(mem_right.sum()),
+                              "auroc_cross_validated": auroc(mem_cv.tolist(),
+                                                             mem_right.tolist())})
+    return part, threshold, {"right": int(kept_right.sum()),
+                             "right_from_passages_alone": int(right.sum()),
+                             "from_memory": from_memory,
+                             "cross_validated": figures}
+
+
 def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: float = L2,
                    folds: int = FOLDS, names: Sequence[str] = FEATURES,
                    modes: Sequence[str] = ()) -> ConfidenceModel:
     """A model from evaluation rows (``eval --out`` lines or ``QuestionResult.to_json()``):
     each needs ``features`` and ``em``. ``names``: the features it reads (without
     :data:`CLOSED_BOOK`, answers skip the pass that computes those); ``modes``: the reading
-    mode the rows were answered in (only such answers get a confidence from it)."""
+    mode the rows were answered in (only such answers get a confidence from it). Rows with
+    the reader's answers from memory (``other``, ``answers`` and the memory features) give
+    the model a memory part where keeping those answers makes more of them right."""
     unknown = sorted(set(names) - set(FEATURES))
     if unknown or not names:
         raise ValueError(f"not features ragdesk computes: {unknown}" if unknown
@@ -59,25 +148,36 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
         raise ValueError(f"only {len(rows)} answered questions with features; the confidence "
                          "model needs a few hundred")
     feats = [{k: as_float(v) for k, v in as_object(r["features"]).items()} for r in rows]
-    right = np.array([as_float(r["em"]) >= 1.0 for r in rows], dtype=bool)
+    right = np.array([_passages_right(r) for r in rows], dtype=bool)
     if right.all() or not right.any():
         raise ValueError("the answers are all right or all wrong; nothing to tell apart")
     answerable: list[bool | None] = [
         a if isinstance(a := r.get("answerable"), bool) else None for r in rows]
-    cv = _cross_validated(feats, right, l2, folds, names)
-    threshold = choose_threshold(cv.tolist(), right.tolist(), answerable)
-    given = cv >= threshold
-    figures = given_figures(given.tolist(), right.tolist(), answerable)
-    fitted_on = {
+    cv = cross_validated(feats, right, l2, folds, names)
+    threshold, figures = _figures(cv, right, answerable, folds)
+    fitted_on: dict[str, object] = {
         "source": source, "questions": len(rows), "right": int(right.sum()), "l2": l2,
-        "cross_validated": {
-            "folds": folds, "auroc": auroc(cv.tolist(), right.tolist()),
-            "ece": expected_calibration_error(cv.tolist(), right.tolist()),
-            "given": figures["given"],
-            "given_right_share": figures["given_right_share"],
-            "right_kept_share": figures["right_kept_share"],
-            "unanswerable_abstain_share": figures["unanswerable_abstain_share"],
-        },
-    }
-    return fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
-                          fitted_on=fitted_on, modes=modes)
+        "cross_validated": figures}
+    memory = _memory_part(rows, feats, cv, right, answerable, l2, folds)
+    part = None
+    if memory is not None:
+        part, threshold, fitted_on["with_memory"] = memory
+    model = fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
+                           fitted_on=fitted_on, modes=modes)
+    return dataclasses.replace(model, memory=part)
+
+
+def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, bool]:
+    """(confidence, right) of the answer the engine would give under ``model`` for one
+    evaluation row that has ``features``: the passages' answer, or the one from memory where
+    the row holds it and the model's memory part keeps it (the engine's rule)."""
+    feats = {k: as_float(v) for k, v in as_object(row["features"]).items()}
+    p = model.predict(feats)
+    memory_text = _texts(row)[1]
+    if (model.memory is None or memory_text is None
+            or not all(n in feats for n in MEMORY_FEATURES)):
+        return p, _passages_right(row)
+    p_memory = model.memory.predict({**feats, "passage_confidence": p})
+    if keeps_memory(p, p_memory, bool(feats["memory_agrees"])):
+        return p_memory, exact_match(memory_text, _gold(row)) >= 1.0
+    return max(p, p_memory), _passages_right(row)

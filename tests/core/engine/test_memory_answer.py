@@ -113,6 +113,41 @@ def test_a_model_without_a_memory_part_reads_no_memory(parts: Any, tiny_models: 
     assert not ans.from_memory and ans.other_text is None and "memory_s" not in ans.timings
 
 
+def test_reading_memory_for_fitting_keeps_the_passages_answer_and_records_both(
+        parts: Any, tiny_models: Any, tmp_path: Path) -> None:
+    gen = _gen(parts, precision="float32")
+    hits = _hits(tiny_models)
+    plain = Engine(None, gen).answer_from_docs(  # type: ignore[arg-type]
+        QUESTION, hits, mode="together", max_new_tokens=6)
+    mem = memory_answer(gen, _request(gen), hits)
+    for model in (None, ConfidenceModel(FEATURES, (0.0,) * len(FEATURES),
+                                        (1.0,) * len(FEATURES), (0.0,) * len(FEATURES), 0.0,
+                                        0.3)):
+        folder = tmp_path / ("none" if model is None else "plain")
+        folder.mkdir()
+        if model is not None:
+            write_snapshot_model(folder, gen.name, model)
+        engine = Engine(None, gen, library=_Library(_Snap(folder, "snap")),  # type: ignore[arg-type]
+                        read_memory=True)
+        ans = engine.answer_from_docs(QUESTION, hits, mode="together", max_new_tokens=6,
+                                      snapshot_name="snap")
+        assert not ans.from_memory and ans.text == plain.text
+        assert ans.other_text == mem.text and "memory_s" in ans.timings
+        assert set(MEMORY_FEATURES) <= set(ans.features)
+        assert "memory_confidence" not in ans.features  # no part judged it
+        assert ans.features["passage_confidence"] == (0.0 if model is None else 0.5)
+
+
+def test_the_shipped_reader_model_reads_memory_and_the_starter_does_not() -> None:
+    from ragdesk.core.confidence.store import reads_memory
+    from ragdesk.core.models.reader import QWEN_READER
+    from ragdesk.core.models.starter import GGUF_NAME
+
+    assert reads_memory(QWEN_READER.name)
+    assert reads_memory(f"/some/data/models/{QWEN_READER.name}")
+    assert not reads_memory(GGUF_NAME)
+
+
 def test_the_memory_part_round_trips_and_nests_once() -> None:
     model = _with_memory(0.5, -1.0)
     back = ConfidenceModel.from_json(model.to_json())

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragdesk.core.confidence import CLOSED_BOOK, FEATURES
+from ragdesk.core.confidence import CLOSED_BOOK, FEATURES, ConfidenceModel
+from ragdesk.core.confidence.memory import MEMORY_FEATURES
 from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, fit_on_results
 from ragdesk.core.evaluation.selective import auroc, choose_threshold, given_figures
 
@@ -87,3 +88,89 @@ def test_a_model_without_the_closed_book_features_reads_only_the_others() -> Non
     assert model.weights == pytest.approx(ref.coef_[0], abs=1e-5)
     with pytest.raises(ValueError, match="not features"):
         fit_on_results(rows, source="synthetic", names=["logprob", "shoe_size"])
+
+
+def _cv_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Each row's P(right) from scikit-learn fitted without its fold (row i in fold i mod 5)."""
+    from sklearn.linear_model import LogisticRegression
+
+    out = np.zeros(len(y))
+    fold = np.arange(len(y)) % FOLDS
+    for f in range(FOLDS):
+        train, test = fold != f, fold == f
+        m = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(
+            _standardized(x[train], x[train]), y[train])
+        out[test] = m.predict_proba(_standardized(x[test], x[train]))[:, 1]
+    return out
+
+
+def _memory_rows(seed: int, n: int, memory_signal: float) -> list[dict[str, object]]:
+    """Rows that also carry an answer from memory, right as the first memory feature says
+    (``memory_signal`` scales it; 0: right at random, about one in twenty); a third of the
+    rows kept that answer (``from_memory``: ``prediction`` is then the memory's, ``other``
+    the passages')."""
+    rng = np.random.default_rng(seed)
+    rows = _rows(seed, n)[:-1]
+    out: list[dict[str, object]] = []
+    for i, r in enumerate(rows):
+        m = dict(zip(MEMORY_FEATURES, map(float, rng.normal(size=len(MEMORY_FEATURES))),
+                     strict=True))
+        m["memory_agrees"] = float(i % 11 == 0)
+        m_right = bool(rng.random() < 1 / (1 + np.exp(-(memory_signal * m["memory_logprob"]
+                                                         - 1.0 - 3.0 * (memory_signal == 0)))))
+        p_text, m_text = ("paris" if r["em"] == 1.0 else "lyon"), (
+            "paris" if m_right else f"rome {i}")
+        kept_memory = i % 3 == 0
+        out.append({**r, "answers": ["Paris"], "features": {**r["features"], **m},  # type: ignore[dict-item]
+                    "from_memory": kept_memory,
+                    "prediction": m_text if kept_memory else p_text,
+                    "other": p_text if kept_memory else m_text,
+                    "em": float(m_right if kept_memory else r["em"] == 1.0)})
+    return out
+
+
+def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will_meet() -> None:
+    rows = _memory_rows(3, 900, memory_signal=2.0)
+    model = fit_on_results(rows, source="synthetic")
+    assert model.memory is not None and model.memory.names == MEMORY_FEATURES
+
+    # The passages' outcome is their answer's, whichever candidate the row kept.
+    p_right = np.array([(r["other"] if r["from_memory"] else r["prediction"]) == "paris"
+                        for r in rows])
+    m_right = np.array([(r["prediction"] if r["from_memory"] else r["other"]) == "paris"
+                        for r in rows])
+    x = np.array([[r["features"][n] for n in FEATURES] for r in rows])  # type: ignore[index]
+    assert model.fitted_on["right"] == int(p_right.sum())
+    p_cv = _cv_reference(x, p_right)
+    # The memory part reads the passages' P(right) as answering meets it: held out.
+    xm = np.array([[p_cv[i] if n == "passage_confidence" else r["features"][n]  # type: ignore[index]
+                    for n in MEMORY_FEATURES] for i, r in enumerate(rows)])
+    from sklearn.linear_model import LogisticRegression
+
+    ref = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(
+        _standardized(xm, xm), m_right)
+    assert model.memory.weights == pytest.approx(ref.coef_[0], abs=1e-5)
+
+    # The threshold: chosen on the candidate the engine's rule keeps, a naive loop here.
+    m_cv = _cv_reference(xm, m_right)
+    final, right = [], []
+    for i, r in enumerate(rows):
+        agrees = r["features"]["memory_agrees"] == 1.0  # type: ignore[index]
+        use_memory = m_cv[i] > p_cv[i] and not agrees
+        final.append(max(p_cv[i], m_cv[i]))
+        right.append(bool(m_right[i] if use_memory else p_right[i]))
+    answerable = [bool(r["answerable"]) for r in rows]
+    assert model.threshold == pytest.approx(choose_threshold(final, right, answerable), abs=1e-6)
+    with_memory = model.fitted_on["with_memory"]
+    assert with_memory["right"] == sum(right) > with_memory["right_from_passages_alone"]
+    assert with_memory["cross_validated"]["auroc"] == pytest.approx(auroc(final, right))
+    back = ConfidenceModel.from_json(model.to_json())
+    assert back.memory == model.memory
+
+
+def test_answers_from_memory_that_make_no_more_answers_right_give_no_memory_part() -> None:
+    rows = _memory_rows(4, 600, memory_signal=0.0)
+    assert any((r["other"] if not r["from_memory"] else r["prediction"]) == "paris"
+               for r in rows)  # some are right: the part is left out for being worse
+    model = fit_on_results(rows, source="synthetic")
+    assert model.memory is None and "with_memory" not in model.fitted_on
