@@ -24,9 +24,14 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
-    """Tiny DPR / BART / causal-LM / RAG checkpoints saved like real ones (a few seconds)."""
-    from ragdesk.core.testing.tiny_models import build_tiny_models
+    """Tiny DPR / BART / causal-LM / RAG checkpoints saved like real ones (a few seconds);
+    ``RAGDESK_TINY_MODELS``: a folder where they were built before (on a machine without
+    the starter pack they are built from, such as a GPU machine the tests are carried to)."""
+    from ragdesk.core.testing.tiny_models import build_tiny_models, open_tiny_models
 
+    built = os.environ.get("RAGDESK_TINY_MODELS")
+    if built:
+        return open_tiny_models(Path(built).resolve())
     return build_tiny_models(tmp_path_factory.mktemp("tiny-models"))
 
 

@@ -105,7 +105,8 @@ class LeanCausalDecoder(ABC):
                         "ops; running in float32")
             precision = "float32"
         self.precision = precision
-        self.int8_rows = int8_rows
+        # the int8 copies serve the CPU's memory-bound decoding steps (a GPU keeps bfloat16)
+        self.int8_rows = int8_rows and inner.embed_tokens.weight.device.type == "cpu"
         self.heads = int(cfg.num_attention_heads)
         self.kv_heads = int(cfg.num_key_value_heads)
         self.head_dim = int(getattr(cfg, "head_dim", None)
@@ -214,7 +215,7 @@ class LeanCausalDecoder(ABC):
             qg = q.view(r, self.kv_heads, self.groups, d)
             out = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask,
                                                  scale=self.scaling)
-            return out.view(r, h, 1, d)
+            return out.reshape(r, h, 1, d)  # a copy only where the kernel strides it (CUDA)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scaling,
                                               enable_gqa=self.groups > 1)
 

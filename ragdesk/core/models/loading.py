@@ -287,7 +287,9 @@ def load_generator(
     newline_ids = None
     if parts.source.is_gguf and cache_is_valid(parts.source.path):  # ragdesk's own folder
         newline_ids = converted_newline_ids(cache_dir_for(parts.source.path), parts.tokenizer)
-    copies = _copies_of(parts, before)
+    # the copies kept on disk are read into the CPU's memory: a model on a GPU makes its own
+    on_cpu = all(p.device.type == "cpu" for p in parts.model.parameters())
+    copies = _copies_of(parts, before) if on_cpu else None
     generator = CausalLMGenerator(
         parts.model, parts.tokenizer, parts.name, precision=precision,
         newline_ids=newline_ids,

@@ -312,6 +312,26 @@ def build_tiny_models(root: Path) -> TinyModels:
     except ImportError:
         gemma = None
     rs, rt = build_rag_checkpoints(root, qdir, bart)
-    return TinyModels(root=root, question_encoder=qdir, ctx_encoder=cdir, st_encoder=st,
-                      bart=bart, causal_lm=clm, rag_sequence=rs, rag_token=rt,
-                      corpus=tuple(corpus), gemma3=gemma)
+    models = TinyModels(root=root, question_encoder=qdir, ctx_encoder=cdir, st_encoder=st,
+                        bart=bart, causal_lm=clm, rag_sequence=rs, rag_token=rt,
+                        corpus=tuple(corpus), gemma3=gemma)
+    paths = {f: str(Path(getattr(models, f)).relative_to(root)) for f in _PATHS
+             if getattr(models, f) is not None}
+    (root / MANIFEST).write_text(json.dumps({"paths": paths, "corpus": corpus}),
+                                 encoding="utf-8")
+    return models
+
+
+MANIFEST = "tiny-models.json"
+_PATHS = ("question_encoder", "ctx_encoder", "st_encoder", "bart", "causal_lm",
+          "rag_sequence", "rag_token", "gemma3")
+
+
+def open_tiny_models(root: Path) -> TinyModels:
+    """The tiny models :func:`build_tiny_models` saved under ``root``, wherever that folder
+    now is (a machine without the starter pack, whose vocabulary and articles they need,
+    can still load them)."""
+    saved = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    paths = {f: root / p for f, p in saved["paths"].items()}
+    return TinyModels(root=root, corpus=tuple((t, x) for t, x in saved["corpus"]),
+                      gemma3=paths.pop("gemma3", None), **paths)
