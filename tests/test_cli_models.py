@@ -67,10 +67,15 @@ def test_import_use_remove(cli, tiny_models, data_dir: Path) -> None:  # type: i
 
     code, _, err = cli("models", "import", str(tiny_models.rag_sequence), "--name", "tiny")
     assert code == 1 and "already exists" in err
+    ctx = AppContext(data_dir)  # a reading mode picked for it, and one for another pack
+    ctx.settings.update({"pack_modes": {"tiny": "sequence", "reader-1.5b": "token"}})
+    ctx.close()
     code, out, _ = cli("models", "remove", "tiny")
     assert code == 0 and "starter pack again" in out
     assert "tiny" not in _packs(cli)
-    assert json.loads((data_dir / "settings.json").read_text())["model_pack"] == "starter"
+    settings = json.loads((data_dir / "settings.json").read_text())
+    assert settings["model_pack"] == "starter"
+    assert settings["pack_modes"] == {"reader-1.5b": "token"}  # a later 'tiny' starts afresh
     code, _, err = cli("models", "remove", "tiny")
     assert code == 1 and "no model pack named 'tiny'" in err
 

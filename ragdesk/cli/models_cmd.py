@@ -213,12 +213,12 @@ def cmd_import(args: argparse.Namespace, ctx: AppContext) -> int:
 
 
 def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
-    from ragdesk.core.models import chosen_pack, remove_pack
+    from ragdesk.core.models import chosen_pack, reader, remove_pack
+    from ragdesk.core.models.packs import forget_pack
 
     removed = remove_pack(ctx.catalog, args.name, ctx.data)
-    was_chosen = chosen_pack(ctx.settings) == args.name
-    if was_chosen:
-        ctx.settings.set(SETTINGS_KEY, STARTER)
+    # the reader pack stays listed (only its files went): its reading mode stands
+    was_chosen = forget_pack(ctx.settings, args.name, still_listed=args.name == reader.READER)
     if args.json:
         print_json({"removed": args.name, "deleted": [str(p) for p in removed],
                     "chosen": STARTER if was_chosen else chosen_pack(ctx.settings)})

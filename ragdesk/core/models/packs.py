@@ -34,7 +34,7 @@ from ragdesk.core.errors import (
 from ragdesk.core.models import pack_copies, reader, starter
 from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
-from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
+from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_pack
 from ragdesk.core.paths import DataDir
 
 if TYPE_CHECKING:
@@ -464,3 +464,22 @@ def choose_pack(settings: Settings, catalog: Catalog, name: str) -> PackSpec:
     spec = get_pack(catalog, name)
     settings.set(SETTINGS_KEY, name)
     return spec
+
+
+def forget_pack(settings: Settings, name: str, *, still_listed: bool = False) -> bool:
+    """Forget what the settings hold of a pack that was removed: the starter answers again
+    if it was the one chosen (returns whether it was), and its reading mode goes (a pack
+    registered later under the same name starts from its own) unless the pack stays
+    listed (the reader pack, whose files alone were removed)."""
+    from ragdesk.core.options import PACK_MODES_KEY, pack_mode_choices
+
+    was_chosen = chosen_pack(settings) == name
+    picked = pack_mode_choices(settings.get(PACK_MODES_KEY))
+    values: dict[str, object] = {}
+    if was_chosen:
+        values[SETTINGS_KEY] = STARTER
+    if name in picked and not still_listed:
+        values[PACK_MODES_KEY] = {k: v for k, v in picked.items() if k != name}
+    if values:
+        settings.update(values)
+    return was_chosen
