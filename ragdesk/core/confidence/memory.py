@@ -9,6 +9,7 @@ and how sure the passages' answer is.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from ragdesk.core.confidence.features import holders
 from ragdesk.core.matching import normalize_answer
@@ -23,6 +24,37 @@ MEMORY_FEATURES: tuple[str, ...] = (
     "top1_score",                # the best passage's retrieval score
     "passage_confidence",        # P(right) of the passages' answer
 )
+
+
+KEPT_FEATURES: tuple[str, ...] = (
+    "passage_logit",    # log-odds of the passages' answer's P(right)
+    "memory_logit",     # log-odds of the answer from memory's P(right)
+    "memory_agrees",    # the two are the same words
+    "from_memory",      # the answer kept is the one from memory
+    "memory_held",      # a passage retrieved holds the answer from memory
+    "top1_score",       # the best passage's retrieval score
+    "memory_logprob",   # log p(y|x) of the answer from memory
+)
+
+
+def kept_features(passage_confidence: float, memory_confidence: float,
+                  memory: Mapping[str, float], from_memory: bool) -> dict[str, float]:
+    """The features of the answer kept of the two (see :data:`KEPT_FEATURES`); ``memory``:
+    the answer from memory's :func:`memory_features`. The larger of two estimates
+    overstates the answer it picks, and the two agreeing, or a passage holding the answer
+    from memory, say more than either estimate alone."""
+    return {"passage_logit": _logit(passage_confidence),
+            "memory_logit": _logit(memory_confidence),
+            "memory_agrees": float(memory["memory_agrees"]),
+            "from_memory": float(from_memory),
+            "memory_held": float(memory["memory_held"]),
+            "top1_score": float(memory["top1_score"]),
+            "memory_logprob": float(memory["memory_logprob"])}
+
+
+def _logit(p: float) -> float:
+    q = min(max(float(p), 1e-6), 1 - 1e-6)
+    return math.log(q / (1 - q))
 
 
 def keeps_memory(passage_confidence: float, memory_confidence: float, agrees: bool) -> bool:

@@ -39,6 +39,9 @@ class ConfidenceModel:
     # P(right) of the reader's answer from memory (features: MEMORY_FEATURES), fitted on the
     # same questions; None: answers come from the passages alone.
     memory: ConfidenceModel | None = None
+    # P(right) of the answer kept of the two (features: KEPT_FEATURES, both candidates'
+    # P(right) and what links them); None: the kept answer's own P(right) stands.
+    kept: ConfidenceModel | None = None
 
     def predict(self, features: Mapping[str, float]) -> float:
         z = self.intercept
@@ -64,8 +67,9 @@ class ConfidenceModel:
                "scale": list(self.scale), "weights": list(self.weights),
                "intercept": self.intercept, "threshold": self.threshold,
                "fitted_on": self.fitted_on, "modes": list(self.modes)}
-        if self.memory is not None:
-            out["memory"] = self.memory.to_json()
+        for key, part in (("memory", self.memory), ("kept", self.kept)):
+            if part is not None:
+                out[key] = part.to_json()
         return out
 
     @classmethod
@@ -82,12 +86,18 @@ class ConfidenceModel:
         modes = d.get("modes") or []
         if not isinstance(modes, list) or not all(isinstance(m, str) for m in modes):
             raise ValueError("confidence model modes must be a list of mode names")
-        memory = d.get("memory")
-        if memory is not None and (not isinstance(memory, dict) or "memory" in memory):
-            raise ValueError("a confidence model's memory part must be one plain model")
+        parts: dict[str, ConfidenceModel | None] = {}
+        for key in ("memory", "kept"):
+            raw = d.get(key)
+            if raw is not None and (not isinstance(raw, dict) or "memory" in raw
+                                    or "kept" in raw):
+                raise ValueError(f"a confidence model's {key} part must be one plain model")
+            parts[key] = None if raw is None else cls.from_json(raw)
+        if parts["kept"] is not None and parts["memory"] is None:
+            raise ValueError("a confidence model with a kept part needs a memory part")
         return cls(names, cols[0], cols[1], cols[2], float(d["intercept"]),
                    float(d["threshold"]), dict(d.get("fitted_on") or {}), tuple(modes),
-                   None if memory is None else cls.from_json(memory))
+                   parts["memory"], parts["kept"])
 
 
 def _sigmoid(z: float) -> float:

@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from ragdesk.core.confidence.features import FEATURES
-from ragdesk.core.confidence.memory import MEMORY_FEATURES, keeps_memory
+from ragdesk.core.confidence.memory import (
+    KEPT_FEATURES,
+    MEMORY_FEATURES,
+    keeps_memory,
+    kept_features,
+)
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence
 from ragdesk.core.evaluation.metrics import exact_match
 from ragdesk.core.evaluation.selective import (
@@ -90,13 +96,28 @@ def _passages_right(row: Mapping[str, object]) -> bool:
     return as_float(row["em"]) >= 1.0
 
 
+def _log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    q = np.clip(p, 1e-6, 1 - 1e-6)
+    return float(-np.mean(np.where(y, np.log(q), np.log(1 - q))))
+
+
+@dataclass(frozen=True)
+class _MemoryFit:
+    part: ConfidenceModel
+    kept: ConfidenceModel | None
+    threshold: float
+    fitted_on: dict[str, object]
+
+
 def _memory_part(rows: Sequence[Mapping[str, object]], feats: Sequence[Mapping[str, float]],
                  passage_cv: np.ndarray, right: np.ndarray,
                  answerable: Sequence[bool | None], l2: float, folds: int,
-                 ) -> tuple[ConfidenceModel, float, dict[str, object]] | None:
-    """The memory part, the threshold chosen on the candidates the engine then keeps, and
-    those figures; None when the rows hold no answers from memory or when keeping them
-    would make no more answers right (cross-validated) than the passages' answers alone."""
+                 ) -> _MemoryFit | None:
+    """The memory part, the kept part where it judges the answers kept better than the
+    larger of the two P(right) (lower cross-validated log loss), the threshold chosen on
+    the candidates the engine then keeps, and those figures; None when the rows hold no
+    answers from memory or when keeping them would make no more answers right
+    (cross-validated) than the passages' answers alone."""
     read = [i for i, r in enumerate(rows)
             if _texts(r)[1] is not None and all(n in feats[i] for n in MEMORY_FEATURES)]
     if len(read) < 2 * folds or len(read) < len(rows) // 2:
@@ -108,26 +129,37 @@ def _memory_part(rows: Sequence[Mapping[str, object]], feats: Sequence[Mapping[s
     if mem_right.all() or not mem_right.any():
         return None
     mem_cv = cross_validated(mem_feats, mem_right, l2, folds, MEMORY_FEATURES)
+    use = [keeps_memory(float(passage_cv[i]), float(mem_cv[j]),
+                        bool(mem_feats[j]["memory_agrees"])) for j, i in enumerate(read)]
     final, kept_right = passage_cv.copy(), right.copy()
-    from_memory = 0
     for j, i in enumerate(read):
         final[i] = max(final[i], mem_cv[j])
-        if keeps_memory(float(passage_cv[i]), float(mem_cv[j]),
-                        bool(mem_feats[j]["memory_agrees"])):
+        if use[j]:
             kept_right[i] = mem_right[j]
-            from_memory += 1
     if kept_right.sum() <= right.sum():
         return None
-    threshold, figures = _figures(final, kept_right, answerable, folds)
+    kept_feats = [kept_features(float(passage_cv[i]), float(mem_cv[j]), mem_feats[j], use[j])
+                  for j, i in enumerate(read)]
+    kept_cv = cross_validated(kept_feats, kept_right[read], l2, folds, KEPT_FEATURES)
+    stacked = final.copy()
+    stacked[read] = kept_cv
+    with_kept = _log_loss(stacked, kept_right) < _log_loss(final, kept_right)
+    threshold, figures = _figures(stacked if with_kept else final, kept_right, answerable,
+                                  folds)
     part = fit_confidence(mem_feats, mem_right.tolist(), threshold=threshold, l2=l2,
                           names=MEMORY_FEATURES, fitted_on={
                               "questions": len(read), "right": int(mem_right.sum()),
                               "auroc_cross_validated": auroc(mem_cv.tolist(),
                                                              mem_right.tolist())})
-    return part, threshold, {"right": int(kept_right.sum()),
-                             "right_from_passages_alone": int(right.sum()),
-                             "from_memory": from_memory,
-                             "cross_validated": figures}
+    kept = fit_confidence(kept_feats, kept_right[read].tolist(), threshold=threshold, l2=l2,
+                          names=KEPT_FEATURES, fitted_on={
+                              "questions": len(read),
+                              "log_loss_cross_validated": _log_loss(stacked, kept_right),
+                              "log_loss_of_the_larger": _log_loss(final, kept_right)}
+                          ) if with_kept else None
+    return _MemoryFit(part, kept, threshold, {
+        "right": int(kept_right.sum()), "right_from_passages_alone": int(right.sum()),
+        "from_memory": int(sum(use)), "kept_part": with_kept, "cross_validated": figures})
 
 
 def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: float = L2,
@@ -159,12 +191,13 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
         "source": source, "questions": len(rows), "right": int(right.sum()), "l2": l2,
         "cross_validated": figures}
     memory = _memory_part(rows, feats, cv, right, answerable, l2, folds)
-    part = None
     if memory is not None:
-        part, threshold, fitted_on["with_memory"] = memory
+        threshold, fitted_on["with_memory"] = memory.threshold, memory.fitted_on
     model = fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
                            fitted_on=fitted_on, modes=modes)
-    return dataclasses.replace(model, memory=part)
+    if memory is None:
+        return model
+    return dataclasses.replace(model, memory=memory.part, kept=memory.kept)
 
 
 def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, bool]:
@@ -177,7 +210,10 @@ def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, b
     if (model.memory is None or memory_text is None
             or not all(n in feats for n in MEMORY_FEATURES)):
         return p, _passages_right(row)
-    p_memory = model.memory.predict({**feats, "passage_confidence": p})
-    if keeps_memory(p, p_memory, bool(feats["memory_agrees"])):
-        return p_memory, exact_match(memory_text, _gold(row)) >= 1.0
-    return max(p, p_memory), _passages_right(row)
+    memory = {**feats, "passage_confidence": p}
+    p_memory = model.memory.predict(memory)
+    use = keeps_memory(p, p_memory, bool(feats["memory_agrees"]))
+    confidence = (max(p, p_memory) if model.kept is None else
+                  model.kept.predict(kept_features(p, p_memory, memory, use)))
+    right = exact_match(memory_text, _gold(row)) >= 1.0 if use else _passages_right(row)
+    return confidence, right

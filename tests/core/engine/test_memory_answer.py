@@ -148,6 +148,30 @@ def test_the_shipped_reader_model_reads_memory_and_the_starter_does_not() -> Non
     assert not reads_memory(GGUF_NAME)
 
 
+@pytest.mark.parametrize("memory_bias", [3.0, -3.0])
+def test_a_kept_part_gives_the_answer_kept_its_confidence(
+        parts: Any, tiny_models: Any, tmp_path: Path, memory_bias: float) -> None:
+    from ragdesk.core.confidence.memory import KEPT_FEATURES, kept_features
+
+    gen = _gen(parts, precision="float32")
+    hits = _hits(tiny_models)
+    k = len(KEPT_FEATURES)
+    weights = tuple(0.5 if n == "memory_logit" else 0.0 for n in KEPT_FEATURES)
+    kept = ConfidenceModel(KEPT_FEATURES, (0.0,) * k, (1.0,) * k, weights, -1.0, 0.3)
+    model = dataclasses.replace(_with_memory(0.0, memory_bias), kept=kept)
+    write_snapshot_model(tmp_path, gen.name, model)
+    engine = Engine(None, gen, library=_Library(_Snap(tmp_path, "snap")))  # type: ignore[arg-type]
+    ans = engine.answer_from_docs(QUESTION, hits, mode="together", max_new_tokens=6,
+                                  snapshot_name="snap")
+    p_memory = 1 / (1 + math.exp(-memory_bias))
+    assert ans.from_memory == (memory_bias > 0)
+    memory = {n: ans.features[n] for n in MEMORY_FEATURES}
+    want = kept.predict(kept_features(0.5, p_memory, memory, ans.from_memory))
+    assert want == pytest.approx(1 / (1 + math.exp(1.0 - 0.5 * memory_bias)), rel=1e-4)
+    assert ans.confidence == pytest.approx(want)
+    assert ans.abstained == (want < 0.3)
+
+
 def test_the_memory_part_round_trips_and_nests_once() -> None:
     model = _with_memory(0.5, -1.0)
     back = ConfidenceModel.from_json(model.to_json())
@@ -156,6 +180,10 @@ def test_the_memory_part_round_trips_and_nests_once() -> None:
     nested["memory"]["memory"] = nested["memory"].copy()
     with pytest.raises(ValueError, match="memory part"):
         ConfidenceModel.from_json(nested)
+    alone = _with_memory(0.5, -1.0).to_json()
+    alone["kept"] = alone.pop("memory")  # a kept part judges two candidates: needs both
+    with pytest.raises(ValueError, match="needs a memory part"):
+        ConfidenceModel.from_json(alone)
 
 
 def test_memory_features_say_whether_it_agrees_and_is_held(parts: Any,

@@ -129,8 +129,20 @@ def _memory_rows(seed: int, n: int, memory_signal: float) -> list[dict[str, obje
     return out
 
 
-def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will_meet() -> None:
-    rows = _memory_rows(3, 900, memory_signal=2.0)
+def _log_loss(p: np.ndarray, y: np.ndarray) -> float:
+    from sklearn.metrics import log_loss
+
+    return float(log_loss(y, np.clip(p, 1e-6, 1 - 1e-6), labels=[False, True]))
+
+
+@pytest.mark.parametrize("seed,with_kept", [(3, False), (4, True)])
+def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will_meet(
+        seed: int, with_kept: bool) -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    from ragdesk.core.confidence.memory import KEPT_FEATURES, kept_features
+
+    rows = _memory_rows(seed, 900, memory_signal=2.0)
     model = fit_on_results(rows, source="synthetic")
     assert model.memory is not None and model.memory.names == MEMORY_FEATURES
 
@@ -145,27 +157,40 @@ def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will
     # The memory part reads the passages' P(right) as answering meets it: held out.
     xm = np.array([[p_cv[i] if n == "passage_confidence" else r["features"][n]  # type: ignore[index]
                     for n in MEMORY_FEATURES] for i, r in enumerate(rows)])
-    from sklearn.linear_model import LogisticRegression
-
     ref = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(
         _standardized(xm, xm), m_right)
     assert model.memory.weights == pytest.approx(ref.coef_[0], abs=1e-5)
 
-    # The threshold: chosen on the candidate the engine's rule keeps, a naive loop here.
+    # The candidate the engine's rule keeps (a naive loop here), judged by the larger P
+    # or by the kept part, whichever has the lower held-out log loss; the threshold is
+    # chosen on that.
     m_cv = _cv_reference(xm, m_right)
-    final, right = [], []
-    for i, r in enumerate(rows):
-        agrees = r["features"]["memory_agrees"] == 1.0  # type: ignore[index]
-        use_memory = m_cv[i] > p_cv[i] and not agrees
-        final.append(max(p_cv[i], m_cv[i]))
+    larger, right, kept_x = [], [], []
+    for i in range(len(rows)):
+        feats = dict(zip(MEMORY_FEATURES, xm[i], strict=True))
+        use_memory = m_cv[i] > p_cv[i] and feats["memory_agrees"] != 1.0
+        larger.append(max(p_cv[i], m_cv[i]))
         right.append(bool(m_right[i] if use_memory else p_right[i]))
+        kf = kept_features(p_cv[i], m_cv[i], feats, use_memory)
+        kept_x.append([kf[n] for n in KEPT_FEATURES])
+    y, kx = np.array(right), np.array(kept_x)
+    stacked = _cv_reference(kx, y)
+    assert (model.kept is not None) is with_kept
+    assert with_kept == (_log_loss(stacked, y) < _log_loss(np.array(larger), y))
+    shown = stacked if with_kept else np.array(larger)
     answerable = [bool(r["answerable"]) for r in rows]
-    assert model.threshold == pytest.approx(choose_threshold(final, right, answerable), abs=1e-6)
+    assert model.threshold == pytest.approx(
+        choose_threshold(shown.tolist(), right, answerable), abs=1e-6)
     with_memory = model.fitted_on["with_memory"]
     assert with_memory["right"] == sum(right) > with_memory["right_from_passages_alone"]
-    assert with_memory["cross_validated"]["auroc"] == pytest.approx(auroc(final, right))
+    assert with_memory["cross_validated"]["auroc"] == pytest.approx(auroc(shown.tolist(),
+                                                                          right))
+    if model.kept is not None:
+        ref = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(
+            _standardized(kx, kx), y)
+        assert model.kept.weights == pytest.approx(ref.coef_[0], abs=1e-5)
     back = ConfidenceModel.from_json(model.to_json())
-    assert back.memory == model.memory
+    assert back.memory == model.memory and back.kept == model.kept
 
 
 def test_answers_from_memory_that_make_no_more_answers_right_give_no_memory_part() -> None:
