@@ -5,7 +5,9 @@ Reproduces ragdesk/resources/confidence/starter.json:
     ragdesk eval ../shared/data/nq-open-dev.jsonl --skip 1000 --out fit.jsonl
     python scripts/fit_confidence.py fit.jsonl --out ragdesk/resources/confidence/starter.json
 
-and the reader pack's (whose answers skip the closed-book pass, see --without-closed-book):
+and the reader pack's (whose answers skip the closed-book pass, see --without-closed-book; its
+rows also hold each question's answer from the reader's memory, which give the model its memory
+part, see ragdesk.core.evaluation.confidence_fit):
 
     ragdesk eval ../shared/data/nq-open-dev.jsonl --pack reader-1.5b --skip 1000 \
         --only-model-features --out fit.jsonl
@@ -68,9 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"generator": generator_key(args.generator), "encoder": args.encoder,
            "model": model.to_json()}
     args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
-    cv = model.fitted_on["cross_validated"]
-    print(f"{args.out}: {model.fitted_on['questions']} questions, {model.fitted_on['right']} "
-          f"right; threshold {model.threshold:.3f}; cross-validated AUROC {cv['auroc']:.3f}, "
+    memory = model.fitted_on.get("with_memory")
+    cv = (memory or model.fitted_on)["cross_validated"]
+    right = memory["right"] if memory else model.fitted_on["right"]
+    print(f"{args.out}: {model.fitted_on['questions']} questions, {right} right"
+          + (f" ({memory['from_memory']} answers from memory, kept part: {memory['kept_part']})"
+             if memory else "")
+          + f"; threshold {model.threshold:.3f}; cross-validated AUROC {cv['auroc']:.3f}, "
           f"ECE {cv['ece']:.3f}, given {cv['given']} ({cv['given_right_share']:.3f} right), "
           f"right kept {cv['right_kept_share']:.3f}, unanswerable abstaining "
           f"{_share(cv['unanswerable_abstain_share'])}")

@@ -100,10 +100,11 @@ def make_answerer(opts: AnswerOptions, pack: PackSpec, encoder: TextEncoder,
     from ragdesk.core.models import load_generator
 
     generator = load_generator(pack.generator, precision=opts.precision, answering=True)
-    # every feature by default: eval's rows are what confidence models are fitted on, and
-    # a reader that answers from memory needs both candidates in each row
+    # every feature by default: eval's rows are what confidence models are fitted on; a
+    # reader that answers from memory has both candidates in each row, whichever model the
+    # snapshot has (one fitted without a memory part would otherwise never get one)
     engine = Engine(encoder, generator, every_feature=every_feature,
-                    read_memory=every_feature and reads_memory(generator.name))
+                    read_memory=reads_memory(generator.name))
 
     def answer(question: str) -> Answer:
         return engine.ask(question, opts, snapshot=snapshot)
