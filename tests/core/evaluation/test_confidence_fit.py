@@ -45,13 +45,7 @@ def test_fit_and_threshold_equal_a_scikit_learn_reference() -> None:
     assert model.weights == pytest.approx(ref.coef_[0], abs=1e-5)
     assert model.intercept == pytest.approx(ref.intercept_[0], abs=1e-5)
 
-    held_out = np.zeros(len(kept))
-    fold = np.arange(len(kept)) % FOLDS
-    for f in range(FOLDS):
-        train, test = fold != f, fold == f
-        m = LogisticRegression(C=1 / L2, tol=1e-12, max_iter=10_000).fit(
-            _standardized(x[train], x[train]), y[train])
-        held_out[test] = m.predict_proba(_standardized(x[test], x[train]))[:, 1]
+    held_out = _cv_reference(x, y)
     threshold = choose_threshold(held_out.tolist(), y.tolist(), answerable)
     assert model.threshold == pytest.approx(threshold, abs=1e-6)
     figures = given_figures((held_out >= threshold).tolist(), y.tolist(), answerable)
