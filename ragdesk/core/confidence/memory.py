@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ragdesk.core.confidence.features import holders
 from ragdesk.core.matching import normalize_answer
 from ragdesk.core.types import Answer
+
+if TYPE_CHECKING:
+    from ragdesk.core.confidence.model import ConfidenceModel
 
 MEMORY_FEATURES: tuple[str, ...] = (
     "memory_logprob",            # log p(y|x) of the answer from memory, clipped at -40
@@ -60,8 +65,33 @@ def _logit(p: float) -> float:
 def keeps_memory(passage_confidence: float, memory_confidence: float, agrees: bool) -> bool:
     """Whether the answer from memory replaces the passages' one: it is likelier right and
     says something else. The same words from memory only make the passages' answer, quoted
-    from a passage, likelier right, so that one stays (with the larger P(right))."""
+    from a passage, likelier right, so that one stays."""
     return memory_confidence > passage_confidence and not agrees
+
+
+@dataclass(frozen=True)
+class MemoryVerdict:
+    """What a model with a memory part says of the two candidates."""
+
+    memory_confidence: float  # P(right) of the answer from memory
+    from_memory: bool         # the answer kept is the one from memory
+    confidence: float         # P(right) of the answer kept
+
+
+def judge_memory(model: ConfidenceModel, passage_confidence: float,
+                 memory: Mapping[str, float]) -> MemoryVerdict:
+    """The engine's rule, for answering and for rescoring evaluation rows alike: ``model``
+    (one with a memory part) judges the answer from memory, whose features ``memory`` holds,
+    beside the passages' answer of P(right) ``passage_confidence``; the likelier is kept, and
+    its confidence is the larger P(right), or the kept part's where the model has one."""
+    if model.memory is None:
+        raise ValueError("the model has no memory part")
+    features = {**memory, "passage_confidence": float(passage_confidence)}
+    p = model.memory.predict(features)
+    use = keeps_memory(passage_confidence, p, bool(features["memory_agrees"]))
+    confidence = (max(passage_confidence, p) if model.kept is None else
+                  model.kept.predict(kept_features(passage_confidence, p, features, use)))
+    return MemoryVerdict(p, use, confidence)
 
 
 def memory_features(memory: Answer, passages_text: str,

@@ -67,4 +67,3 @@ def after_streamed(answer: Answer) -> list[str]:
     if answer.from_memory:
         return [f"Instead: {answer.text or '(empty answer)'}"]
     return []
-

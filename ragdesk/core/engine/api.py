@@ -24,7 +24,7 @@ from ragdesk.core.confidence import (
     assign_sources,
     confidence_model,
 )
-from ragdesk.core.confidence.memory import keeps_memory, kept_features, memory_features
+from ragdesk.core.confidence.memory import judge_memory, memory_features
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.engine.generators import Generator
@@ -288,18 +288,15 @@ class Engine:
         ans.other_text = mem.text
         if model is None or part is None or passage_p is None:
             return ans  # read for fitting a memory part: the passages' answer stands
-        p = part.predict(features)
-        ans.features["memory_confidence"] = p
-        use = keeps_memory(passage_p, p, bool(features["memory_agrees"]))
-        confidence = (max(passage_p, p) if model.kept is None else
-                      model.kept.predict(kept_features(passage_p, p, features, use)))
-        if use:
+        verdict = judge_memory(model, passage_p, features)
+        ans.features["memory_confidence"] = verdict.memory_confidence
+        if verdict.from_memory:
             mem.features, mem.other_text = dict(ans.features), ans.text
             mem.retriever = ans.retriever
             mem.timings = {**ans.timings, "memory_decode_s": mem.timings.get("decode_s", 0.0)}
             ans = mem
-        ans.confidence = confidence
-        ans.abstained = bool(abstain) and model.abstains(confidence)
+        ans.confidence = verdict.confidence
+        ans.abstained = bool(abstain) and model.abstains(verdict.confidence)
         return ans
 
     def _index_named(self, snapshot_name: str | None) -> object | None:

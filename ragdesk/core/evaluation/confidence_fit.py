@@ -24,6 +24,7 @@ from ragdesk.core.confidence.features import FEATURES
 from ragdesk.core.confidence.memory import (
     KEPT_FEATURES,
     MEMORY_FEATURES,
+    judge_memory,
     keeps_memory,
     kept_features,
 )
@@ -42,7 +43,7 @@ L2 = 1.0
 
 
 def cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
-                     l2: float, folds: int, names: Sequence[str]) -> np.ndarray:
+                    l2: float, folds: int, names: Sequence[str]) -> np.ndarray:
     """Each answer's P(right) from a model fitted without its fold (fixed, interleaved
     folds: reproducible, and each holds every part of the file)."""
     out = np.zeros(len(rows))
@@ -210,10 +211,7 @@ def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, b
     if (model.memory is None or memory_text is None
             or not all(n in feats for n in MEMORY_FEATURES)):
         return p, _passages_right(row)
-    memory = {**feats, "passage_confidence": p}
-    p_memory = model.memory.predict(memory)
-    use = keeps_memory(p, p_memory, bool(feats["memory_agrees"]))
-    confidence = (max(p, p_memory) if model.kept is None else
-                  model.kept.predict(kept_features(p, p_memory, memory, use)))
-    right = exact_match(memory_text, _gold(row)) >= 1.0 if use else _passages_right(row)
-    return confidence, right
+    verdict = judge_memory(model, p, feats)
+    right = (exact_match(memory_text, _gold(row)) >= 1.0 if verdict.from_memory
+             else _passages_right(row))
+    return verdict.confidence, right

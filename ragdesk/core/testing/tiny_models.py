@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -315,7 +315,7 @@ def build_tiny_models(root: Path) -> TinyModels:
     models = TinyModels(root=root, question_encoder=qdir, ctx_encoder=cdir, st_encoder=st,
                         bart=bart, causal_lm=clm, rag_sequence=rs, rag_token=rt,
                         corpus=tuple(corpus), gemma3=gemma)
-    paths = {f: str(Path(getattr(models, f)).relative_to(root)) for f in _PATHS
+    paths = {f: str(Path(getattr(models, f)).relative_to(root)) for f in MODEL_FIELDS
              if getattr(models, f) is not None}
     (root / MANIFEST).write_text(json.dumps({"paths": paths, "corpus": corpus}),
                                  encoding="utf-8")
@@ -323,8 +323,8 @@ def build_tiny_models(root: Path) -> TinyModels:
 
 
 MANIFEST = "tiny-models.json"
-_PATHS = ("question_encoder", "ctx_encoder", "st_encoder", "bart", "causal_lm",
-          "rag_sequence", "rag_token", "gemma3")
+# the checkpoints' folders: every field but the root and the corpus
+MODEL_FIELDS = tuple(f.name for f in fields(TinyModels) if f.name not in ("root", "corpus"))
 
 
 def open_tiny_models(root: Path) -> TinyModels:
