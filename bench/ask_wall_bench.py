@@ -45,14 +45,15 @@ QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudi
 PORT = 8797
 
 
-def _ask(question: str, env: dict[str, str], cwd: Path = REPO
+def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str = "starter"
          ) -> tuple[float, float, float, float, float]:
     """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
     server, the 1-minute load average as it started, the engine's whole answer in seconds:
     the answer and its confidence's closed-book pass) of one `ragdesk ask --json`."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json"],
+    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json",
+                          "--pack", pack],
                          env=env, cwd=cwd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     got = json.loads(out.stdout)
@@ -62,9 +63,10 @@ def _ask(question: str, env: dict[str, str], cwd: Path = REPO
     return wall, answer, loading, load, answer + float(t.get("closed_book_s", 0.0))
 
 
-def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
+def _start_server(env: dict[str, str], pack: str) -> tuple[subprocess.Popen[bytes], float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT)],
+    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT),
+                             "--pack", pack],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="also run `ask` alone with this checkout's code (e.g. a git worktree "
                     "at an earlier commit), alternating with today's")
     ap.add_argument("--no-server", action="store_true", help="leave the server out")
+    ap.add_argument("--pack", default="starter", help="the model pack asked (default: starter)")
     args = ap.parse_args(argv)
     # An installed ragdesk keeps its modules' compiled bytecode; a shell that forbids writing
     # it would have every start compile them again, which no user's `ask` does.
@@ -103,16 +106,16 @@ def main(argv: list[str] | None = None) -> None:
         envs["server"] = base
     load_before = os.getloadavg()[0]
     m = machine()  # before the rounds: its load average is the one at the start
-    server, server_start = _start_server(base) if not args.no_server else (None, None)
+    server, server_start = _start_server(base, args.pack) if not args.no_server else (None, None)
     rows: dict[str, list[tuple[float, float, float, float, float]]] = {
         way: [] for way in envs}
     try:
         for way, env in envs.items():  # untimed: the file cache and the bytecode warm
-            _ask(QUESTIONS[0], env, _cwd(args.before, way))
+            _ask(QUESTIONS[0], env, _cwd(args.before, way), args.pack)
         for _ in range(args.rounds):
             for q in QUESTIONS:
                 for way, env in envs.items():
-                    rows[way].append(_ask(q, env, _cwd(args.before, way)))
+                    rows[way].append(_ask(q, env, _cwd(args.before, way), args.pack))
                 print(f"{q!r}: " + ", ".join(f"{way} {r[-1]}" for way, r in rows.items()),
                       flush=True)
     finally:
@@ -131,10 +134,10 @@ def main(argv: list[str] | None = None) -> None:
                             r[0] / (r[1] + r[2]) for r in runs),
                         "load_average_median": statistics.median(r[3] for r in runs)}
     data = {"summary": summary, "server_start_s": server_start, "runs": rows,
-            "before": str(args.before) if args.before else None,
+            "before": str(args.before) if args.before else None, "pack": args.pack,
             "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
             "load_after": os.getloadavg()[0], "machine": m}
-    md = ("# `ragdesk ask` wall time against the engine's answer time (starter pack)\n\n"
+    md = (f"# `ragdesk ask` wall time against the engine's answer time ({args.pack} pack)\n\n"
           f"{machine_line(m)}; load average {load_before:.2f} before, "
           f"{data['load_after']:.2f} after; {len(QUESTIONS)} questions x {args.rounds} rounds, "
           "alternating.\n\n" + md_table(

@@ -45,9 +45,9 @@ from bench.llama_cpp_bench import (
 )
 
 PASSAGE_WORDS = 100
-# the same decoder with the products of a few rows by F.linear, as before they became
-# (W @ x.T).T in bfloat16: what that change saves, measured in the same rounds
-LINEAR = "ragdesk, few-row products by F.linear"
+# the same decoder with the output layer's int8 copy read with bfloat16 inputs, as before
+# its inputs became int8 too (Int8Head): what that change saves, measured in the same rounds
+BEFORE = "ragdesk, output layer's int8 rows with bfloat16 inputs"
 
 
 def _prompts(gen: Any, k: int) -> list[list[int]]:
@@ -210,7 +210,7 @@ def step_bytes(dec: Any, rows: int, columns: int) -> int:
     total = 0
     for lin in [dec.lm_head, *_linears(dec)]:
         if lin.rows is not None and rows <= lin.rows_up_to:
-            total += int(lin.rows.q.numel() + 2 * lin.rows.scales.numel())
+            total += lin.rows.nbytes
         else:
             total += int(lin.weight.numel() * lin.weight.element_size())
     kv = int(2 * rows * dec.kv_heads * columns * dec.head_dim * dec.embed.element_size())
@@ -272,19 +272,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n_ctx = 256 * ((sum(map(len, ids)) + args.passages * (args.tokens + 8)) // 256 + 1)
     llm = Llama(model_path=str(gguf), n_ctx=512, verbose=False)
     llamas = {n: LlamaRows(llm, args.passages, n_ctx, n) for n in args.llama_threads}
-    sides = ["ragdesk", LINEAR] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
+    head = dec.lm_head.rows
+    before = [BEFORE] if isinstance(head, lean_parts.Int8Head) else []
+    sides = ["ragdesk", *before] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
 
     def one(side: str, steps: int) -> Round:
         with torch.inference_mode():
             if side == "ragdesk":
                 return _ragdesk_round(gen, ids, steps)
-            if side == LINEAR:
-                kept = lean_parts._MM_TRICK_MAX_ROWS
-                lean_parts._MM_TRICK_MAX_ROWS = 1  # every product by F.linear
+            if side == BEFORE:
+                dec.lm_head.rows = head.rows
                 try:
                     return _ragdesk_round(gen, ids, steps)
                 finally:
-                    lean_parts._MM_TRICK_MAX_ROWS = kept
+                    dec.lm_head.rows = head
             return _llama_round(llamas[int(side.split()[1])], ids, steps)
 
     runs, tokens = alternate(sides, one, args.rounds, args.tokens, "prefill")

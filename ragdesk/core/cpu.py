@@ -43,9 +43,15 @@ def int8_weight_levels() -> int:
     coarser of the two. With VNNI (or off x86) the sums are 32-bit and weights use 127.
     """
     flags = _x86_flags()
-    if flags is None or any(f in flags for f in _INT8_DOT_FLAGS):
+    if flags is None or cpu_has_int8_dot():
         return 127
     return 63
+
+
+def cpu_has_int8_dot() -> bool:
+    """Whether this x86 CPU adds u8 x s8 products straight into 32-bit sums (VNNI or AMX)."""
+    flags = _x86_flags()
+    return flags is not None and any(f in flags for f in _INT8_DOT_FLAGS)
 
 
 def passive_openmp_waits() -> None:

@@ -19,11 +19,12 @@ in cache copies and per-layer bookkeeping (measurements: docs/benchmarks.md,
   rows (:class:`.lean_parts.Linear`);
 * ``precision="bfloat16"`` (the fast path where the CPU multiplies bfloat16 natively) keeps
   bfloat16 copies of the linear layers and the output layer, and int8 copies (one scale per
-  row) that the decoding steps' products of a few rows read; norms, rotary embeddings,
-  attention, the residual stream and the softmax stay float32. ``precision="int8"``: int8
-  weights (per output channel) with dynamically quantized activations, faster still, with
-  more answers that differ from float32's. Both reduced precisions are tested for agreement,
-  the float32 path for equality with transformers.
+  row) that the decoding steps' products of a few rows read (the output layer's with int8
+  inputs as well, where the CPU multiplies int8 pairs: :class:`.lean_parts.Int8Head`); norms,
+  rotary embeddings, attention, the residual stream and the softmax stay float32.
+  ``precision="int8"``: int8 weights (per output channel) with dynamically quantized
+  activations, faster still, with more answers that differ from float32's. Both reduced
+  precisions are tested for agreement, the float32 path for equality with transformers.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine.contracts import DecoderRows, GeneratorModel, PassageContext
-from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies
+from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies, outlier_dims
 from ragdesk.core.options import check_precision
 
 if TYPE_CHECKING:
@@ -155,6 +156,20 @@ class LeanCausalDecoder(ABC):
         """Read (float32) or copy (norm scales; bfloat16 and int8 weights) the model's
         weights, and remember their version: fine-tuning changes them in place, and a copy
         taken before would keep answering with the old ones."""
+        self._copy_weights()
+        if self.precision == "bfloat16" and self.int8_rows:
+            # the output layer is half of what a decoding step reads: its products of the K
+            # rows of a RAG-Token step read the int8 copy, with int8 inputs where the CPU
+            # multiplies int8 pairs (the marginals still cover the whole vocabulary); the
+            # layers' small matrices gain only for one row
+            for layer in self.layers:
+                layer.add_int8_rows(1)
+            self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
+        self._taken = self._weights_version()
+        self._openings = []  # computed with the weights before
+
+    def _copy_weights(self) -> None:
+        """The layers, norm, embedding and output layer, read or copied in ``precision``."""
         model, precision = self._model, self.precision
         cfg, inner = model.config, model.model
         copies = self.copies
@@ -166,16 +181,26 @@ class LeanCausalDecoder(ABC):
         self.norm = self._make_norm(inner.norm)
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision,
                               copies.scope("lm_head"))
-        if precision == "bfloat16" and self.int8_rows:
-            # the output layer is half of what a decoding step reads: its products of the K
-            # rows of a RAG-Token step read the int8 copy (the marginals still cover the
-            # whole vocabulary); the layers' small matrices gain only for one row
-            self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
-            for layer in self.layers:
-                layer.add_int8_rows(1)
         self.dtype = self.embed.dtype
-        self._taken = self._weights_version()
-        self._openings = []  # computed with the weights before
+
+    def _large_dims(self, n: int) -> torch.Tensor:
+        """The ``n`` dimensions where the final norm's output runs largest (see
+        :class:`.lean_parts.Int8Head`), seen on 64 token ids drawn with a fixed seed: they
+        are the model's, large in every token whatever the text (compared with dims found
+        on real prompts in docs/benchmarks.md), and a fixed draw makes them the same in
+        every process."""
+        import torch
+
+        tokens = torch.randint(0, int(self.embed.shape[0]), (1, 64),
+                               generator=torch.Generator().manual_seed(0))
+        shape = (1, self.kv_heads, 64, self.head_dim)
+        state = KVState([torch.zeros(shape, dtype=self.dtype) for _ in self.layers],
+                        [torch.zeros(shape, dtype=self.dtype) for _ in self.layers],
+                        torch.full((1, 64), -1, dtype=torch.long), 0,
+                        torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+        with torch.inference_mode():
+            hidden = self.norm(self.forward(tokens, state))[0]
+        return outlier_dims(hidden, n)
 
     def _follow_weights(self) -> None:
         if self._weights_version() != self._taken:

@@ -100,10 +100,10 @@ class GemmaDecoder(LeanCausalDecoder):
     def _make_norm(self, norm: Any) -> _Norm:
         return _Norm(norm)
 
-    def _take_weights(self) -> None:
+    def _copy_weights(self) -> None:
         import torch
 
-        super()._take_weights()
+        super()._copy_weights()
         emb_scale = getattr(self._model.model.embed_tokens, "embed_scale", None)
         # Gemma3TextScaledWordEmbedding multiplies by its scale cast to the weight's dtype
         self.embed_scale = (emb_scale.to(self.embed.dtype) if torch.is_tensor(emb_scale)

@@ -7,6 +7,7 @@ anyway) and the preallocated KV cache.
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -30,6 +31,12 @@ _MM_TRICK_MAX_ROWS = 32
 # 1,536-wide rows, most of the reader's, 1.5 MB); larger blocks measured slower
 # (docs/benchmarks.md).
 _QUANTIZE_ROWS = 256
+
+# Input dimensions an :class:`Int8Head` multiplies in float32 beside its int8 product (at
+# most an eighth of them): enough that its products are closer to the bfloat16 weight's than
+# the int8 rows read with bfloat16 inputs were, on the starter's real inputs
+# (docs/benchmarks.md)
+HEAD_OUTLIER_DIMS = 32
 
 
 class WeightCopies:
@@ -101,7 +108,7 @@ class Linear:
         self.packed: Any = None
         self.weight: torch.Tensor | None = None
         self.bias: torch.Tensor | None = None
-        self.rows: Int8Rows | None = None
+        self.rows: Int8Rows | Int8Head | None = None
         self.rows_up_to = 0
         self.copies = copies or WeightCopies()
         # q|k|v and gate|up fused into one product (new memory: not in float32)
@@ -136,6 +143,28 @@ class Linear:
             self.rows = Int8Rows(got["q"], got["scales"])
             self.rows_up_to = up_to
 
+    def add_int8_head(self, up_to: int,
+                      find_dims: Callable[[int], torch.Tensor]) -> None:
+        """:meth:`add_int8_rows`, with the inputs in int8 as well where that kernel runs
+        (:class:`Int8Head`). ``find_dims(n)``: the ``n`` input dimensions that run largest,
+        asked only where no stored copy holds them."""
+        import torch
+
+        self.add_int8_rows(up_to)
+        weight, rows = self.weight, self.rows
+        if weight is None or not isinstance(rows, Int8Rows) or not int8_head_available():
+            return
+        n_out, k = int(weight.shape[0]), int(weight.shape[1])
+        n = min(HEAD_OUTLIER_DIMS, k // 8)
+
+        def make() -> dict[str, torch.Tensor]:
+            dims = find_dims(n)
+            return {"dims": dims, "columns": weight[:, dims].float()}
+
+        got = self.copies.scope("head").take(
+            {"dims": ((n,), torch.long), "columns": ((n_out, n), torch.float32)}, make)
+        self.rows = Int8Head(rows, got["dims"], got["columns"])
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         import torch
         import torch.nn.functional as F
@@ -146,7 +175,7 @@ class Linear:
         if self.weight is None:
             y = torch.ops.quantized.linear_dynamic(flat, self.packed, reduce_range=False)
         elif self.rows is not None and flat.shape[0] <= self.rows_up_to:
-            y = self.rows(flat.to(torch.bfloat16))
+            y = self.rows(flat)
             y = (y if self.bias is None else y + self.bias).float()
         elif self.weight.dtype != flat.dtype:  # bfloat16 weights, float32 everywhere else
             x = flat.to(self.weight.dtype)
@@ -209,15 +238,132 @@ class Int8Rows:
         self.scales = scales
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """bfloat16 ``x`` [M, K] -> bfloat16 [M, N]."""
+        """``x`` [M, K] (multiplied in bfloat16) -> bfloat16 [M, N]."""
         import torch
 
-        out: torch.Tensor = torch._weight_int8pack_mm(x.contiguous(), self.q, self.scales)
+        out: torch.Tensor = torch._weight_int8pack_mm(x.to(torch.bfloat16).contiguous(),
+                                                      self.q, self.scales)
         return out
 
     def dequantized(self) -> torch.Tensor:
         """The weight the products use, in float32."""
         return self.q.float() * self.scales.float()[:, None]
+
+    @property
+    def nbytes(self) -> int:
+        """What a product reads: the int8 weight and its scales."""
+        return int(self.q.numel() + 2 * self.scales.numel())
+
+
+class Int8Head:
+    """Few-row products with an :class:`Int8Rows` weight whose inputs are int8 as well,
+    by oneDNN's int8 x int8 kernel (VNNI or AMX): for the output layer of a decoding step,
+    which it multiplies in a fraction of ``_weight_int8pack_mm``'s time (docs/benchmarks.md).
+
+    The inputs take one symmetric int8 scale per product. The final norm's output has a few
+    dimensions tens of times larger than the rest, in every token, and that one scale would
+    spend its range on them: those ``dims`` are left out of the int8 product and multiplied
+    in float32 with ``columns`` (the same columns of the bfloat16 weight, in float32). Each
+    logit is then off the product of the int8 weight outside ``dims`` and ``columns`` on them
+    by at most half an input step times the row's absolute int8 weights
+    (:meth:`error_bound`), plus float32 rounding.
+    """
+
+    __slots__ = ("_packed", "_packing", "columns", "dims", "kept", "rows", "scales", "zeros")
+
+    def __init__(self, rows: Int8Rows, dims: torch.Tensor, columns: torch.Tensor) -> None:
+        import torch
+
+        self.rows = rows
+        self.dims = dims
+        self.columns = columns
+        self.kept = torch.ones(int(rows.q.shape[1]))
+        self.kept[dims] = 0.0
+        self.scales = rows.scales.float()
+        self.zeros = torch.zeros(int(rows.q.shape[0]), dtype=torch.int32)
+        # oneDNN's layout of the weight, made beside whatever runs before the first product
+        # (a question's retrieval and prompts) rather than at load: for a large output
+        # layer it takes a noticeable part of a one-shot `ask`'s start (docs/benchmarks.md)
+        self._packed: list[Any] = []
+        self._packing = threading.Thread(target=self._pack, name="ragdesk-int8-head")
+        self._packing.start()
+
+    def _pack(self) -> None:
+        import torch
+
+        try:
+            self._packed.append(torch.ops.onednn.qlinear_prepack(self.rows.q, None))
+        except BaseException as exc:  # handed to the first product, in its thread
+            self._packed.append(exc)
+
+    @property
+    def packed(self) -> Any:
+        """oneDNN's layout of the int8 weight (waits for it to be made)."""
+        self._packing.join()
+        got = self._packed[0]
+        if isinstance(got, BaseException):
+            raise got
+        return got
+
+    def input_step(self, x: torch.Tensor) -> float:
+        """The int8 step of the inputs ``x`` [M, K] outside ``dims``."""
+        return max(float((x.float() * self.kept).abs().amax()) / 127.0, 1e-30)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` [M, K] (any float type) -> float32 [M, N]."""
+        import torch
+
+        x = x.float()
+        step = self.input_step(x)
+        qx = torch.round(x * self.kept / step).to(torch.int8)
+        y: torch.Tensor = torch.ops.onednn.qlinear_pointwise(
+            qx, step, 0, self.packed, self.scales, self.zeros, None, 1.0, 0, torch.float32,
+            "none", [], "")
+        return y.add_(torch.mm(self.columns, x[:, self.dims].t()).t())
+
+    def error_bound(self, x: torch.Tensor) -> torch.Tensor:
+        """[M, N]: how far each product may be from ``x`` times the int8 weight outside
+        ``dims`` plus ``x`` times ``columns`` on them, before float rounding."""
+        kept_weight = self.rows.dequantized().abs() * self.kept
+        return 0.5 * self.input_step(x) * kept_weight.sum(dim=1).expand(x.shape[0], -1)
+
+    @property
+    def nbytes(self) -> int:
+        """What a product reads: the int8 weight, its scales and the float32 columns."""
+        return int(self.rows.q.numel() + 4 * self.scales.numel()
+                   + 4 * self.columns.numel())
+
+
+def outlier_dims(hidden: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` dimensions of ``hidden`` [T, K] with the largest magnitude over its tokens,
+    in increasing order (long)."""
+    import torch
+
+    top = hidden.float().abs().amax(dim=0).topk(min(n, int(hidden.shape[1]))).indices
+    return torch.sort(top).values.to(torch.long)
+
+
+@functools.cache
+def int8_head_available() -> bool:
+    """Whether :class:`Int8Head` runs here: oneDNN's int8 x int8 kernel in this torch build,
+    on a CPU whose int8 sums are 32-bit (without VNNI they saturate at 16 bits,
+    :func:`ragdesk.core.cpu.int8_weight_levels`); checked once on a small product."""
+    import torch
+
+    from ragdesk.core.cpu import cpu_has_int8_dot
+
+    if not cpu_has_int8_dot():
+        return False
+    try:
+        w = torch.full((4, 64), 127, dtype=torch.int8)
+        x = torch.full((2, 64), 127, dtype=torch.int8)
+        packed = torch.ops.onednn.qlinear_prepack(w, None)
+        got = torch.ops.onednn.qlinear_pointwise(
+            x, 1.0, 0, packed, torch.ones(4), torch.zeros(4, dtype=torch.int32), None, 1.0,
+            0, torch.float32, "none", [], "")
+        return bool(float(got[1, 3]) == 127.0 * 127.0 * 64)
+    except (AttributeError, RuntimeError, NotImplementedError):
+        return False
 
 
 def quantize_rows(weight: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -256,7 +256,11 @@ def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models:
 
     from ragdesk.core.engine.causal_decoder import LM_HEAD_INT8_ROWS
     from ragdesk.core.engine.gemma_decoder import GemmaDecoder
-    from ragdesk.core.engine.lean_parts import int8_rows_available
+    from ragdesk.core.engine.lean_parts import (
+        Int8Head,
+        int8_head_available,
+        int8_rows_available,
+    )
 
     if not int8_rows_available():
         pytest.skip("no int8-rows kernel in this torch build")
@@ -267,6 +271,10 @@ def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models:
                      for lin in (*layer.qkv, *layer.gate_up, layer.o, layer.down)]
     assert layer_linears and all(lin.rows is not None and lin.rows_up_to == 1
                                  for lin in layer_linears)
+    if int8_head_available():  # int8 inputs as well, the large dims left out of their scale
+        head = fast.lm_head.rows
+        assert isinstance(head, Int8Head)
+        assert torch.equal(head.dims, fast._large_dims(int(head.dims.numel())))
     plain = GemmaDecoder(fast._model, "bfloat16", int8_rows=False)
     assert plain.lm_head.rows is None
     h = torch.randn((5, 1, plain.embed.shape[1]), generator=torch.Generator().manual_seed(0))
