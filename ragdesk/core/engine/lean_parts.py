@@ -7,7 +7,6 @@ anyway) and the preallocated KV cache.
 from __future__ import annotations
 
 import functools
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -269,7 +268,7 @@ class Int8Head:
     (:meth:`error_bound`), plus float32 rounding.
     """
 
-    __slots__ = ("_packed", "_packing", "columns", "dims", "kept", "rows", "scales", "zeros")
+    __slots__ = ("_packed", "columns", "dims", "kept", "rows", "scales", "zeros")
 
     def __init__(self, rows: Int8Rows, dims: torch.Tensor, columns: torch.Tensor) -> None:
         import torch
@@ -281,29 +280,17 @@ class Int8Head:
         self.kept[dims] = 0.0
         self.scales = rows.scales.float()
         self.zeros = torch.zeros(int(rows.q.shape[0]), dtype=torch.int32)
-        # oneDNN's layout of the weight, made beside whatever runs before the first product
-        # (a question's retrieval and prompts) rather than at load: for a large output
-        # layer it takes a noticeable part of a one-shot `ask`'s start (docs/benchmarks.md)
-        self._packed: list[Any] = []
-        self._packing = threading.Thread(target=self._pack, name="ragdesk-int8-head")
-        self._packing.start()
-
-    def _pack(self) -> None:
-        import torch
-
-        try:
-            self._packed.append(torch.ops.onednn.qlinear_prepack(self.rows.q, None))
-        except BaseException as exc:  # handed to the first product, in its thread
-            self._packed.append(exc)
+        self._packed: Any = None
 
     @property
     def packed(self) -> Any:
-        """oneDNN's layout of the int8 weight (waits for it to be made)."""
-        self._packing.join()
-        got = self._packed[0]
-        if isinstance(got, BaseException):
-            raise got
-        return got
+        """oneDNN's layout of the int8 weight, made at the first product rather than at
+        load, so that a generator loaded and never asked does not pay for it."""
+        import torch
+
+        if self._packed is None:
+            self._packed = torch.ops.onednn.qlinear_prepack(self.rows.q, None)
+        return self._packed
 
     def input_step(self, x: torch.Tensor) -> float:
         """The int8 step of the inputs ``x`` [M, K] outside ``dims``."""
