@@ -72,7 +72,7 @@ def _ragdesk_round(gen: Any, ids: list[list[int]], steps: int) -> Round:
     """(prefill seconds, seconds per K-row step with its marginalization, greedy tokens)."""
     import torch
 
-    from ragdesk.core.engine.causal_decoder import LeanCausalContext
+    from ragdesk.core.engine.lean_causal_context import LeanCausalContext
 
     k = len(ids)
     marg = _marginal(k)
@@ -257,7 +257,7 @@ def floors(dec: Any, ids: list[list[int]], steps: int) -> dict[str, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from ragdesk.core.engine import lean_parts
+    from ragdesk.core.engine.int8_kernels import Int8Head
     from ragdesk.core.models import load_generator
 
     gguf = gguf_path(args.gguf)
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     llm = Llama(model_path=str(gguf), n_ctx=512, verbose=False)
     llamas = {n: LlamaRows(llm, args.passages, n_ctx, n) for n in args.llama_threads}
     head = dec.lm_head.rows
-    before = [BEFORE] if isinstance(head, lean_parts.Int8Head) else []
+    before = [BEFORE] if isinstance(head, Int8Head) else []
     sides = ["ragdesk", *before] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
 
     def one(side: str, steps: int) -> Round:

@@ -20,7 +20,7 @@ in cache copies and per-layer bookkeeping (measurements: docs/benchmarks.md,
 * ``precision="bfloat16"`` (the fast path where the CPU multiplies bfloat16 natively) keeps
   bfloat16 copies of the linear layers and the output layer, and int8 copies (one scale per
   row) that the decoding steps' products of a few rows read (the output layer's with int8
-  inputs as well, where the CPU multiplies int8 pairs: :class:`.lean_parts.Int8Head`); norms,
+  inputs as well, where the CPU multiplies int8 pairs: :class:`.int8_kernels.Int8Head`); norms,
   rotary embeddings, attention, the residual stream and the softmax stay float32.
   ``precision="int8"``: int8 weights (per output channel) with dynamically quantized
   activations, faster still, with more answers that differ from float32's. Both reduced
@@ -34,14 +34,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.engine.contracts import DecoderRows, GeneratorModel, PassageContext
-from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies, outlier_dims
+from ragdesk.core.engine.int8_kernels import outlier_dims
+from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies
 from ragdesk.core.options import check_precision
 
 if TYPE_CHECKING:
     import torch
-
-    from ragdesk.core.engine.prefix_tree import PrefixTree
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +183,7 @@ class LeanCausalDecoder(ABC):
 
     def _large_dims(self, n: int) -> torch.Tensor:
         """The ``n`` dimensions where the final norm's output runs largest (see
-        :class:`.lean_parts.Int8Head`), seen on 64 token ids drawn with a fixed seed: they
+        :class:`.int8_kernels.Int8Head`), seen on 64 token ids drawn with a fixed seed: they
         are the model's, large in every token whatever the text (compared with dims found
         on real prompts in docs/benchmarks.md), and a fixed draw makes them the same in
         every process."""
@@ -450,74 +448,3 @@ def common_prefix_len(prompts: Sequence[Sequence[int]]) -> int:
         if any(p[i] != tok for p in prompts[1:]):
             return i
     return n
-
-
-# ------------------------------------------------------------ RAG contexts and rows -----
-
-
-class LeanCausalContext(PassageContext):
-    """The K prompts run once through a :class:`LeanCausalDecoder` (packed, shared prefix
-    once)."""
-
-    def __init__(self, gen: GeneratorModel, decoder: LeanCausalDecoder,
-                 ids: list[list[int]]) -> None:
-        import torch
-
-        self.gen = gen
-        self.decoder = decoder
-        self.input_ids = ids
-        self.n_docs = len(ids)
-        with torch.inference_mode():
-            self.base, hidden, self.shared_prefix = decoder.prefill(ids, gen.device)
-            self.first_logits = decoder.logits(hidden).to(device="cpu", dtype=torch.float32)
-
-    def rows(self, passage_of_row: torch.Tensor, max_steps: int = 64) -> LeanCausalRows:
-        return LeanCausalRows(self, self.base.expand(passage_of_row, max_steps))
-
-    def next_logits(self, passage: int, tokens: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        n, t = tokens.shape
-        state = self.base.expand(torch.full((n,), passage, dtype=torch.long), t)
-        return self.decoder.logits(self.decoder.forward(tokens, state))
-
-    def score_tree(self, passage: int, tree: PrefixTree) -> torch.Tensor:
-        """log p(node token | its prefix, passage) for every node of ``tree`` [nodes], from
-        one decoder pass over the tree's inner nodes (positions = prompt length + depth)."""
-        import torch
-
-        def inner_lp(inner: list[int]) -> torch.Tensor:
-            dev = self.gen.device
-            state = self.base.expand(torch.tensor([passage]), len(inner))
-            inner_t = torch.tensor(inner, dtype=torch.long)
-            tokens = torch.tensor(tree.tokens, dtype=torch.long)[inner_t]
-            depth = torch.tensor(tree.depth, dtype=torch.long)[inner_t]
-            positions = (state.next_position[0].cpu() + depth)[None]
-            with torch.inference_mode():
-                h = self.decoder.forward(tokens[None].to(dev), state,
-                                         positions=positions.to(dev),
-                                         tree_mask=tree.ancestry(inner).to(dev))[0]
-                return torch.log_softmax(self.decoder.logits(h), dim=-1).cpu()
-
-        return tree.node_log_probs(torch.log_softmax(self.first_logits[passage], dim=-1),
-                                   inner_lp)
-
-
-class LeanCausalRows(DecoderRows):
-    def __init__(self, ctx: LeanCausalContext, state: KVState) -> None:
-        self.ctx = ctx
-        self.state = state
-        self.passage_of_row = state.passage_of_row
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        import torch
-
-        dec = self.ctx.decoder
-        with torch.inference_mode():
-            h = dec.forward(tokens.to(self.ctx.gen.device)[:, None], self.state)
-            out: torch.Tensor = dec.logits(h[:, -1]).to(device="cpu", dtype=torch.float32)
-        return out
-
-    def reorder(self, order: torch.Tensor) -> None:
-        self.state.reorder(order)
-        self.passage_of_row = self.state.passage_of_row

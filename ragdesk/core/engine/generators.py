@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from ragdesk.core.engine import bart_decoder, gemma_decoder, qwen2_decoder
 from ragdesk.core.engine.bart_decoder import LeanBartContext
-from ragdesk.core.engine.causal_decoder import LeanCausalContext, LeanCausalDecoder
+from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
 from ragdesk.core.engine.contracts import PassageContext, PassageText
 from ragdesk.core.engine.decoding import GenerationSettings
 from ragdesk.core.engine.hf_causal import CausalContext
 from ragdesk.core.engine.hf_seq2seq import Seq2SeqContext, right_padded
 from ragdesk.core.engine.inert_text import InertText
+from ragdesk.core.engine.lean_causal_context import LeanCausalContext
 from ragdesk.core.engine.prompts import (
     chat_messages,
     memory_chat_messages,

@@ -108,7 +108,7 @@ def reader_logprobs(gen: Generator, question: str, passages: Sequence[PassageTex
     [K, T] on the CPU, without gradients (the generator must be frozen)."""
     import torch
 
-    from ragdesk.core.engine.causal_decoder import LeanCausalContext
+    from ragdesk.core.engine.lean_causal_context import LeanCausalContext
 
     with torch.inference_mode():
         ctx = gen.prepare(question, passages)

@@ -188,7 +188,7 @@ def test_shared_prefix_runs_once_and_changes_nothing(lean: Any, tiny_models: Any
 def test_identical_prompts_keep_one_token_of_their_own(lean: Any) -> None:
     import torch
 
-    from ragdesk.core.engine.causal_decoder import LeanCausalContext
+    from ragdesk.core.engine.lean_causal_context import LeanCausalContext
 
     prompt = list(range(5, 45))
     ctx = LeanCausalContext(lean, lean.lean_decoder, [prompt, prompt, prompt[:30]])
@@ -256,7 +256,7 @@ def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models:
 
     from ragdesk.core.engine.causal_decoder import LM_HEAD_INT8_ROWS
     from ragdesk.core.engine.gemma_decoder import GemmaDecoder
-    from ragdesk.core.engine.lean_parts import (
+    from ragdesk.core.engine.int8_kernels import (
         Int8Head,
         int8_head_available,
         int8_rows_available,

@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from ragdesk.core.engine import lean_parts
-from ragdesk.core.engine.lean_parts import (
+from ragdesk.core.engine.int8_kernels import (
     Int8Head,
     Int8Rows,
-    Linear,
-    WeightCopies,
     int8_head_available,
+    int8_rows_available,
     outlier_dims,
     quantize_rows,
 )
+from ragdesk.core.engine.lean_parts import Linear, WeightCopies
 
 needs_kernel = pytest.mark.skipif(not int8_head_available(),
                                   reason="no oneDNN int8 x int8 kernel or no VNNI/AMX here")
@@ -113,7 +113,7 @@ def test_a_linear_takes_its_dims_from_stored_copies_and_asks_only_without_them()
 
 def test_without_the_kernel_the_few_rows_keep_the_int8_rows(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    if not lean_parts.int8_rows_available():
+    if not int8_rows_available():
         pytest.skip("no int8-rows kernel in this torch build")
     monkeypatch.setattr(lean_parts, "int8_head_available", lambda: False)
     lin = Linear([torch.randn((100, 32))], None, "bfloat16")

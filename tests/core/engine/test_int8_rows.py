@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ragdesk.core.engine.lean_parts import Int8Rows, Linear, int8_rows_available, quantize_rows
+from ragdesk.core.engine.int8_kernels import Int8Rows, int8_rows_available, quantize_rows
+from ragdesk.core.engine.lean_parts import Linear
 
 pytestmark = pytest.mark.skipif(not int8_rows_available(),
                                 reason="this torch build has no int8-rows CPU kernel")

@@ -20,7 +20,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
-from ragdesk.core.engine.lean_parts import WeightCopies, int8_rows_available
+from ragdesk.core.engine.int8_kernels import int8_rows_available
+from ragdesk.core.engine.lean_parts import WeightCopies
 from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.models import gguf_files, weight_copies
 from ragdesk.core.models.loading import load_generator
