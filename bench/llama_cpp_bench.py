@@ -220,7 +220,7 @@ def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
     best = data["best_llama"]
     tail = (f"\n\nOne-row decoding: ragdesk takes **{summary[best]['step_ratio']:.2f}x** "
             f"llama.cpp's time per token at its best thread count here ({best}).\n\n"
-            f"`OMP_WAIT_POLICY=PASSIVE` for both sides. {machine_line(data['machine'])}\n")
+            f"{openmp_line()} {machine_line(data['machine'])}\n")
     return head + table + tail
 
 
@@ -240,14 +240,20 @@ def add_arguments(ap: argparse.ArgumentParser, *, tokens: int, results: str) -> 
                     help=f"name of the bench/results files (default {results})")
 
 
+def openmp_line() -> str:
+    """The OpenMP waits both sides ran with (the app's, :func:`prepare_for_models`)."""
+    policy, spins = os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT")
+    return f"`OMP_WAIT_POLICY={policy}`, `GOMP_SPINCOUNT={spins}` for both sides (the app's)."
+
+
 def bench_main(args: argparse.Namespace, title: str,
                run: Callable[[argparse.Namespace], dict[str, Any]],
                summarize: Callable[[dict[str, Any]], dict[str, Any]],
                render: Callable[[dict[str, Any], dict[str, Any]], str]) -> int:
     """Run, summarize, write bench/results and print; skipped without llama-cpp-python."""
-    from ragdesk.core.cpu import passive_openmp_waits
+    from ragdesk.core.cpu import prepare_for_models
 
-    passive_openmp_waits()  # before either side starts its OpenMP threads
+    prepare_for_models()  # as the app runs: before either side starts its OpenMP threads
     try:
         import llama_cpp  # noqa: F401
     except ImportError:

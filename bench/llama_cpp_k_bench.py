@@ -41,6 +41,7 @@ from bench.llama_cpp_bench import (
     bench_main,
     fastest_llama,
     gguf_path,
+    openmp_line,
     summarize_sides,
 )
 
@@ -334,7 +335,7 @@ def render(data: dict[str, Any], summary: dict[str, Any]) -> str:
         f"{f['matmul_flops_per_s'] / 1e9:.0f} GFLOP/s (bfloat16) = "
         f"{f['prefill_floor_s']:.3f} s; the prefill takes **{data['prefill_vs_floor']:.2f}x** "
         f"that.\n\n"
-        f"`OMP_WAIT_POLICY=PASSIVE` for both sides. {machine_line(data['machine'])}\n")
+        f"{openmp_line()} {machine_line(data['machine'])}\n")
     return head + table + tail
 
 

@@ -54,16 +54,44 @@ def cpu_has_int8_dot() -> bool:
     return flags is not None and any(f in flags for f in _INT8_DOT_FLAGS)
 
 
-def passive_openmp_waits() -> None:
-    """Ask OpenMP threads to sleep, not spin, while they wait (unless the user chose).
+# libgomp's spins before a waiting OpenMP thread sleeps (about 100,000 a millisecond by its
+# own estimate): long enough to catch the next product of a decoding step (a step runs about
+# a hundred parallel products back to back; waking a sleeping thread for each cost a K = 5
+# step a quarter of its time), short enough that a thread of an idle process gives its core
+# back within a fraction of a millisecond. Spinning hurts when other programs use the cores;
+# :mod:`ragdesk.core.free_cores` gives the products fewer threads then. Measured in
+# docs/benchmarks.md ("OpenMP threads that spin briefly").
+_GOMP_SPINS = "30000"
+_SPINNING = False
 
-    Must run before torch starts its threads. Spinning threads make every 2-thread product
-    several times slower when other programs use the cores (measured on a loaded 2-core
-    machine: 36 s for an answer that took 8 s with one thread); a desktop is rarely idle.
+
+def brief_openmp_waits() -> None:
+    """Let OpenMP threads spin briefly, then sleep, while they wait (unless the user chose).
+
+    Must run before torch starts its threads. libgomp (torch's on Linux) reads
+    ``GOMP_SPINCOUNT``; other OpenMP runtimes read ``OMP_WAIT_POLICY=PASSIVE`` alone and sleep
+    at once, as spinning threads make every 2-thread product several times slower when other
+    programs use the cores (measured on a loaded 2-core machine: 36 s for an answer that took
+    8 s with one thread); a desktop is rarely idle.
     """
     import os
+    import sys
 
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    global _SPINNING
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = _GOMP_SPINS
+    # torch's OpenMP runtime reads the environment once, when torch loads: once loaded, its
+    # threads wait as they did (a caller that imported torch first, a test process)
+    _SPINNING = "torch" not in sys.modules
+
+
+def spinning_waits() -> bool:
+    """Whether :func:`brief_openmp_waits` set this process's threads to spin (a front end
+    asked for it, the user's environment chose nothing): then an answer fits its thread count
+    to the free cores (:mod:`ragdesk.core.free_cores`)."""
+    return _SPINNING
 
 
 # glibc's malloc: blocks up to this size come from the heap rather than from a mapping of
@@ -113,10 +141,10 @@ def bounded_onednn_cache() -> None:
 
 
 def prepare_for_models() -> None:
-    """What a front end that runs models sets before it loads them: OpenMP threads that sleep
-    while they wait (:func:`passive_openmp_waits`), a bounded oneDNN kernel cache
+    """What a front end that runs models sets before it loads them: OpenMP threads that spin briefly
+    then sleep while they wait (:func:`brief_openmp_waits`), a bounded oneDNN kernel cache
     (:func:`bounded_onednn_cache`) and a heap that keeps torch's freed blocks
     (:func:`keep_freed_memory`)."""
-    passive_openmp_waits()
+    brief_openmp_waits()
     bounded_onednn_cache()
     keep_freed_memory()

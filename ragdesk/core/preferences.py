@@ -229,7 +229,10 @@ def apply_threads(threads: int) -> None:
     """Use ``threads`` CPU threads from now on, where the libraries are loaded already (the
     next start reads the setting through :func:`apply_environment`). Call it on the thread
     that runs the models: OpenMP keeps the count per calling thread."""
+    from ragdesk.core.free_cores import want_threads
+
     n = threads if threads > 0 else (os.cpu_count() or 1)
+    want_threads(n)
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(n)

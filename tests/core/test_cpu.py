@@ -10,15 +10,16 @@ from collections.abc import Callable
 
 import pytest
 
+import ragdesk.core.cpu as cpu
 from ragdesk.core.cpu import (
     bounded_onednn_cache,
+    brief_openmp_waits,
     cpu_has_native_bf16,
-    passive_openmp_waits,
+    spinning_waits,
 )
 
 
 @pytest.mark.parametrize(("setting", "var", "ours", "users"), [
-    (passive_openmp_waits, "OMP_WAIT_POLICY", "PASSIVE", "ACTIVE"),
     (bounded_onednn_cache, "ONEDNN_PRIMITIVE_CACHE_CAPACITY", "64", "1024"),
 ])
 def test_each_environment_setting_unless_the_user_chose(
@@ -30,6 +31,39 @@ def test_each_environment_setting_unless_the_user_chose(
     monkeypatch.setenv(var, users)
     setting()
     assert os.environ[var] == users
+
+
+@pytest.mark.parametrize("users", [{}, {"OMP_WAIT_POLICY": "ACTIVE"},
+                                   {"OMP_WAIT_POLICY": "PASSIVE"}, {"GOMP_SPINCOUNT": "0"}])
+def test_brief_waits_unless_the_user_chose_either_variable(
+        monkeypatch: pytest.MonkeyPatch, users: dict[str, str]) -> None:
+    monkeypatch.setattr(cpu, "_SPINNING", False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # as before torch loads
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in users.items():
+        monkeypatch.setenv(var, value)
+    brief_openmp_waits()
+    if users:
+        # the user's choice alone, and no fitting of threads to free cores on top of it
+        assert {v: os.environ.get(v) for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")} == {
+            "OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": None, **users}
+        assert not spinning_waits()
+    else:
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"  # runtimes other than libgomp
+        assert int(os.environ["GOMP_SPINCOUNT"]) > 0
+        assert spinning_waits()
+
+
+def test_once_torch_has_loaded_its_threads_wait_as_they_did(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch  # noqa: F401
+
+    monkeypatch.setattr(cpu, "_SPINNING", False)
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+    brief_openmp_waits()
+    assert not spinning_waits()
 
 
 def test_native_bf16_follows_the_cpu_flags() -> None:
@@ -44,15 +78,17 @@ def test_native_bf16_follows_the_cpu_flags() -> None:
 def test_eval_sets_the_policy_before_torch_starts() -> None:
     """`ragdesk eval` (like ask and the app) sets it first thing; checked in a fresh process."""
     code = ("import os, sys; os.environ.pop('OMP_WAIT_POLICY', None); "
+            "os.environ.pop('GOMP_SPINCOUNT', None); "
             "from ragdesk.cli.main import main; "
             "rc = main(['--data-dir', sys.argv[1], 'eval', '/nonexistent.jsonl']); "
-            "print(os.environ.get('OMP_WAIT_POLICY'), rc)")
+            "print(os.environ.get('OMP_WAIT_POLICY'), os.environ.get('GOMP_SPINCOUNT'), rc)")
     import tempfile
 
     with tempfile.TemporaryDirectory() as d:
         out = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True,
                              timeout=120, check=False)
-    assert out.stdout.split()[0] == "PASSIVE", out.stderr
+    policy, spins, _rc = out.stdout.split()
+    assert (policy, spins) == ("PASSIVE", cpu._GOMP_SPINS), out.stderr
 
 
 _HEAP_PROBE = """

@@ -34,6 +34,7 @@ from ragdesk.core.engine.rag_together import read_together
 from ragdesk.core.engine.rag_token import rag_token
 from ragdesk.core.engine.request import AnswerRequest
 from ragdesk.core.errors import NotFoundError
+from ragdesk.core.free_cores import fit_threads
 from ragdesk.core.options import DEFAULT_OPTIONS, AnswerOptions, check_question
 from ragdesk.core.posterior import temperature_of
 from ragdesk.core.progress import CancelToken
@@ -240,6 +241,7 @@ class Engine:
                   on_token: TokenCallback | None, cancel: CancelToken | None) -> Answer:
         generate = {"token": rag_token, "together": read_together}.get(req.mode, rag_sequence)
         with self._lock:
+            fit_threads()
             return generate(self.generator, req, docs, on_token=on_token, cancel=cancel)
 
     def judge(self, ans: Answer, abstain: bool = DEFAULT_OPTIONS.abstain,
