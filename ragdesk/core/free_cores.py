@@ -36,22 +36,43 @@ class CpuTimes:
     wall: float
 
 
-def read_cpu_times() -> CpuTimes | None:
-    """The machine's busy time from ``/proc/stat`` (user, nice, system, irq, softirq and steal
-    of the first line: steal is a core a virtual machine's host gave to another), this
-    process's own from ``os.times()``; None where there is no ``/proc/stat``."""
+def usable_cpus() -> set[int] | None:
+    """The CPUs this process may run on (its affinity: ``taskset``, a container's cpuset);
+    None where the system does not say."""
+    getaffinity = getattr(os, "sched_getaffinity", None)
+    if getaffinity is None:
+        return None
+    try:
+        return set(getaffinity(0))
+    except OSError:
+        return None
+
+
+def read_cpu_times(cpus: set[int] | None = None) -> CpuTimes | None:
+    """The busy time of ``cpus`` (default: those this process may run on; all where unknown)
+    from ``/proc/stat`` (user, nice, system, irq, softirq and steal: steal is a core a
+    virtual machine's host gave to another), this process's own from ``os.times()``; None
+    where there is no ``/proc/stat``."""
+    cpus = usable_cpus() if cpus is None else cpus
+    busy = 0
     try:
         with open("/proc/stat", encoding="ascii") as fh:
-            fields = fh.readline().split()
+            for line in fh:
+                fields = line.split()
+                if not fields or not fields[0].startswith("cpu"):
+                    break  # the cpu lines come first
+                name = fields[0][3:]
+                # the machine's total line where the CPUs are unknown, else their own lines
+                wanted = name == "" if cpus is None else name != "" and int(name) in cpus
+                if not wanted or len(fields) < 9:
+                    continue
+                user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
+                busy += user + nice + system + irq + softirq + steal
         ticks = os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError):
         return None
-    if len(fields) < 9 or fields[0] != "cpu":
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
     t = os.times()
-    return CpuTimes((user + nice + system + irq + softirq + steal) / ticks,
-                    t.user + t.system, time.monotonic())
+    return CpuTimes(busy / ticks, t.user + t.system, time.monotonic())
 
 
 class FreeCores:
@@ -60,7 +81,7 @@ class FreeCores:
     def __init__(self, read: Callable[[], CpuTimes | None] = read_cpu_times,
                  cores: int | None = None) -> None:
         self._read = read
-        self._cores = cores or os.cpu_count() or 1
+        self._cores = cores or len(usable_cpus() or ()) or os.cpu_count() or 1
         self._last = read()
         self._others = 0.0
         self._lock = threading.Lock()

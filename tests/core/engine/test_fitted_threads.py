@@ -166,3 +166,21 @@ def test_an_answer_runs_on_the_threads_the_free_cores_take(fitted: _Clock,
             for i in range(2)]
     engine.ask_from_docs("when was the city founded", docs, on_token=on_token)
     assert seen and set(seen) == {1}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_the_readings_cover_the_cpus_this_process_may_use() -> None:
+    from ragdesk.core.free_cores import usable_cpus
+
+    cpus = usable_cpus()
+    if cpus is None:
+        pytest.skip("no CPU affinity here")
+    whole = read_cpu_times(set(range(4096)))
+    ours = read_cpu_times(cpus)
+    none = read_cpu_times(set())
+    assert whole is not None and ours is not None and none is not None
+    assert none.machine_busy == 0.0
+    assert 0.0 < ours.machine_busy <= whole.machine_busy + 0.05
+    first = min(cpus)
+    one = read_cpu_times({first})
+    assert one is not None and 0.0 < one.machine_busy <= ours.machine_busy + 0.05
