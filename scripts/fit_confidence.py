@@ -71,8 +71,8 @@ def main(argv: list[str] | None = None) -> int:
            "model": model.to_json()}
     args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     memory = model.fitted_on.get("with_memory")
-    cv = (memory or model.fitted_on)["cross_validated"]
-    right = memory["right"] if memory else model.fitted_on["right"]
+    measured = model.measured()
+    cv, right = measured["cross_validated"], measured["right"]
     print(f"{args.out}: {model.fitted_on['questions']} questions, {right} right"
           + (f" ({memory['from_memory']} answers from memory, kept part: {memory['kept_part']})"
              if memory else "")

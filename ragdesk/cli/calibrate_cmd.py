@@ -85,7 +85,7 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
           f"(τ = 1: {report.mean_top1_before:.3f}).")
     if confidence is not None:
         memory = confidence.fitted_on.get("with_memory")
-        cv = (memory if memory is not None else confidence.fitted_on)["cross_validated"]
+        cv = confidence.measured()["cross_validated"]
         print(f"confidence: threshold {confidence.threshold:.3f}; cross-validated AUROC "
               f"{cv['auroc']:.3f}, calibration error {cv['ece']:.3f}; at the threshold "
               f"{cv['given']:,} of {confidence.fitted_on['questions']:,} answers given, "

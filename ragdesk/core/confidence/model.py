@@ -62,6 +62,14 @@ class ConfidenceModel:
     def abstains(self, confidence: float) -> bool:
         return confidence < self.threshold
 
+    def measured(self) -> dict[str, Any]:
+        """How the answers the engine gives under this model measured where it was fitted:
+        the memory part's figures where answers may come from memory (``right``, and
+        ``cross_validated``: AUROC, ECE, answers given and their share right, ...), the
+        passages' own figures otherwise; empty for a model that records none."""
+        memory = self.fitted_on.get("with_memory")
+        return dict(memory) if isinstance(memory, dict) else dict(self.fitted_on)
+
     def to_json(self) -> dict[str, Any]:
         out = {"format": FORMAT, "names": list(self.names), "mean": list(self.mean),
                "scale": list(self.scale), "weights": list(self.weights),

@@ -126,6 +126,26 @@ def test_the_reader_pack_ships_a_model_for_answers_read_together() -> None:
     assert first >= 1001 and last <= 3610 and 0 < model.threshold < 1
 
 
+def test_the_measured_figures_are_of_the_answers_the_engine_gives() -> None:
+    """A model with a memory part measured what the engine gives (the answer kept of the two)
+    under ``with_memory``; the passages' figures are the rest. ``measured`` picks for every
+    reader of them."""
+    from ragdesk.core.confidence import confidence_model
+    from ragdesk.core.models.reader import QWEN_READER
+    from ragdesk.core.models.starter import GGUF_NAME
+    from ragdesk.core.starter_encoder import ENCODER_ID
+
+    reader = confidence_model(None, f"/anywhere/{QWEN_READER.name}", ENCODER_ID)[0]
+    starter = confidence_model(None, f"/anywhere/{GGUF_NAME}", ENCODER_ID)[0]
+    assert reader is not None and reader.memory is not None
+    assert starter is not None and starter.memory is None
+    kept = reader.fitted_on["with_memory"]
+    assert reader.measured()["cross_validated"] == kept["cross_validated"]
+    assert reader.measured()["right"] == kept["right"] > reader.fitted_on["right"]
+    assert starter.measured()["cross_validated"] == starter.fitted_on["cross_validated"]
+    assert starter.measured()["right"] == starter.fitted_on["right"]
+
+
 def test_a_snapshots_model_for_another_mode_leaves_the_shipped_one_in_place(
         tmp_path: Path) -> None:
     """The lookup passes over a model fitted on another mode's answers: the reader's shipped
