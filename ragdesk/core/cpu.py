@@ -63,6 +63,8 @@ def cpu_has_int8_dot() -> bool:
 # docs/benchmarks.md ("OpenMP threads that spin briefly").
 _GOMP_SPINS = "30000"
 _SPINNING = False
+# set beside them: the waits in the environment are the ones ragdesk chose
+_OURS = "RAGDESK_OPENMP_WAITS"
 
 
 def brief_openmp_waits() -> None:
@@ -78,10 +80,13 @@ def brief_openmp_waits() -> None:
     import sys
 
     global _SPINNING
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+    # a child of a ragdesk process inherits these variables: they are still ragdesk's choice
+    ours = os.environ.get(_OURS) == _GOMP_SPINS
+    if not ours and ("OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ):
         return
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
     os.environ["GOMP_SPINCOUNT"] = _GOMP_SPINS
+    os.environ[_OURS] = _GOMP_SPINS
     # torch's OpenMP runtime reads the environment once, when torch loads: once loaded, its
     # threads wait as they did (a caller that imported torch first, a test process)
     _SPINNING = "torch" not in sys.modules

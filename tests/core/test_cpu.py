@@ -39,7 +39,7 @@ def test_brief_waits_unless_the_user_chose_either_variable(
         monkeypatch: pytest.MonkeyPatch, users: dict[str, str]) -> None:
     monkeypatch.setattr(cpu, "_SPINNING", False)
     monkeypatch.delitem(sys.modules, "torch", raising=False)  # as before torch loads
-    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", cpu._OURS):
         monkeypatch.delenv(var, raising=False)
     for var, value in users.items():
         monkeypatch.setenv(var, value)
@@ -55,12 +55,27 @@ def test_brief_waits_unless_the_user_chose_either_variable(
         assert spinning_waits()
 
 
+def test_a_child_of_a_ragdesk_process_keeps_ragdesks_waits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variables a ragdesk parent set are inherited: not a user's choice."""
+    monkeypatch.setattr(cpu, "_SPINNING", False)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", cpu._OURS):
+        monkeypatch.delenv(var, raising=False)
+    brief_openmp_waits()
+    inherited = {v: os.environ[v] for v in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", cpu._OURS)}
+    monkeypatch.setattr(cpu, "_SPINNING", False)  # a new process with that environment
+    brief_openmp_waits()
+    assert spinning_waits()
+    assert {v: os.environ[v] for v in inherited} == inherited
+
+
 def test_once_torch_has_loaded_its_threads_wait_as_they_did(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import torch  # noqa: F401
 
     monkeypatch.setattr(cpu, "_SPINNING", False)
-    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", cpu._OURS):
         monkeypatch.delenv(var, raising=False)
     brief_openmp_waits()
     assert not spinning_waits()
