@@ -33,6 +33,17 @@ if TYPE_CHECKING:
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 _MM_TRICK_MAX_ROWS = 32
 
+# the copies of an output layer's int8 head (its large input dims and their columns): found by
+# running the model, not by converting weights
+HEAD_SCOPE = "head"
+
+
+def made_by_running_the_model(name: str) -> bool:
+    """Whether the copy called ``name`` came from a pass of the model (a few MB, a second of
+    work) rather than from converting a weight (as large as the weight, a fraction of a
+    second per GB): the ones worth keeping on disk when all would take too much room."""
+    return f".{HEAD_SCOPE}." in f".{name}"
+
 
 class WeightCopies:
     """The copies the lean decoders make of a model's weights (bfloat16 weights, int8 rows),
@@ -156,7 +167,7 @@ class Linear:
             dims = find_dims(n)
             return {"dims": dims, "columns": weight[:, dims].float()}
 
-        got = self.copies.scope("head").take(
+        got = self.copies.scope(HEAD_SCOPE).take(
             {"dims": ((n,), torch.long), "columns": ((n_out, n), torch.float32)}, make)
         self.rows = Int8Head(rows, got["dims"], got["columns"])
 

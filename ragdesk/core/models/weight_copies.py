@@ -9,7 +9,8 @@ names the weights file it was made from (size and modification time), the torch 
 its own format, and a file that does not match, cannot be read or is not laid out as the
 kernels need is ignored (the copies are made again and the file rewritten). Packs whose copies
 would exceed :data:`MAX_BYTES` keep making them at every start rather than add that much disk
-use.
+use; of those, only the few copies found by running the model (the output layer's large input
+dims, :func:`~ragdesk.core.engine.lean_parts.made_by_running_the_model`) are kept.
 
 Every tensor starts on a 64-byte boundary of the mapped file: ``torch._weight_int8pack_mm``
 crashes (segmentation fault) on an int8 weight that is not aligned so, and safetensors' own
@@ -139,14 +140,26 @@ def _write_then_forget(folder: Path, copies: Mapping[str, torch.Tensor],
 def write_copies(folder: Path, copies: Mapping[str, torch.Tensor],
                  stamp: Mapping[str, str]) -> bool:
     """Store ``copies`` beside ``folder``'s weights under ``stamp`` (atomically); False where
-    they are too large to keep, the disk has too little room left for them, the weights are
-    no longer the version ``stamp`` names, or the file cannot be written (logged; nothing
-    half-written stays)."""
+    they are too large to keep (then the copies found by running the model alone are stored,
+    unless the file holds them already), the disk has too little room left for them, the
+    weights are no longer the version ``stamp`` names, or the file cannot be written (logged;
+    nothing half-written stays)."""
+    from ragdesk.core.engine.lean_parts import made_by_running_the_model
+
     size = sum(_nbytes(t) for t in copies.values())
     path = folder / COPIES_FILE
+    if size > MAX_BYTES:
+        copies = {k: t for k, t in copies.items() if made_by_running_the_model(k)}
+        part = sum(_nbytes(t) for t in copies.values())
+        stored = _stored_already(folder, copies, stamp)
+        what = (f"; the {part} bytes found by running the model are stored already" if stored
+                else f"; only the {part} bytes found by running the model") if part else ""
+        log.info("Not storing %d bytes of weight copies in %s (at most %d)%s", size, path,
+                 MAX_BYTES, what)
+        if stored:
+            return False
+        size = part
     if not copies or size > MAX_BYTES:
-        log.info("Not storing %d bytes of weight copies in %s (at most %d)", size, path,
-                 MAX_BYTES)
         return False
     try:
         free = shutil.disk_usage(folder).free
@@ -164,6 +177,17 @@ def write_copies(folder: Path, copies: Mapping[str, torch.Tensor],
                     "the next start.", path, exc)
         return False
     return True
+
+
+def _stored_already(folder: Path, copies: Mapping[str, torch.Tensor],
+                    stamp: Mapping[str, str]) -> bool:
+    """Whether ``folder``'s file holds every one of ``copies`` (the same shape and type)
+    under ``stamp``: a pack whose copies are kept in part misses the rest at every start, and
+    must not rewrite the part each time."""
+    stored = read_copies(folder, stamp) or {}
+    return bool(copies) and all(
+        (t := stored.get(name)) is not None and t.shape == c.shape and t.dtype == c.dtype
+        for name, c in copies.items())
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -258,3 +258,46 @@ def test_the_command_line_finishes_the_write_before_it_ends(
     # the process ended at once (os._exit) or by a normal exit, either way after the write
     assert ended in ([True], [])
     assert (tmp_path / weight_copies.COPIES_FILE).is_file()
+
+
+def test_too_large_to_keep_whole_the_dims_found_by_running_the_model_are_kept(
+        tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack whose copies exceed the limit (the reader's) keeps the output layer's large
+    input dims and their columns alone: the next start takes them without running the model
+    for them, makes the rest again, and does not rewrite the file."""
+    from ragdesk.core.engine.int8_kernels import int8_head_available
+    from ragdesk.core.engine.lean_parts import made_by_running_the_model
+
+    if not int8_head_available():
+        pytest.skip("no int8 x int8 kernel on this CPU: no output-layer dims to keep")
+    gguf = _fake_converted_gguf(tiny_models, tmp_path)
+    folder = gguf_files.cache_dir_for(gguf)
+    runs: list[int] = []
+    large_dims = LeanCausalDecoder._large_dims
+
+    def counted(self: LeanCausalDecoder, n: int) -> torch.Tensor:
+        runs.append(n)
+        return large_dims(self, n)
+
+    monkeypatch.setattr(LeanCausalDecoder, "_large_dims", counted)
+    monkeypatch.setattr(weight_copies, "MAX_BYTES", 1 << 17)  # the tiny model's whole is more
+    first = _load(gguf)
+    made = _decoder(first).copies.made
+    assert sum(int(t.numel()) * t.element_size() for t in made.values()) > 1 << 17
+    path = folder / weight_copies.COPIES_FILE
+    with safe_open(str(path), "pt") as fh:
+        kept = {k for k in fh.keys() if not k.startswith("__pad__")}  # noqa: SIM118
+    assert kept == {"lm_head.head.dims", "lm_head.head.columns"}
+    assert all(made_by_running_the_model(k) for k in kept)
+    assert len(runs) == 1
+    written = path.stat().st_mtime_ns
+
+    second = _load(gguf)
+    assert len(runs) == 1  # the dims came from the file
+    assert _decoder(second).copies.missed > 0  # the converted weights were made again
+    for name in kept:
+        assert torch.equal(_decoder(second).copies.made[name], made[name])
+    assert path.stat().st_mtime_ns == written
+    a = rag_token_generate(first, QUESTION, _hits(tiny_models), max_new_tokens=6)
+    b = rag_token_generate(second, QUESTION, _hits(tiny_models), max_new_tokens=6)
+    assert a.token_ids and a.token_ids == b.token_ids and a.logprob == b.logprob
