@@ -126,8 +126,9 @@ class SettingsDialog(QDialog):
         self.threads = QSpinBox()
         self.threads.setRange(0, MAX_THREADS)
         self.threads.setSpecialValueText("Automatic")
-        self.threads.setToolTip("CPU threads for the models; fewer leave the computer "
-                                "responsive while an answer is written")
+        self.threads.setToolTip("The most CPU threads an answer uses; fewer leave the "
+                                "computer responsive while an answer is written. On Linux "
+                                "an answer uses fewer when other programs keep cores busy")
         form.addRow(self._label("&Threads", self.threads), self.threads)
         self._note_row(form, "threads")
         self.hf_cache = QLineEdit()
