@@ -33,16 +33,24 @@ if TYPE_CHECKING:
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 _MM_TRICK_MAX_ROWS = 32
 
-# the copies of an output layer's int8 head (its large input dims and their columns): found by
-# running the model, not by converting weights
+# the scopes of a linear layer's copies besides its bfloat16 weight: the int8 rows, and the
+# output layer's int8 head (its large input dims and their columns)
+ROWS_SCOPE = "rows"
 HEAD_SCOPE = "head"
 
 
-def made_by_running_the_model(name: str) -> bool:
-    """Whether the copy called ``name`` came from a pass of the model (a few MB, a second of
-    work) rather than from converting a weight (as large as the weight, a fraction of a
-    second per GB): the ones worth keeping on disk when all would take too much room."""
-    return f".{HEAD_SCOPE}." in f".{name}"
+def keeping_order(name: str) -> int:
+    """How the copy called ``name`` is made, the kinds most worth keeping on disk first
+    (where a file cannot hold them all): 0, found by running the model (the output layer's
+    large dims: a few MB, a pass of the model); 1, quantized (int8 rows: half a weight's
+    bytes, the slowest to make per byte); 2, converted (bfloat16 weights: a weight's size,
+    the fastest per byte). Measured in docs/benchmarks.md."""
+    wrapped = f".{name}"
+    if f".{HEAD_SCOPE}." in wrapped:
+        return 0
+    if f".{ROWS_SCOPE}." in wrapped:
+        return 1
+    return 2
 
 
 class WeightCopies:
@@ -143,7 +151,7 @@ class Linear:
         weight = self.weight
         if weight is not None and weight.dtype == torch.bfloat16 and int8_rows_available():
             n, k = int(weight.shape[0]), int(weight.shape[1])
-            got = self.copies.scope("rows").take(
+            got = self.copies.scope(ROWS_SCOPE).take(
                 {"q": ((n, k), torch.int8), "scales": ((n,), torch.bfloat16)},
                 lambda: quantize_rows(weight))
             self.rows = Int8Rows(got["q"], got["scales"])

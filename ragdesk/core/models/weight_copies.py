@@ -9,8 +9,9 @@ names the weights file it was made from (size and modification time), the torch 
 its own format, and a file that does not match, cannot be read or is not laid out as the
 kernels need is ignored (the copies are made again and the file rewritten). Packs whose copies
 would exceed :data:`MAX_BYTES` keep making them at every start rather than add that much disk
-use; of those, only the few copies found by running the model (the output layer's large input
-dims, :func:`~ragdesk.core.engine.lean_parts.made_by_running_the_model`) are kept.
+use; of those, whole kinds of copies are kept while they fit, in
+:func:`~ragdesk.core.engine.lean_parts.keeping_order` (those found by running the model, then
+the int8 rows, then the bfloat16 weights).
 
 Every tensor starts on a 64-byte boundary of the mapped file: ``torch._weight_int8pack_mm``
 crashes (segmentation fault) on an int8 weight that is not aligned so, and safetensors' own
@@ -42,9 +43,10 @@ log = logging.getLogger(__name__)
 
 COPIES_FILE = "ragdesk-weight-copies.safetensors"
 FORMAT = "1"
-# the starter's copies fit (bfloat16 and int8 of 270M weights); the 1.5B reader's would add
-# two thirds to its converted weights' size on disk
-MAX_BYTES = 1 << 30
+# the starter's copies fit (bfloat16 and int8 of 270M weights, 0.8 GB); of the 1.5B reader's
+# (4.65 GB, two thirds of its converted weights' size again) the int8 ones and the output
+# layer's dims do (1.5 GB), the slowest part of its start to make
+MAX_BYTES = 2 << 30
 # room the disk keeps after the copies (a cache must not be what fills it)
 _MIN_FREE_AFTER = 2 << 30
 # a temporary file older than this is a killed writer's
@@ -139,21 +141,19 @@ def _write_then_forget(folder: Path, copies: Mapping[str, torch.Tensor],
 
 def write_copies(folder: Path, copies: Mapping[str, torch.Tensor],
                  stamp: Mapping[str, str]) -> bool:
-    """Store ``copies`` beside ``folder``'s weights under ``stamp`` (atomically); False where
-    they are too large to keep (then the copies found by running the model alone are stored,
-    unless the file holds them already), the disk has too little room left for them, the
-    weights are no longer the version ``stamp`` names, or the file cannot be written (logged;
-    nothing half-written stays)."""
-    from ragdesk.core.engine.lean_parts import made_by_running_the_model
-
+    """Store ``copies`` beside ``folder``'s weights under ``stamp`` (atomically); where they
+    are too large to keep whole, the kinds that fit (:func:`_what_fits`) unless the file holds
+    them already. False where nothing was stored: nothing fits or all that fits is stored,
+    the disk has too little room left, the weights are no longer the version ``stamp`` names,
+    or the file cannot be written (logged; nothing half-written stays)."""
     size = sum(_nbytes(t) for t in copies.values())
     path = folder / COPIES_FILE
     if size > MAX_BYTES:
-        copies = {k: t for k, t in copies.items() if made_by_running_the_model(k)}
+        copies = _what_fits(copies)
         part = sum(_nbytes(t) for t in copies.values())
         stored = _stored_already(folder, copies, stamp)
-        what = (f"; the {part} bytes found by running the model are stored already" if stored
-                else f"; only the {part} bytes found by running the model") if part else ""
+        what = (f"; the {part} bytes that fit are stored already" if stored
+                else f"; only the {part} bytes that fit") if part else ""
         log.info("Not storing %d bytes of weight copies in %s (at most %d)%s", size, path,
                  MAX_BYTES, what)
         if stored:
@@ -177,6 +177,20 @@ def write_copies(folder: Path, copies: Mapping[str, torch.Tensor],
                     "the next start.", path, exc)
         return False
     return True
+
+
+def _what_fits(copies: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Whole kinds of ``copies``, in :func:`keeping_order`, while they fit in
+    :data:`MAX_BYTES`."""
+    from ragdesk.core.engine.lean_parts import keeping_order
+
+    kept: dict[str, torch.Tensor] = {}
+    for order in sorted({keeping_order(name) for name in copies}):
+        kind = {name: t for name, t in copies.items() if keeping_order(name) == order}
+        if sum(_nbytes(t) for t in (*kept.values(), *kind.values())) > MAX_BYTES:
+            break
+        kept.update(kind)
+    return kept
 
 
 def _stored_already(folder: Path, copies: Mapping[str, torch.Tensor],

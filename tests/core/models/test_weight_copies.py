@@ -260,41 +260,61 @@ def test_the_command_line_finishes_the_write_before_it_ends(
     assert (tmp_path / weight_copies.COPIES_FILE).is_file()
 
 
-def test_too_large_to_keep_whole_the_dims_found_by_running_the_model_are_kept(
-        tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pack whose copies exceed the limit (the reader's) keeps the output layer's large
-    input dims and their columns alone: the next start takes them without running the model
-    for them, makes the rest again, and does not rewrite the file."""
+@pytest.mark.parametrize("room", ["dims", "dims and int8 rows"])
+def test_copies_too_large_to_keep_whole_keep_the_kinds_that_fit(
+        tiny_models: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, room: str) -> None:
+    """A pack whose copies exceed the limit (the reader's) keeps whole kinds while they fit:
+    the output layer's large input dims first (found by running the model), then the int8
+    rows. The next start takes those without running the model or quantizing again, makes
+    the rest, and does not rewrite the file."""
+    from ragdesk.core.engine import lean_parts
     from ragdesk.core.engine.int8_kernels import int8_head_available
-    from ragdesk.core.engine.lean_parts import made_by_running_the_model
 
     if not int8_head_available():
         pytest.skip("no int8 x int8 kernel on this CPU: no output-layer dims to keep")
     gguf = _fake_converted_gguf(tiny_models, tmp_path)
     folder = gguf_files.cache_dir_for(gguf)
-    runs: list[int] = []
+    runs: list[str] = []
     large_dims = LeanCausalDecoder._large_dims
+    quantize = lean_parts.quantize_rows  # type: ignore[attr-defined]  # what Linear calls
 
-    def counted(self: LeanCausalDecoder, n: int) -> torch.Tensor:
-        runs.append(n)
+    def counted_dims(self: LeanCausalDecoder, n: int) -> torch.Tensor:
+        runs.append("dims")
         return large_dims(self, n)
 
-    monkeypatch.setattr(LeanCausalDecoder, "_large_dims", counted)
-    monkeypatch.setattr(weight_copies, "MAX_BYTES", 1 << 17)  # the tiny model's whole is more
+    def counted_quantize(weight: torch.Tensor) -> dict[str, torch.Tensor]:
+        runs.append("quantize")
+        return quantize(weight)
+
+    monkeypatch.setattr(LeanCausalDecoder, "_large_dims", counted_dims)
+    monkeypatch.setattr(lean_parts, "quantize_rows", counted_quantize)
     first = _load(gguf)
     made = _decoder(first).copies.made
-    assert sum(int(t.numel()) * t.element_size() for t in made.values()) > 1 << 17
+    kinds = {order: sum(int(t.numel()) * t.element_size() for n, t in made.items()
+                        if lean_parts.keeping_order(n) == order) for order in (0, 1, 2)}
+    fits = kinds[0] if room == "dims" else kinds[0] + kinds[1]
+    # the limit lowered to what this room holds, the first load run again under it
+    monkeypatch.setattr(weight_copies, "MAX_BYTES", fits)
+    (folder / weight_copies.COPIES_FILE).unlink()
+    runs.clear()
+    first = _load(gguf)
+    made = _decoder(first).copies.made
     path = folder / weight_copies.COPIES_FILE
     with safe_open(str(path), "pt") as fh:
         kept = {k for k in fh.keys() if not k.startswith("__pad__")}  # noqa: SIM118
-    assert kept == {"lm_head.head.dims", "lm_head.head.columns"}
-    assert all(made_by_running_the_model(k) for k in kept)
-    assert len(runs) == 1
+    wanted = {n for n in made if lean_parts.keeping_order(n) <= (0 if room == "dims" else 1)}
+    assert kept == wanted and "lm_head.head.dims" in kept
+    assert ("layers.0.qkv.rows.q" in kept) == (room != "dims")
+    assert runs.count("dims") == 1
+    quantized = runs.count("quantize")
+    assert quantized > 0
     written = path.stat().st_mtime_ns
 
+    runs.clear()
     second = _load(gguf)
-    assert len(runs) == 1  # the dims came from the file
-    assert _decoder(second).copies.missed > 0  # the converted weights were made again
+    assert "dims" not in runs  # the dims came from the file
+    assert runs.count("quantize") == (quantized if room == "dims" else 0)
+    assert _decoder(second).copies.missed > 0  # the bfloat16 weights were made again
     for name in kept:
         assert torch.equal(_decoder(second).copies.made[name], made[name])
     assert path.stat().st_mtime_ns == written
