@@ -146,9 +146,9 @@ def bounded_onednn_cache() -> None:
 
 
 def prepare_for_models() -> None:
-    """What a front end that runs models sets before it loads them: OpenMP threads that spin briefly
-    then sleep while they wait (:func:`brief_openmp_waits`), a bounded oneDNN kernel cache
-    (:func:`bounded_onednn_cache`) and a heap that keeps torch's freed blocks
+    """What a front end that runs models sets before it loads them: OpenMP threads that
+    spin briefly, then sleep, while they wait (:func:`brief_openmp_waits`), a bounded oneDNN
+    kernel cache (:func:`bounded_onednn_cache`) and a heap that keeps torch's freed blocks
     (:func:`keep_freed_memory`)."""
     brief_openmp_waits()
     bounded_onednn_cache()

@@ -7,9 +7,9 @@ waits for the thread that lost its turn. So before an answer the products get as
 as there are cores left free, at most the chosen count (measured in docs/benchmarks.md,
 "OpenMP threads that spin briefly").
 
-What other programs used is read from Linux's ``/proc/stat`` (the whole machine's busy time)
-less this process's own CPU time, since the answer before; elsewhere the count stays as
-chosen.
+What other programs used is read from Linux's ``/proc/stat`` (the busy time of the CPUs this
+process may run on) less this process's own CPU time, since the answer before; elsewhere the
+count stays as chosen.
 """
 
 from __future__ import annotations
