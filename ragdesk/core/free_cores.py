@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ragdesk.core.cpu_quota import quota_threads
+
 log = logging.getLogger(__name__)
 
 # a shorter look than this says too little of the machine: the count decided before stays
@@ -46,6 +48,14 @@ def usable_cpus() -> set[int] | None:
         return set(getaffinity(0))
     except OSError:
         return None
+
+
+def usable_cores() -> int:
+    """How many threads this process's CPUs keep busy: those of its affinity, at most what
+    its control group's CPU quota allows (a container's ``--cpus``)."""
+    n = len(usable_cpus() or ()) or os.cpu_count() or 1
+    cap = quota_threads()
+    return n if cap is None else min(n, cap)
 
 
 def read_cpu_times(cpus: set[int] | None = None) -> CpuTimes | None:
@@ -79,9 +89,12 @@ class FreeCores:
     """How many threads the next answer's products should run on (:meth:`threads_for`)."""
 
     def __init__(self, read: Callable[[], CpuTimes | None] = read_cpu_times,
-                 cores: int | None = None) -> None:
+                 cores: int | None = None, quota: int | None = None) -> None:
+        """``cores``: the CPUs read (default: the affinity's); ``quota``: the most threads
+        the control group's CPU quota keeps busy (default: read; None: no quota)."""
         self._read = read
         self._cores = cores or len(usable_cpus() or ()) or os.cpu_count() or 1
+        self._quota = quota_threads() if cores is None and quota is None else quota
         self._last = read()
         self._others = 0.0
         self._lock = threading.Lock()
@@ -108,7 +121,10 @@ class FreeCores:
 
     def threads_for(self, wanted: int) -> int:
         """``wanted`` threads, fewer where other programs left fewer cores free (at least
-        one): a core counts as free when at most half of it was used."""
+        one; a core counts as free when at most half of it was used) or where the CPU quota
+        keeps fewer busy."""
+        if self._quota is not None:
+            wanted = max(1, min(wanted, self._quota))
         others = self.others_busy()
         if others is None:
             return wanted

@@ -216,6 +216,8 @@ def apply_environment(settings: Settings,
     threads = settings.get(THREADS_KEY)
     if isinstance(threads, int) and not isinstance(threads, bool) and threads > 0:
         wanted["OMP_NUM_THREADS"] = str(threads)
+    else:
+        wanted["OMP_NUM_THREADS"] = _quota_default()
     for var, value in wanted.items():
         if not value or env.get(var):
             continue
@@ -225,13 +227,23 @@ def apply_environment(settings: Settings,
         _SET_FROM_SETTINGS[var] = str(value)
 
 
+def _quota_default() -> str | None:
+    """"Automatic" where a CPU quota binds: the threads it keeps busy. torch and faiss count
+    the CPUs (or their affinity) and would start a thread per host core inside a container
+    given two cores' worth of time."""
+    from ragdesk.core.free_cores import usable_cores, usable_cpus
+
+    cores = usable_cores()
+    return str(cores) if cores < len(usable_cpus() or ()) else None
+
+
 def apply_threads(threads: int) -> None:
     """Use ``threads`` CPU threads from now on, where the libraries are loaded already (the
     next start reads the setting through :func:`apply_environment`). Call it on the thread
     that runs the models: OpenMP keeps the count per calling thread."""
-    from ragdesk.core.free_cores import want_threads
+    from ragdesk.core.free_cores import usable_cores, want_threads
 
-    n = threads if threads > 0 else (os.cpu_count() or 1)
+    n = threads if threads > 0 else usable_cores()
     want_threads(n)
     torch = sys.modules.get("torch")
     if torch is not None:
