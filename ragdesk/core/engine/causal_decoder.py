@@ -191,11 +191,8 @@ class LeanCausalDecoder(ABC):
 
         tokens = torch.randint(0, int(self.embed.shape[0]), (1, 64),
                                generator=torch.Generator().manual_seed(0))
-        shape = (1, self.kv_heads, 64, self.head_dim)
-        state = KVState([torch.zeros(shape, dtype=self.dtype) for _ in self.layers],
-                        [torch.zeros(shape, dtype=self.dtype) for _ in self.layers],
-                        torch.full((1, 64), -1, dtype=torch.long), 0,
-                        torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long))
+        state = KVState.empty(1, len(self.layers), self.kv_heads, 64, self.head_dim,
+                              self.dtype)
         with torch.inference_mode():
             hidden = self.norm(self.forward(tokens, state))[0]
         return outlier_dims(hidden, n)
@@ -315,12 +312,9 @@ class LeanCausalDecoder(ABC):
         width = shared + max(tail_lens)
         cap = width + max(0, extra)
         n_layers = len(self.layers)
-        shape = (k_rows, self.kv_heads, cap, self.head_dim)
-        # zeros, not empty: the gap of a shorter prompt is masked, but SDPA multiplies its
-        # values by a zero weight, and garbage NaNs there would survive that
-        ks = [torch.zeros(shape, dtype=self.dtype, device=device) for _ in range(n_layers)]
-        vs = [torch.zeros(shape, dtype=self.dtype, device=device) for _ in range(n_layers)]
-        pos = torch.full((k_rows, cap), -1, dtype=torch.long, device=device)
+        state = KVState.empty(k_rows, n_layers, self.kv_heads, cap, self.head_dim, self.dtype,
+                              device)
+        ks, vs, pos = state.k, state.v, state.pos
         if shared:
             head = KVState([x[:1] for x in ks], [x[:1] for x in vs], pos[:1].clone(), 0,
                            torch.zeros(1, dtype=torch.long, device=device),
@@ -336,9 +330,8 @@ class LeanCausalDecoder(ABC):
             pos[:, :shared] = torch.arange(shared, device=device)
         for z, n in enumerate(tail_lens):
             pos[z, shared:shared + n] = torch.arange(shared, shared + n, device=device)
-        state = KVState(ks, vs, pos, width,
-                        torch.tensor(lens, dtype=torch.long, device=device),
-                        torch.arange(k_rows))
+        state.length = width
+        state.next_position = torch.tensor(lens, dtype=torch.long, device=device)
         hidden = self._packed_tails(tails, shared, state)
         return state, hidden, shared
 

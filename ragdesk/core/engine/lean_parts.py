@@ -304,6 +304,20 @@ class KVState:
         self.next_position = next_position  # [R] long: position of each row's next token
         self.passage_of_row = passage_of_row
 
+    @classmethod
+    def empty(cls, rows: int, layers: int, kv_heads: int, capacity: int, head_dim: int,
+              dtype: torch.dtype, device: Any = None) -> KVState:
+        """``rows`` rows of ``capacity`` empty columns each (row r reads passage r). Zeros,
+        not uninitialized memory: the gap of a shorter prompt is masked, but attention
+        multiplies its values by a zero weight, and garbage NaNs there would survive that."""
+        import torch
+
+        shape = (rows, kv_heads, capacity, head_dim)
+        return cls([torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
+                   [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)],
+                   torch.full((rows, capacity), -1, dtype=torch.long, device=device), 0,
+                   torch.zeros(rows, dtype=torch.long, device=device), torch.arange(rows))
+
     @property
     def capacity(self) -> int:
         return int(self.pos.shape[1])
