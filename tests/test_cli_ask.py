@@ -105,9 +105,14 @@ def test_ask_with_a_folder_that_is_not_a_model(cli: Any, snapshot_dir: Path, tin
 
 
 def test_streamed_answer_prints_as_the_finished_one(cli: Any, snapshot_dir: Path,
-                                                    tiny_models: Any) -> None:
+                                                    tiny_models: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The tokenizer's word-leading space (" July") is not printed before the first word:
-    the streamed line is the --json answer's text, and says how far to trust it."""
+    the streamed line (to a terminal) is the --json answer's text, and says how far to
+    trust it."""
+    from ragdesk.cli import ask_cmd
+
+    monkeypatch.setattr(ask_cmd, "_stdout_is_terminal", lambda: True)
     args = ("ask", "who wrote the first book", *_models(tiny_models), "--docs", "3",
             "--max-new-tokens", "5")
     code, out, err = cli(*args)

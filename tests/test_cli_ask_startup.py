@@ -142,10 +142,11 @@ def test_a_gemma_generator_runs_in_int8_when_asked(cli: Any, snapshot_dir: Path,
 def test_human_mode_streams_tokens_as_they_come(cli: Any, snapshot_dir: Path,  # noqa: F811
                                                 tiny_models: Any,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """Even into a pipe: each token is written (and flushed) when the engine decides it,
-    and the answer is not printed a second time."""
+    """To a terminal: each token is written (and flushed) when the engine decides it, and
+    the answer is not printed a second time."""
     from ragdesk.cli import ask_cmd
 
+    monkeypatch.setattr(ask_cmd, "_stdout_is_terminal", lambda: True)
     seen: list[str] = []
     real = ask_cmd._StdoutStream.__call__
 
@@ -164,3 +165,36 @@ def test_human_mode_streams_tokens_as_they_come(cli: Any, snapshot_dir: Path,  #
     answer, verdict = head.strip().split("\n\n")
     assert answer == text.strip()
     assert verdict.startswith("Confidence unknown")
+
+
+def test_into_a_pipe_a_guess_is_never_the_first_line(cli: Any, snapshot_dir: Path,  # noqa: F811
+                                                     tiny_models: Any,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing streams into a pipe or a file: an answer that abstains starts with the
+    not-found message, its guess on a line of its own after it; to a terminal the streamed
+    guess is followed by the same lines."""
+    import ragdesk.core.session as session
+    from ragdesk.cli import ask_cmd
+    from ragdesk.core.confidence import not_found_message
+
+    real = session.answer_from_ready
+
+    def abstaining(*args: Any, **kw: Any) -> Any:
+        ans = real(*args, **kw)
+        ans.abstained = True
+        return ans
+
+    monkeypatch.setattr(session, "answer_from_ready", abstaining)
+    args = ("ask", "who wrote the first book", *_models(tiny_models), "--docs", "2",
+            "--max-new-tokens", "5")
+    code, out, err = cli(*args)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == not_found_message(SNAP)
+    assert lines[1].startswith("Best guess: ") and len(lines[1]) > len("Best guess: ")
+    guess = lines[1].removeprefix("Best guess: ")
+    monkeypatch.setattr(ask_cmd, "_stdout_is_terminal", lambda: True)
+    code, out, err = cli(*args)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == guess and lines[2] == not_found_message(SNAP)

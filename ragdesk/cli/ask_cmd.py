@@ -118,7 +118,7 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
 
     def on_token(tok: AnswerToken) -> None:
         marks.setdefault("first", time.perf_counter())
-        if not args.json:
+        if not args.json and _stream_to_stdout.live:
             streamed.append(tok.text)
             _stream_to_stdout(tok)
 
@@ -223,7 +223,7 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
     _stream_to_stdout = _StdoutStream()
 
     def on_token(tok: AnswerToken) -> None:
-        if not args.json:
+        if not args.json and _stream_to_stdout.live:
             streamed.append(tok.text)
             _stream_to_stdout(tok)
 
@@ -278,14 +278,24 @@ def _quiet_loading(verbose: int) -> Iterator[None]:
             enable()
 
 
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdout
+        return False
+
+
 class _StdoutStream:
     """Tokens printed as they come, in the pieces the finished answer is made of (no
-    tokenizer's leading space before the first word)."""
+    tokenizer's leading space before the first word). Only to a terminal (``live``): words
+    that turn out to be a guess the answer does not give cannot be taken back, and a reader
+    of a pipe or a file gets the answer as it is finally stated, its first line included."""
 
     def __init__(self) -> None:
         from ragdesk.core.streamed_text import StreamedText
 
         self.text = StreamedText()
+        self.live = _stdout_is_terminal()
 
     def __call__(self, tok: AnswerToken) -> None:
         piece = self.text.piece(tok.text)

@@ -21,11 +21,9 @@ HIDE_GUESS = "Hide the guess"
 
 
 def confidence_level(p: float | None) -> str:
-    from ragdesk.core.confidence.wording import HIGH, MEDIUM
+    from ragdesk.core.confidence.wording import confidence_level as level
 
-    if p is None:
-        return "unknown"
-    return "high" if p >= HIGH else "medium" if p >= MEDIUM else "low"
+    return level(p)
 
 
 def confidence_text(p: float | None) -> str:

@@ -9,15 +9,32 @@ HIGH = 0.6
 MEDIUM = 0.3
 
 
+def shown_percent(confidence: float) -> int:
+    """The whole percent a front end shows for ``confidence``."""
+    return round(100 * confidence)
+
+
+def confidence_level(confidence: float | None) -> str:
+    """"high", "medium", "low" or "unknown" (no model judged the answer). Decided on the
+    percent shown, so that the word and the number agree: 0.597 shows as 60 % and reads
+    high, as 0.603 does."""
+    if confidence is None:
+        return "unknown"
+    pct = shown_percent(confidence)
+    return ("high" if pct >= round(100 * HIGH) else "medium" if pct >= round(100 * MEDIUM)
+            else "low")
+
+
 def confidence_label(confidence: float | None) -> str:
     """A phrase read at a glance: "High confidence (72 %)"."""
+    level = confidence_level(confidence)
     if confidence is None:
         return "Confidence unknown (not calibrated for this snapshot, model and reading mode)"
     # "0 %" reads as "certainly wrong", which no fitted model can say
-    pct = f"{round(100 * confidence)} %" if confidence >= 0.005 else "under 1 %"
-    if confidence >= HIGH:
+    pct = f"{shown_percent(confidence)} %" if confidence >= 0.005 else "under 1 %"
+    if level == "high":
         return f"High confidence ({pct})"
-    if confidence >= MEDIUM:
+    if level == "medium":
         return f"Medium confidence ({pct})"
     return f"Low confidence ({pct}): may be wrong"
 
@@ -25,8 +42,9 @@ def confidence_label(confidence: float | None) -> str:
 def not_found_message(snapshot: str | None) -> str:
     """What an abstained answer says instead of its guess."""
     where = f"the snapshot '{snapshot}'" if snapshot else "this snapshot"
+    # every front end keeps the guess within reach (a button, a line after this, a field)
     return (f"Not found in {where}: the passages retrieved do not seem to hold the answer. "
-            "The closest passages are shown; the best guess is one click away.")
+            "The closest passages and the best guess are kept for you to check.")
 
 
 def memory_note(snapshot: str | None, holder: int | None = None) -> str:

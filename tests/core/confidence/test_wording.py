@@ -23,3 +23,16 @@ def test_what_follows_streamed_words_that_are_not_the_answer() -> None:
     assert after_streamed(answer(abstained=True)) == [not_found_message("wiki"),
                                                       "Best guess: Canberra"]
     assert after_streamed(answer(abstained=True, from_memory=True))[1] == "Best guess: Canberra"
+
+
+def test_the_word_agrees_with_the_percent_shown() -> None:
+    """At a band's edge the rounded percent decides: "Medium confidence (60 %)" never."""
+    from ragdesk.core.confidence.wording import confidence_level
+
+    assert confidence_label(0.5965) == "High confidence (60 %)"
+    assert confidence_label(0.6049) == "High confidence (60 %)"
+    assert confidence_label(0.5949) == "Medium confidence (59 %)"
+    assert confidence_label(0.2951) == "Medium confidence (30 %)"
+    assert confidence_label(0.2949) == "Low confidence (29 %): may be wrong"
+    assert [confidence_level(p) for p in (None, 0.5965, 0.2951, 0.2949)] == [
+        "unknown", "high", "medium", "low"]
