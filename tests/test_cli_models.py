@@ -98,13 +98,18 @@ def test_import_of_a_corrupt_folder(cli, tiny_models, tmp_path: Path) -> None:  
     assert "b" not in _packs(cli)
 
 
-def test_use_remembers_and_warns_when_not_installed(cli, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+def test_use_refuses_a_pack_not_installed_and_says_how_to_install_it(cli, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """Chosen but absent, the pack would not answer (the app and `ask` would fall back to
+    another): the choice stays as it was, and the command that installs it is named."""
+    code, out, err = cli("models", "use", "starter")
+    assert code == 0, err
     code, out, err = cli("models", "use", "rag-token-nq")
-    assert code == 0 and "rag-token-nq" in out
-    assert "models download rag-token-nq" in err
-    assert json.loads((data_dir / "settings.json").read_text())["model_pack"] == "rag-token-nq"
+    assert code == 2 and "not installed" in err and out == ""
+    assert "`ragdesk models download rag-token-nq` first" in err
+    assert json.loads((data_dir / "settings.json").read_text())["model_pack"] == "starter"
     code, _, err = cli("models", "use", "no-such-pack")
     assert code == 1 and "no model pack named 'no-such-pack'" in err
+    assert "ragdesk models list" in err and "index list" not in err
 
 
 # ------------------------------------------------------------------ offline download --

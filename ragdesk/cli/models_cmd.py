@@ -232,17 +232,23 @@ def cmd_remove(args: argparse.Namespace, ctx: AppContext) -> int:
 
 
 def cmd_use(args: argparse.Namespace, ctx: AppContext) -> int:
+    from ragdesk.core.errors import BadInputError
     from ragdesk.core.models import choose_pack, pack_status
+    from ragdesk.core.models.packs import get_pack
 
+    spec = get_pack(ctx.catalog, args.name, ctx.data)
+    if not pack_status(spec, ctx.data).installed:
+        # chosen but absent, the app and `ask` would answer with another pack
+        command = spec.install_command()
+        raise BadInputError(
+            f"The model pack {spec.name!r} is not installed; the choice is unchanged.",
+            hint=(f"Run `{command}` first, then `ragdesk models use {spec.name}`."
+                  if command else "Import its parts again with `ragdesk models import`."))
     spec = choose_pack(ctx.settings, ctx.catalog, args.name)
-    installed = pack_status(spec, ctx.data).installed
     if args.json:
-        print_json({"chosen": spec.name, "installed": installed})
+        print_json({"chosen": spec.name, "installed": True})
         return 0
     print(f"`ask` and the app now use the model pack {spec.name!r}.")
-    if not installed:
-        print(f"It is not installed yet: run `ragdesk models download {spec.name}`.",
-              file=sys.stderr)
     return 0
 
 

@@ -101,6 +101,20 @@ class NotFoundError(RagdeskError):
     action_default = ACTION_MANAGE_INDEXES
 
 
+class NoSuchSnapshotError(NotFoundError):
+    """A snapshot asked for by a name the catalog does not hold."""
+
+    hint_default = "Run `ragdesk index list` to see the snapshots there are."
+
+
+class NoSuchPackError(NotFoundError):
+    """A model pack asked for by a name no pack has."""
+
+    hint_default = "Run `ragdesk models list` to see the model packs there are."
+    gui_hint_default = f"{ACTION_NAMES[ACTION_CHOOSE_PACK]} lists the packs there are."
+    action_default = ACTION_CHOOSE_PACK
+
+
 class AlreadyExistsError(RagdeskError):
     hint_default = "Pick another name, or remove the existing one first."
 

@@ -25,7 +25,12 @@ from ragdesk.core.catalog.records import (
     slugify,
     utcnow,
 )
-from ragdesk.core.errors import AlreadyExistsError, CatalogError, NotFoundError
+from ragdesk.core.errors import (
+    AlreadyExistsError,
+    CatalogError,
+    NoSuchPackError,
+    NoSuchSnapshotError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +141,7 @@ class Catalog(CatalogFile):
     def get_snapshot(self, name: str) -> SnapshotRecord:
         rec = self.find_snapshot(name)
         if rec is None:
-            raise NotFoundError(f"There is no snapshot named {name!r}.")
+            raise NoSuchSnapshotError(f"There is no snapshot named {name!r}.")
         return rec
 
     def add_snapshot(
@@ -188,13 +193,13 @@ class Catalog(CatalogFile):
                 {**fields, "_name": name},
             )
             if res.rowcount == 0:
-                raise NotFoundError(f"There is no snapshot named {name!r}.")
+                raise NoSuchSnapshotError(f"There is no snapshot named {name!r}.")
 
     def remove_snapshot(self, name: str) -> None:
         with self.transaction() as conn:
             res = conn.execute(text("DELETE FROM snapshots WHERE name = :n"), {"n": name})
             if res.rowcount == 0:
-                raise NotFoundError(f"There is no snapshot named {name!r}.")
+                raise NoSuchSnapshotError(f"There is no snapshot named {name!r}.")
             if self._get_state(conn, ACTIVE_KEY) == name:
                 self._set_state(conn, ACTIVE_KEY, None)
 
@@ -214,7 +219,7 @@ class Catalog(CatalogFile):
                 text("SELECT id FROM snapshots WHERE name = :n"), {"n": snapshot}
             ).scalar()
             if sid is None:
-                raise NotFoundError(f"There is no snapshot named {snapshot!r}.")
+                raise NoSuchSnapshotError(f"There is no snapshot named {snapshot!r}.")
             conn.execute(
                 text(
                     "INSERT INTO index_variants (snapshot_id, variant, file, bytes,"
@@ -271,7 +276,7 @@ class Catalog(CatalogFile):
                     text("SELECT state, stage FROM snapshots WHERE name = :n"), {"n": name}
                 ).first()
                 if row is None:
-                    raise NotFoundError(f"There is no snapshot named {name!r}.")
+                    raise NoSuchSnapshotError(f"There is no snapshot named {name!r}.")
                 state = row[0]
                 if state != SnapshotState.READY.value and row[1] != STAGE_SPARSE:
                     raise CatalogError(
@@ -360,7 +365,7 @@ class Catalog(CatalogFile):
         with self.transaction() as conn:
             res = conn.execute(text("DELETE FROM model_packs WHERE name = :n"), {"n": name})
             if res.rowcount == 0:
-                raise NotFoundError(f"There is no imported model pack named {name!r}.")
+                raise NoSuchPackError(f"There is no imported model pack named {name!r}.")
 
     # ---- generic state ---------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from ragdesk.core.errors import (
     BadInputError,
     EncoderMismatchError,
     MissingModelError,
-    NotFoundError,
+    NoSuchPackError,
 )
 from ragdesk.core.models import pack_copies, reader, starter
 from ragdesk.core.models.gguf_files import cache_dir_for
@@ -94,6 +94,17 @@ class PackSpec:
                     and ref not in repos:
                 repos.append(ref)
         return repos
+
+    def install_command(self) -> str | None:
+        """The command that installs the pack where it is not installed (None: a pack of
+        the user's own files, which nothing can fetch)."""
+        if self.kind == KIND_STARTER:
+            return "ragdesk models setup-starter"
+        if self.kind == KIND_READER:
+            return "ragdesk models setup-reader"
+        if self.kind in (KIND_PAPER, KIND_HUB):
+            return f"ragdesk models download {self.name}"
+        return None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -200,7 +211,7 @@ def all_specs(catalog: Catalog, data: DataDir | None = None) -> list[PackSpec]:
 
 
 def get_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> PackSpec:
-    """A built-in pack or a custom one from the catalog; NotFoundError names the choices."""
+    """A built-in pack or a custom one from the catalog; NoSuchPackError names the choices."""
     if name in BUILTIN_PACKS:
         return BUILTIN_PACKS[name]
     if name == STARTER:
@@ -212,7 +223,7 @@ def get_pack(catalog: Catalog, name: str, data: DataDir | None = None) -> PackSp
         if rec.name == name:
             return _custom_spec(rec)
     names = [s.name for s in all_specs(catalog, data)]
-    raise NotFoundError(f"There is no model pack named {name!r}. Packs: {', '.join(names)}.")
+    raise NoSuchPackError(f"There is no model pack named {name!r}. Packs: {', '.join(names)}.")
 
 
 # ---------------------------------------------------------------- status -------------
