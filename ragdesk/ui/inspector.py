@@ -117,6 +117,7 @@ class PassageInspector(QWidget):
         super().__init__(parent)
         self.setObjectName("PassageInspector")
         self.answer: Answer | None = None
+        self.guess_hidden = False
         self.k: int | None = None
         self.article_view: ArticleView | None = None
         self._load_article: ArticleLoader | None = None
@@ -276,8 +277,11 @@ class PassageInspector(QWidget):
                           "an answer to read the passage it came from.</p>")
         self._refresh_article()
 
-    def set_answer(self, answer: Answer | None) -> None:
+    def set_answer(self, answer: Answer | None, *, guess_hidden: bool = False) -> None:
+        """``guess_hidden``: the answer abstained and its card hides the guess; the passages
+        show, the guess's words and shares do not, until the card shows it."""
         self.answer = answer
+        self.guess_hidden = guess_hidden
         self.picker.blockSignals(True)
         self.picker.clear()
         if answer is not None:
@@ -315,17 +319,22 @@ class PassageInspector(QWidget):
             f"p(z|x) = softmax over the {len(a.docs)} passages of score / τ. τ = 1 for DPR; "
             "normalized encoders such as the starter pack's were trained with a temperature, "
             "measured or fitted on held-out questions (ragdesk index calibrate).")
-        f["share"].setText(
-            f"{n} of {plural(total, 'token')} ({100 * n / total:.0f}%) · mean posterior {mean:.2f}"
-            if total else "no tokens")
+        if self.guess_hidden:
+            f["share"].setText("– (the guess is hidden: Show the guess on the card)")
+            mean = 0.0
+        else:
+            f["share"].setText(
+                f"{n} of {plural(total, 'token')} ({100 * n / total:.0f}%) · mean posterior "
+                f"{mean:.2f}" if total else "no tokens")
         f["snapshot"].setText(doc.snapshot or a.snapshot or "–")
         f["id"].setText(str(doc.id))
         self.share_bar.set_value(mean, color)
         self._show_place()
         pal = self.palette()
         mark = mix(pal.color(QPalette.ColorRole.Base), passage_tint(k, pal), 1.0)
+        words = () if self.guess_hidden else answer_words(a.text)
         self.body.setHtml(f"<div style='line-height:140%'>"
-                          f"{highlight_html(doc.text, answer_words(a.text), mark)}</div>")
+                          f"{highlight_html(doc.text, words, mark)}</div>")
         self._refresh_article()
         if notify:
             self.passageChanged.emit(k)

@@ -20,6 +20,8 @@ from ragdesk.ui.state import AppState
 def answer_note(card: AnswerCard) -> str | None:
     """What the card says about its answer that the heat map repeats."""
     a, summary = card.answer, card.summary
+    if card.guess_hidden:
+        return "not found in the snapshot; Show the guess on the card to see its words here"
     if a is not None and a.abstained and not a.cancelled:
         return "the best guess (not found in the snapshot)"
     if summary is not None and summary.mixed:
@@ -56,6 +58,7 @@ class AnswerSelection(QObject):
         card.activated.connect(self.select)
         card.copyRequested.connect(self.copyRequested)
         card.heatmapRequested.connect(self._show_heatmap_for)
+        card.guessShown.connect(self._guess_shown)
         # A card deleted elsewhere (compare's previous pair, a cleared chat) is not selected.
         card.destroyed.connect(lambda _obj=None, c=card: self.forget(c))
 
@@ -71,10 +74,11 @@ class AnswerSelection(QObject):
         a = card.answer
         self.heatmap.set_mode(card.params.mode if a is None else a.mode, card.question,
                               answer_note(card))
-        self.heatmap.map.set_data(card.tokens if a is None else a.tokens,
+        hidden = card.guess_hidden
+        self.heatmap.map.set_data([] if hidden else card.tokens if a is None else a.tokens,
                                   None if a is None else a.docs)
         self.heatmap.map.set_selected_passage(None)
-        self.inspector.set_answer(a)
+        self.inspector.set_answer(a, guess_hidden=hidden)
         if a is not None:
             self.state.select_answer(a)
 
@@ -135,6 +139,13 @@ class AnswerSelection(QObject):
         self.select(card)
         if 0 <= i < len(card.tokens) and card.tokens[i].posterior:
             self.show_passage(card.tokens[i].source)
+
+    def _guess_shown(self, card: AnswerCard, _shown: bool) -> None:
+        if card is self.card and card.answer is not None:
+            passage = self.passage
+            self.select(card, force=True)
+            if passage is not None:
+                self.show_passage(passage)
 
     def _show_heatmap_for(self, card: AnswerCard) -> None:
         self.select(card)

@@ -150,7 +150,20 @@ def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
     card.finish(ans)
     window.selection.answered(card)
     assert window.inspector.k == 0
+    # the guess is hidden on the card: hidden in the heat map and the inspector too
+    assert window.heatmap.map.tokens == [] and "Show the guess" in window.heatmap.caption.text()
+    share = window.inspector.fact_labels["share"].text()
+    assert "hidden" in share and "token" not in share
+    window.selection.show_passage(1)  # the passage the guess is quoted from
+    assert "background-color" not in window.inspector.body.toHtml()  # its words unmarked
+    card.verdict.guess_button.click()
+    assert len(window.heatmap.map.tokens) == len(ans.tokens)
     assert "best guess" in window.heatmap.caption.text()
+    assert "token" in window.inspector.fact_labels["share"].text()
+    assert window.inspector.k == 1 and "background-color" in window.inspector.body.toHtml()
+    card.verdict.guess_button.click()
+    assert window.heatmap.map.tokens == []
+    assert "background-color" not in window.inspector.body.toHtml()
 
 
 def test_the_not_found_setting_reaches_the_engine_and_is_remembered(

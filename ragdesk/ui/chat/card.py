@@ -58,6 +58,7 @@ class AnswerCard(QFrame):
     copyRequested = Signal(object)
     heatmapRequested = Signal(object)
     answered = Signal(object)  # Answer: finished (its chips exist)
+    guessShown = Signal(object, bool)  # card, whether an abstained answer's guess is shown
 
     def __init__(self, request_id: int, question: str, params: AnswerOptions,
                  snapshot: str | None, parent: QWidget | None = None) -> None:
@@ -227,6 +228,15 @@ class AnswerCard(QFrame):
         if self.verdict.guess_button.isChecked() != shown and self.verdict.isVisible() \
                 and self.verdict.guess_button.isVisible():
             self.verdict.guess_button.setChecked(shown)
+        self.guessShown.emit(self, shown)
+
+    @property
+    def guess_hidden(self) -> bool:
+        """An answer that abstained whose guess the card does not show: no other view shows
+        its words or where they came from either."""
+        a = self.answer
+        return (a is not None and a.abstained and not a.cancelled
+                and not self.verdict.guess_shown)
 
     def _set_status(self, text: str, error: bool = False, not_found: bool = False) -> None:
         set_flagged_text(self.status_label, text, error=error, notfound=not_found)

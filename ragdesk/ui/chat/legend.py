@@ -32,7 +32,7 @@ class Legend(QWidget):
         policy.setHeightForWidth(True)
         self.setSizePolicy(policy)
         self._rects: list[QRectF] = []
-        self.setToolTip("Colour of each source passage, with its share of the answer's tokens")
+        self.setToolTip("Each passage's share of the words it is cited for")
 
     def set_counts(self, k: int, counts: Sequence[int], *, mixed: bool = False,
                    guess: bool = False) -> None:
@@ -50,8 +50,8 @@ class Legend(QWidget):
         else:
             self._entries = [(r, f"[{r + 1}] {round(100 * share[r])}%", share[r] > 0)
                              for r in range(k)]
-            self.setToolTip("Colour of each source passage, with its share of the answer's "
-                            "tokens")
+            self.setToolTip("Each passage's share of the words it is cited for (the heat map "
+                            "shows how much every passage weighed in each word)")
         self.updateGeometry()
         self.update()
 
@@ -59,7 +59,8 @@ class Legend(QWidget):
         if self.mixed:
             return "The guess, from several passages:" if self.guess \
                 else "From several passages:"
-        return "The guess from:" if self.guess else "Sources:"
+        # the shares count the words each passage is cited for, not the posterior's mass
+        return "The guess's words from:" if self.guess else "Words cited from:"
 
     def texts(self) -> list[str]:
         return [text for _, text, _ in self._entries]
