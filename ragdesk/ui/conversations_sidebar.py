@@ -99,6 +99,7 @@ class ConversationsSidebar(QWidget):
         self._list_gen = 0
         self._filling = False
         self._last_open: tuple[int, object] | None = None
+        self._menu_item: QListWidgetItem | None = None  # right-clicked, while its menu is open
         self._since_open = QElapsedTimer()
 
         lay = QVBoxLayout(self)
@@ -355,15 +356,20 @@ class ConversationsSidebar(QWidget):
 
     # ---- rename ----------------------------------------------------------------------
 
+    def _target_item(self) -> QListWidgetItem | None:
+        """The conversation an action acts on: the one right-clicked while its menu is open,
+        else the highlighted one."""
+        return self._menu_item if self._menu_item is not None else self.list.currentItem()
+
     def _selected_conversation(self) -> int | None:
-        item = self.list.currentItem()
+        item = self._target_item()
         if item is None or item.data(_ANSWER_ID) is not None:
             return None
         cid = item.data(_ID)
         return None if cid is None else int(cid)
 
     def _rename_selected(self) -> None:
-        item = self.list.currentItem()
+        item = self._target_item()
         if item is not None and item.data(_ANSWER_ID) is None:
             self.list.editItem(item)
 
@@ -438,11 +444,21 @@ class ConversationsSidebar(QWidget):
         item = self.list.itemAt(pos)
         if item is None or item.data(_ANSWER_ID) is not None:
             return
-        self.list.setCurrentItem(item)
         menu = QMenu(self)
         menu.addAction(self.act_rename)
         menu.addAction(self.act_delete)
         menu.addSeparator()
         menu.addAction(self.act_export_md)
         menu.addAction(self.act_export_json)
-        menu.popup(self.list.viewport().mapToGlobal(pos))
+        # The menu's actions act on the conversation right-clicked; the highlight stays on
+        # the one the chat shows, which the keys (F2, Delete) act on.
+        self._menu_item = item
+        try:
+            self._run_menu(menu, self.list.viewport().mapToGlobal(pos))
+        finally:
+            self._menu_item = None
+            menu.deleteLater()
+
+    def _run_menu(self, menu: QMenu, at: QPoint) -> None:
+        """Show ``menu`` until it closes (its chosen action has run by then)."""
+        menu.exec(at)

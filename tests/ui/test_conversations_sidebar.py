@@ -132,6 +132,29 @@ def test_search_finds_an_old_answer_and_opens_it(
     assert store.gui_thread_calls == []
 
 
+def test_the_context_menu_acts_on_the_conversation_right_clicked_and_moves_no_highlight(
+        qtbot: Any, store: ThreadCheckedStore, runner: OpRunner,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtWidgets import QMenu
+
+    old_id, art_id, _ = seed(store)
+    bar = make_sidebar(qtbot, store, runner)
+    bar.list.setCurrentRow(0)  # "Art", the conversation shown
+    shown: list[str] = []
+
+    def choose_delete(menu: QMenu, _at: Any) -> None:
+        shown.extend(a.text() for a in menu.actions() if a.text())
+        bar.act_delete.trigger()  # what a click on "Delete" does inside the menu's loop
+
+    monkeypatch.setattr(bar, "_run_menu", choose_delete)
+    rect = bar.list.visualItemRect(bar.list.item(1))  # "Who discovered radium?"
+    with qtbot.waitSignal(bar.conversation_deleted, timeout=TIMEOUT_MS) as deleted:
+        bar._context_menu(rect.center())
+    assert shown and deleted.args == [old_id]
+    assert bar.list.currentItem() is not None and bar.list.currentItem().text() == "Art"
+    assert [c.id for c in store.list_conversations()] == [art_id]
+
+
 def test_delete_then_undo_restores_the_conversation(
         qtbot: Any, store: ThreadCheckedStore, runner: OpRunner) -> None:
     old_id, art_id, _ = seed(store)
