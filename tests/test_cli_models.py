@@ -98,6 +98,17 @@ def test_import_of_a_corrupt_folder(cli, tiny_models, tmp_path: Path) -> None:  
     assert "b" not in _packs(cli)
 
 
+def test_import_of_a_config_nested_past_the_stack(cli, tiny_models, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    deep = tmp_path / "deep"
+    shutil.copytree(tiny_models.bart, deep)
+    (deep / "config.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+    code, _out, err = cli("models", "import", str(deep), "--name", "d",
+                         "--question-encoder", str(tiny_models.st_encoder))
+    assert code == 1
+    assert "cannot be read as JSON: it is nested too deeply" in err
+    assert "internal error" not in err
+
+
 def test_use_refuses_a_pack_not_installed_and_says_how_to_install_it(cli, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
     """Chosen but absent, the pack would not answer (the app and `ask` would fall back to
     another): the choice stays as it was, and the command that installs it is named."""

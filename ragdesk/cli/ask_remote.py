@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ragdesk.core.safe_json import as_float, as_int, as_list, as_object
+from ragdesk.core.errors import BadInputError
+from ragdesk.core.safe_json import as_float, as_int, as_list, as_object, loads_bounded
 from ragdesk.core.types import Answer, AnswerToken
 
 if TYPE_CHECKING:
@@ -32,6 +33,9 @@ API_KEY_ENV = "RAGDESK_API_KEY"
 NO_SERVER_ENV = "RAGDESK_NO_SERVER"  # set to ask without a server even when one runs
 HEALTH_TIMEOUT_S = 0.5
 ANSWER_TIMEOUT_S = 600.0
+# what is read of one answer from whatever listens at server.json's address: an answer with
+# its passages and tokens is far smaller
+_MAX_BODY = 16 << 20
 
 
 def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
@@ -59,8 +63,8 @@ def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
                 return None
             headers["Authorization"] = f"Bearer {key}"
         status, body = _request(info.url, "GET", "/health", None, headers, HEALTH_TIMEOUT_S)
-        ready = status == 200 and json.loads(body).get("status") == "ready"
-    except (OSError, ValueError, AttributeError, http.client.HTTPException):
+        ready = status == 200 and as_object(loads_bounded(body)).get("status") == "ready"
+    except (OSError, ValueError, TypeError, BadInputError, http.client.HTTPException):
         return None  # gone, or something else answers on its port
     return (info.url, headers) if ready else None
 
@@ -91,7 +95,7 @@ def proves_secret(url: str, secret: str) -> bool:
                             HEALTH_TIMEOUT_S)
     if status != 200:
         return False
-    got = json.loads(body).get("proof")
+    got = as_object(loads_bounded(body)).get("proof")
     return isinstance(got, str) and hmac.compare_digest(got, proof(secret, challenge))
 
 
@@ -167,7 +171,7 @@ def _events(resp: http.client.HTTPResponse) -> Iterator[dict[str, object]]:
         data = line[5:].strip()
         if data == "[DONE]":
             return
-        yield as_object(json.loads(data))
+        yield as_object(loads_bounded(data, max_bytes=_MAX_BODY))
 
 
 def _request(url: str, method: str, path: str, body: str | None, headers: dict[str, str],
@@ -178,7 +182,10 @@ def _request(url: str, method: str, path: str, body: str | None, headers: dict[s
     try:
         conn.request(method, path, body, headers)
         resp = conn.getresponse()
-        return resp.status, resp.read()
+        body = resp.read(_MAX_BODY + 1)
+        if len(body) > _MAX_BODY:
+            raise ValueError(f"the server's answer is larger than {_MAX_BODY:,} bytes")
+        return resp.status, body
     finally:
         conn.close()
 

@@ -25,7 +25,9 @@ MAX_LINE_BYTES = 1 << 20  # one JSONL line (questions, requests)
 MAX_PASSAGE_LINE_BYTES = 64 << 20  # one JSONL document line: a whole article may be long
 
 # A string literal (escapes skipped), or one bracket: brackets inside strings do not nest.
-_TOKENS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+# A string never closed runs to the end of the text in one match: otherwise the search
+# would start again at every later quote and scan to the end each time (quadratic).
+_TOKENS = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)|[\[\]{}]', re.DOTALL)
 # Only an escape can put a lone surrogate into a parsed string from strictly decoded text.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
@@ -161,6 +163,9 @@ def loads_bounded(data: str | bytes, *, max_depth: int = MAX_DEPTH,
                             path=path, line=line) from None
     except RecursionError:  # a smaller stack than max_depth needs: still not a bug
         raise BadInputError("is nested too deeply to read.", hint=hint,
+                            path=path, line=line) from None
+    except ValueError:  # an integer longer than Python converts (sys.int_max_str_digits)
+        raise BadInputError("holds a number with more digits than ragdesk reads.", hint=hint,
                             path=path, line=line) from None
     if _SURROGATE_ESCAPE.search(text):
         check_strings(obj, path, line)

@@ -59,7 +59,7 @@ class Settings:
             loaded = json.loads(raw.decode("utf-8"))
             if not isinstance(loaded, dict):
                 raise ValueError(f"a JSON {type(loaded).__name__} instead of an object")
-        except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError included
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError
             self._set_aside(exc)
             return {}
         return loaded

@@ -38,6 +38,17 @@ def test_corrupt_settings_are_reported_and_kept(cli, data_dir: Path) -> None:  #
     assert code == 0 and "warning" not in err
 
 
+def test_settings_nested_past_the_stack_are_moved_aside_too(cli, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    settings = data_dir / "settings.json"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    settings.write_text('{"a":' * 100_000 + "1" + "}" * 100_000, encoding="utf-8")
+    code, out, err = cli("index", "list", "--json")
+    assert code == 0, err
+    json.loads(out)
+    assert "damaged" in err and "Traceback" not in err
+    assert len(list(data_dir.glob("settings.json.corrupt-*"))) == 1 and not settings.exists()
+
+
 def _setup(cli, tiny_models: Any, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "a.jsonl"
     src.write_text("".join(json.dumps({"title": t, "text": x}) + "\n"

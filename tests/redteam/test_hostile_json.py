@@ -47,9 +47,11 @@ BAD_PASSAGES = {
     "deep-object": DEEP_OBJECT,
     "surrogate-text": '{"title": "t", "text": ' + SURROGATE + "}",
     "surrogate-title": '{"title": "\\udcff", "text": "x"}',
+    "huge-number": '{"title": "t", "text": "x", "id": ' + "9" * 5000 + "}",
 }
 EXPECT = {"deep-array": "nested more than", "deep-object": "nested more than",
-          "surrogate-text": "unpaired surrogate", "surrogate-title": "unpaired surrogate"}
+          "surrogate-text": "unpaired surrogate", "surrogate-title": "unpaired surrogate",
+          "huge-number": "more digits"}
 
 
 @pytest.mark.parametrize("kind", sorted(BAD_PASSAGES))
@@ -150,6 +152,34 @@ def test_loads_bounded_limits() -> None:
     with pytest.raises(BadInputError, match="not UTF-8"):
         loads_bounded(b'"\xff"')
     assert loads_bounded(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+    with pytest.raises(BadInputError, match="more digits"):
+        loads_bounded('{"n": ' + "9" * 5000 + "}")
+    # a string still open at the end, or ending in a lone backslash, opens no bracket
+    with pytest.raises(BadInputError, match="nested more than 64"):
+        loads_bounded("[" * 65 + '"abc\\')
+    with pytest.raises(BadInputError, match="not valid JSON"):
+        loads_bounded('"' + "[" * 100 + "\\")
+
+
+def test_a_string_never_closed_is_read_once_not_once_per_quote() -> None:
+    """Brackets, then a quote never closed, then escaped quotes: the depth check scanned to
+    the end of the text from every one of them (a 256 KB request body held a server's event
+    loop for minutes). In one pass it takes milliseconds; the bound only catches a hang."""
+    import threading
+
+    text = "[]" * 40 + '"' + '\\"' * 500_000  # 1 MB
+    got: list[BaseException] = []
+
+    def parse() -> None:
+        try:
+            loads_bounded(text, max_depth=32)
+        except BadInputError as exc:
+            got.append(exc)
+
+    worker = threading.Thread(target=parse, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive() and len(got) == 1 and "not valid JSON" in str(got[0])
 
 
 def test_line_reader_bounds_a_line(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def _read(path: Path) -> dict[str, Any] | None:
         d = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # nested past the stack: not a bug
         log.warning("Ignoring %s (%s).", path, exc)
         return None
     return d if isinstance(d, dict) else None

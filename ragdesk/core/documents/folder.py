@@ -72,7 +72,7 @@ def read_folder_record(snapshot_folder: Path) -> FolderRecord | None:
     try:
         raw = json.loads((snapshot_folder / DOCUMENTS_FILE).read_text(encoding="utf-8"))
         return FolderRecord.from_json(as_object(raw))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

@@ -147,8 +147,9 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise MissingModelError(f"{folder} is not a model folder: it has no config.json.")
     try:
         data = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise MissingModelError(f"{cfg_path} cannot be read as JSON: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        why = "it is nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise MissingModelError(f"{cfg_path} cannot be read as JSON: {why}") from exc
     if not isinstance(data, dict):
         raise MissingModelError(f"{cfg_path} does not hold a JSON object.")
     return data

@@ -42,7 +42,7 @@ def read_calibration(folder: Path) -> Calibration | None:
                            log_likelihood_at_1=d.get("log_likelihood_at_1"))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         # A damaged calibration must not make a good snapshot unusable: fall back loudly.
         log.warning("Ignoring %s (%s); using the encoder's default temperature.", path, exc)
         return None
