@@ -141,3 +141,42 @@ def test_folder_import_refuses_them_in_bounded_memory(bombs: dict[str, Path], ti
     peak = peak_kb(proc.stderr)
     print(f"peak RSS of the folder import: {peak / 1024:.0f} MB")
     assert peak < 1024 * 1024, f"peak RSS {peak / 1024:.0f} MB"
+
+
+def test_a_cell_claiming_a_hundred_million_columns_is_read_once(tmp_path: Path) -> None:
+    """gridSpan tells Word how many grid columns a cell covers; laid out on the grid it
+    would be repeated that many times (a 10 KB file held a process at 1.5 GB and growing).
+    The cells are read as written."""
+    def body(fh: Any) -> None:
+        fh.write(b'<w:tbl><w:tblGrid><w:gridCol/><w:gridCol/></w:tblGrid><w:tr>'
+                 b'<w:tc><w:tcPr><w:gridSpan w:val="100000000"/></w:tcPr>'
+                 b'<w:p><w:r><w:t>wide cell</w:t></w:r></w:p></w:tc>'
+                 b'<w:tc><w:p><w:r><w:t>next</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
+                 b'<w:p><w:r><w:t>After.</w:t></w:r></w:p>')
+    doc = parse_docx(_docx_with_body(tmp_path / "span.docx", body))
+    assert [b.text for b in doc.blocks] == ["wide cell | next", "After."]
+
+
+def test_a_merged_cell_is_read_once(tmp_path: Path) -> None:
+    import docx
+
+    d = docx.Document()
+    table = d.add_table(rows=2, cols=3)
+    table.cell(0, 0).merge(table.cell(0, 1)).text = "both columns"
+    table.cell(0, 2).text = "third"
+    table.cell(1, 0).merge(table.cell(1, 2)).text = "the whole row"
+    d.save(str(tmp_path / "m.docx"))
+    assert [b.text for b in parse_docx(tmp_path / "m.docx").blocks] == [
+        "both columns | third", "the whole row"]
+
+
+def test_a_styles_part_python_docx_cannot_read_is_an_unreadable_file(tmp_path: Path) -> None:
+    good = write_docx(tmp_path / "g.docx", "T", [("H", ["text"])])
+    bad = tmp_path / "badstyle.docx"
+    with zipfile.ZipFile(good) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for item in zin.infolist():
+            data = b"<notstyles/>" if item.filename == "word/styles.xml" else \
+                zin.read(item.filename)
+            zout.writestr(item, data)
+    with pytest.raises(DocumentError, match="not a readable DOCX"):
+        parse_docx(bad)

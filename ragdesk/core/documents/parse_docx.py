@@ -85,7 +85,10 @@ def parse_docx(path: Path) -> ParsedDocument:
         document = docx.Document(str(path))
         props_title = (document.core_properties.title or "").strip()
         blocks, styled_title = _blocks(document)
-    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
+    # python-docx meets a part it did not expect (styles.xml without styles, say) with
+    # AttributeError, TypeError or IndexError: the file is unreadable, not ragdesk broken
+    except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError, AttributeError,
+            TypeError, IndexError) as exc:
         raise DocumentError(f"is not a readable DOCX file ({type(exc).__name__}: {exc})") \
             from exc
     except Exception as exc:  # lxml raises its own syntax errors for a damaged part
@@ -118,7 +121,7 @@ def _blocks(document: Document) -> tuple[list[Block], str | None]:
 def _runs(document: Document) -> Iterator[tuple[str, str]]:
     """(text, style name) of every non-empty paragraph; a table row is one paragraph."""
     from docx.enum.style import WD_STYLE_TYPE
-    from docx.table import Table
+    from docx.table import Table, _Cell
 
     # Paragraph.style resolves the default style by scanning every style, per paragraph
     # (minutes for 100k paragraphs): names are looked up once per style id instead.
@@ -134,8 +137,11 @@ def _runs(document: Document) -> Iterator[tuple[str, str]]:
     for item in document.iter_inner_content():
         if isinstance(item, Table):
             for row in item.rows:
-                cells = [" ".join(c.text.split()) for c in row.cells]
-                text = " | ".join(dict.fromkeys(c for c in cells if c))  # merged cells repeat
+                # The cells as written, not row.cells: that lays them out on the table's
+                # grid, repeating a cell over every column its gridSpan claims (a 10 KB file
+                # can claim 100 million) and a vertically merged one down its rows.
+                cells = [" ".join(_Cell(tc, item).text.split()) for tc in row._tr.tc_lst]
+                text = " | ".join(dict.fromkeys(c for c in cells if c))
                 if text:
                     yield text, ""
             continue
