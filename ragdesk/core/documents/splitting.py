@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ragdesk.core.documents.model import Block, DocPassage, Location, ParsedDocument
+from ragdesk.core.snapshots.chunking import text_words
 
 PASSAGE_WORDS = 100
 
@@ -62,6 +63,6 @@ def split_document(doc: ParsedDocument, path: str,
     for section in _sections(doc.blocks):
         last = section[-1]  # after a run of headings, the nearest one
         where = Location(path, section[0].page, last.heading, last.anchor)
-        for chunk in _pack([b.text.split() for b in section], words):
+        for chunk in _pack([text_words(b.text) for b in section], words):
             out.append(DocPassage(doc.title, " ".join(chunk), where))
     return out

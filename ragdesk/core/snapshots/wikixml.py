@@ -11,6 +11,29 @@ from ragdesk.core.errors import BadInputError
 from ragdesk.core.snapshots.wikitext import wikitext_to_text
 
 REDIRECT_PREFIX = "#redirect"
+# The XML of one page at most: the longest Wikipedia articles are about 1 MB of wikitext. The
+# parser holds a page's text whole before it hands the page over, and an 896-byte .bz2 can
+# hold a 1 GB one.
+MAX_PAGE_BYTES = 64 << 20
+
+
+class _PageBound:
+    """The dump's stream as the XML parser reads it, refused once one page (or what comes
+    before the first) runs past :data:`MAX_PAGE_BYTES`."""
+
+    def __init__(self, stream: IO[bytes], path: Path, where: str) -> None:
+        self.stream, self.path, self.where = stream, path, where
+        self.done = 0  # bytes handed to the parser
+        self.page_start = 0  # where the page being read began, as near as the parser says
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.stream.read(n if n >= 0 else 1 << 16)
+        self.done += len(data)
+        if self.done - self.page_start > MAX_PAGE_BYTES:
+            raise BadInputError(
+                f"has a page longer than {MAX_PAGE_BYTES:,} bytes{self.where}; ragdesk does "
+                "not read pages this large (a decompression bomb?).", path=self.path)
+        return data
 
 
 def _local(tag: str) -> str:
@@ -74,8 +97,9 @@ def iter_articles(stream: IO[bytes], path: Path, compressed: bool
     where = " of the decompressed XML" if compressed else ""
     namespace_names: set[str] = set()
     root: ET.Element | None = None
+    bound = _PageBound(stream, path, where)
     try:
-        for event, elem in ET.iterparse(stream, events=("start", "end")):
+        for event, elem in ET.iterparse(bound, events=("start", "end")):
             if root is None:
                 root = elem
                 if _local(elem.tag) != "mediawiki":
@@ -94,6 +118,7 @@ def iter_articles(stream: IO[bytes], path: Path, compressed: bool
             elif tag == "page":
                 article = _article(elem, namespace_names)
                 root.clear()  # keeps memory flat on multi-gigabyte dumps
+                bound.page_start = bound.done
                 if article is not None:
                     yield article
     except ET.ParseError as exc:
