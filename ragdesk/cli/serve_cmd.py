@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -159,7 +159,9 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
               "Ctrl-C stops.", file=sys.stderr, flush=True)
 
     # uvicorn shuts down on Ctrl-C, then raises it again; here it is the normal way to stop.
-    with contextlib.suppress(KeyboardInterrupt):
+    # It raises SIGTERM again too (kill, systemd, docker stop), whose default action ends
+    # the process before server.json is withdrawn: that one is made an interrupt as well.
+    with contextlib.suppress(KeyboardInterrupt), _sigterm_interrupts():
         try:
             serve(config, loader, on_ready=ready)
         finally:
@@ -228,3 +230,24 @@ def _served_pack(ctx: AppContext, args: argparse.Namespace) -> PackSpec | None:
         return get_pack(ctx.catalog, resolve_pack_name(ctx, args.pack, args.snapshot), ctx.data)
     except RagdeskError:
         return None
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while the server runs (POSIX, main thread)."""
+    import signal
+    import threading
+
+    if not hasattr(signal, "SIGTERM") or threading.current_thread() is not \
+            threading.main_thread():
+        yield
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    before = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)

@@ -6,6 +6,8 @@ import logging
 import logging.handlers
 from pathlib import Path
 
+from ragdesk.core.terminal_text import terminal_safe
+
 _FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
 
 
@@ -15,6 +17,16 @@ class _QuietFileHandler(logging.handlers.RotatingFileHandler):
 
     def handleError(self, record: logging.LogRecord) -> None:
         pass
+
+
+class _SafeFormatter(logging.Formatter):
+    """A record's message with its control characters escaped (a file name holding a
+    newline writes no forged log line, one holding ESC sequences does not drive the
+    terminal under -v); a traceback after it keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = terminal_safe(record.message)
+        return super().formatMessage(record)
 
 
 def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
@@ -40,13 +52,13 @@ def setup_logging(logs_dir: Path | None, verbosity: int = 0) -> None:
             fh = None
         if fh is not None:
             fh.setLevel(logging.DEBUG)
-            fh.setFormatter(logging.Formatter(_FORMAT))
+            fh.setFormatter(_SafeFormatter(_FORMAT))
             fh._ragdesk = True  # type: ignore[attr-defined]
             root.addHandler(fh)
     if verbosity > 0:
         sh = logging.StreamHandler()
         sh.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
-        sh.setFormatter(logging.Formatter(_FORMAT))
+        sh.setFormatter(_SafeFormatter(_FORMAT))
         sh._ragdesk = True  # type: ignore[attr-defined]
         root.addHandler(sh)
     for noisy in ("urllib3", "httpx", "httpcore", "filelock", "huggingface_hub"):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ragdesk.core.errors import Cancelled
+from ragdesk.core.terminal_text import terminal_safe
 from ragdesk.core.units import fmt_seconds, human_bytes, human_rate
 
 
@@ -169,7 +170,8 @@ def terminal_printer(stream: TextIO | None = None, min_interval: float = 0.2) ->
         if frac is not None:
             filled = int(frac * 24)
             bar = "[" + "#" * filled + "-" * (24 - filled) + f"] {frac * 100:5.1f}%  "
-        line = bar + u.describe()
+        # what it describes may hold a file's name, which may hold a terminal's escapes
+        line = bar + terminal_safe(u.describe())
         if out.isatty():
             out.write("\r\x1b[2K" + line + ("\n" if final else ""))
         else:

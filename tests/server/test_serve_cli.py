@@ -75,3 +75,24 @@ def test_serve_command(served_data: Path, tiny_models: Any) -> None:
     assert proc.returncode == 0, err
     assert f"serving http://127.0.0.1:{port}/v1" in err and "engine ready" in err
     assert "server stopped" in err
+
+
+def test_sigterm_stops_the_server_as_ctrl_c_does(served_data: Path, tiny_models: Any) -> None:
+    """kill, systemd and docker stop send SIGTERM: the server withdraws server.json (no
+    later `ask` reads a stale one) and says it stopped."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragdesk", "--data-dir", str(served_data), "serve", "--port",
+         "0", "--json", "--question-encoder", str(tiny_models.question_encoder), "--generator",
+         str(tiny_models.bart)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        url = read_announcement(proc)["url"].removesuffix("/v1")
+        _wait_ready(url, proc)
+        assert (served_data / "server.json").exists()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "server stopped" in err
+    assert not (served_data / "server.json").exists()
