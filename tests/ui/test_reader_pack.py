@@ -236,3 +236,29 @@ def test_removing_the_reader_pack_deletes_its_files_and_gives_the_starter_back(
     assert not gguf.exists() and not reader.provenance_path(gguf).exists()
     assert not cache_dir_for(gguf).exists()
     assert w.backend.ctx.settings.get("model_pack") == "starter" and w.state.pack == "starter"
+
+
+def test_the_models_dialog_downloads_a_paper_pack_it_lists(
+        qtbot: Any, window: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pack from the hub not yet downloaded is no dead end: its download size, and a
+    Download button that fetches it on the jobs lane (the hub itself stubbed: no network)."""
+    w = window
+    fetched: list[str] = []
+
+    def download(name: str, progress: Any, cancel: Any) -> None:
+        fetched.append(name)
+
+    monkeypatch.setattr(w.backend, "download_pack", download)
+    d = w.open_models()
+    qtbot.waitUntil(lambda: d.selected() is not None, timeout=30_000)
+    d.select("rag-token-nq")
+    info = d.selected()
+    assert info is not None and not info.installed
+    assert "to download from the Hugging Face hub" in d.status.text()
+    assert d.setup_button.isVisible() and d.setup_button.isEnabled()
+    assert d.setup_button.text() == "&Download" and not d.use_button.isVisible()
+    qtbot.mouseClick(d.setup_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: d.job is None and fetched == ["rag-token-nq"], timeout=TIMEOUT_MS)
+    assert "rag-token-nq is downloaded" in _message(d.message)
+    d.select("reader-1.5b")
+    assert d.setup_button.text() == "&Download and set up"
