@@ -51,6 +51,9 @@ COLORBAR_W = 12
 QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum"
 TOGETHER = "together"  # ragdesk.core.options: the passages read in one prompt
 QUOTED_LABEL = "Quoted from"
+NO_ANSWER_TEXT = "The heat map appears when an answer is selected."
+GUESS_HIDDEN_TEXT = ("Not found in the snapshot: its guess is hidden until Show the guess on "
+                     "its card.")
 NOT_QUOTED = "–"  # a word no retrieved passage holds (or, while streaming, not judged yet)
 
 
@@ -77,6 +80,7 @@ class PosteriorHeatMap(QWidget):
         super().__init__(parent)
         self.setObjectName("PosteriorHeatMap")
         self.tokens: list[AnswerToken] = []
+        self.empty_text = NO_ANSWER_TEXT
         self.words: list[Word] = []  # the columns
         self.docs: list[RetrievedDoc] = []
         self.k = 0
@@ -102,7 +106,10 @@ class PosteriorHeatMap(QWidget):
     # ---- data ------------------------------------------------------------------------------
 
     def set_data(self, tokens: Sequence[AnswerToken], docs: Sequence[RetrievedDoc] | None,
-                 k: int | None = None, mode: str | None = None) -> None:
+                 k: int | None = None, mode: str | None = None,
+                 empty_text: str = NO_ANSWER_TEXT) -> None:
+        """``empty_text``: what the map says while it has no words to show."""
+        self.empty_text = empty_text
         self.tokens = list(tokens)
         self.docs = list(docs or [])
         if mode is not None:
@@ -291,7 +298,7 @@ class PosteriorHeatMap(QWidget):
             width = min(self.width(), self._available or self.width())
             p.drawText(QRectF(0, 0, width, self.height()).adjusted(8, 0, -8, 0),
                        int(Qt.AlignmentFlag.AlignCenter) | int(Qt.TextFlag.TextWordWrap),
-                       "The heat map appears when an answer is selected.")
+                       self.empty_text)
             p.end()
             return
         self._paint_row_labels(p, text)

@@ -185,8 +185,10 @@ class HeatMapPanel(QWidget):
             return
         # Short, so the grid keeps its rows in a low dock (1280x720); the words are in the
         # tooltip.
-        formula = (f"p(z | x, y<sub>i</sub>, y<sub>&lt;i</sub>) per {unit}" if mode == "token"
-                   else f"p(z | x, y<sub>≤i</sub>) after each {unit}")
+        # non-breaking spaces: the caption wraps between words, never inside the formula
+        formula = (f"p(z&nbsp;|&nbsp;x,&nbsp;y<sub>i</sub>,&nbsp;y<sub>&lt;i</sub>) per {unit}"
+                   if mode == "token" else f"p(z&nbsp;|&nbsp;x,&nbsp;y<sub>≤i</sub>) after each "
+                   f"{unit}")
         what = (f"which passage generated each {unit}" if mode == "token"
                 else f"the running posterior after each {unit}")
         self.caption.setText(f"{q}{formula} (%){extra}")

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QDockWidget
 from ragdesk.core.types import Answer, AnswerToken
 from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.chat.view import ChatView
+from ragdesk.ui.heatmap import GUESS_HIDDEN_TEXT, NO_ANSWER_TEXT
 from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.state import AppState
@@ -76,7 +77,8 @@ class AnswerSelection(QObject):
                               answer_note(card))
         hidden = card.guess_hidden
         self.heatmap.map.set_data([] if hidden else card.tokens if a is None else a.tokens,
-                                  None if a is None else a.docs)
+                                  None if a is None else a.docs,
+                                  empty_text=GUESS_HIDDEN_TEXT if hidden else NO_ANSWER_TEXT)
         self.heatmap.map.set_selected_passage(None)
         self.inspector.set_answer(a, guess_hidden=hidden)
         if a is not None:

@@ -152,6 +152,7 @@ def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
     assert window.inspector.k == 0
     # the guess is hidden on the card: hidden in the heat map and the inspector too
     assert window.heatmap.map.tokens == [] and "Show the guess" in window.heatmap.caption.text()
+    assert "guess is hidden" in window.heatmap.map.empty_text
     share = window.inspector.fact_labels["share"].text()
     assert "hidden" in share and "token" not in share
     window.selection.show_passage(1)  # the passage the guess is quoted from
