@@ -204,7 +204,7 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
         state = s.state + (f": {s.error}" if s.error and s.state != "ready" else "")
         precision = made[s.name]
         rows.append(["*" if s.active else "", s.name, state, f"{s.passages:,}",
-                     f"{s.encoder_id or '-'} ({s.dim or '-'}d)",
+                     f"{s.encoder_id or '-'} ({s.dim or '-'}-d)",
                      precision.label() if precision is not None else "-", variants or "-",
                      s.created_at])
     print_table(["", "name", "state", "passages", "encoder", "precision", "variants",

@@ -125,7 +125,9 @@ def check_temperature_value(temperature: object) -> None:
 
 def check_n_docs_value(n_docs: object) -> None:
     if not isinstance(n_docs, int) or isinstance(n_docs, bool) or n_docs < 1:
-        raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.")
+        raise BadInputError(f"The number of passages must be at least 1, not {n_docs!r}.",
+                            hint="Ask for a whole number of passages, 1 or more (5 by "
+                                 "default).")
 
 
 def _optional_bool(value: object) -> bool | None:
