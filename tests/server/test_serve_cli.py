@@ -46,15 +46,19 @@ def read_announcement(proc: subprocess.Popen[str]) -> Any:
     raise AssertionError(f"serve printed no announcement: {text!r}")
 
 
+def _serve(data: Path, tiny_models: Any, **env: str) -> subprocess.Popen[str]:
+    """`ragdesk serve --port 0 --json` on ``data`` with the tiny models, one thread."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ragdesk", "--data-dir", str(data), "serve", "--port", "0",
+         "--json", "--question-encoder", str(tiny_models.question_encoder), "--generator",
+         str(tiny_models.bart)], env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def test_serve_command(served_data: Path, tiny_models: Any) -> None:
     from openai import OpenAI
 
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "RAGDESK_API_KEY": "from-env"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ragdesk", "--data-dir", str(served_data), "serve", "--port",
-         "0", "--json", "--question-encoder", str(tiny_models.question_encoder), "--generator",
-         str(tiny_models.bart)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+    proc = _serve(served_data, tiny_models, RAGDESK_API_KEY="from-env")
     try:
         assert proc.stdout is not None
         announced = read_announcement(proc)
@@ -80,12 +84,7 @@ def test_serve_command(served_data: Path, tiny_models: Any) -> None:
 def test_sigterm_stops_the_server_as_ctrl_c_does(served_data: Path, tiny_models: Any) -> None:
     """kill, systemd and docker stop send SIGTERM: the server withdraws server.json (no
     later `ask` reads a stale one) and says it stopped."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ragdesk", "--data-dir", str(served_data), "serve", "--port",
-         "0", "--json", "--question-encoder", str(tiny_models.question_encoder), "--generator",
-         str(tiny_models.bart)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+    proc = _serve(served_data, tiny_models)
     try:
         url = read_announcement(proc)["url"].removesuffix("/v1")
         _wait_ready(url, proc)
