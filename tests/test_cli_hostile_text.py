@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from ragdesk.cli.common import print_table, terminal_safe
+from ragdesk.cli.common import print_table
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.terminal_text import terminal_safe
 
 Cli = Callable[..., tuple[int, str, str]]
 

@@ -16,10 +16,10 @@ from ragdesk.cli.common import (
     answer_options,
     pack_answer_options,
     print_json,
-    terminal_safe,
 )
 from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

@@ -144,7 +144,7 @@ def ask_remote(url: str, headers: dict[str, str], question: str, snapshot: str |
                 return None
         return None
     except (OSError, http.client.HTTPException, ValueError, KeyError, IndexError,
-            TypeError, AttributeError) as exc:
+            TypeError, AttributeError, BadInputError) as exc:
         if streamed:
             raise RemoteFailed(str(exc)) from exc
         return None
@@ -182,10 +182,10 @@ def _request(url: str, method: str, path: str, body: str | None, headers: dict[s
     try:
         conn.request(method, path, body, headers)
         resp = conn.getresponse()
-        body = resp.read(_MAX_BODY + 1)
-        if len(body) > _MAX_BODY:
+        got = resp.read(_MAX_BODY + 1)
+        if len(got) > _MAX_BODY:
             raise ValueError(f"the server's answer is larger than {_MAX_BODY:,} bytes")
-        return resp.status, body
+        return resp.status, got
     finally:
         conn.close()
 

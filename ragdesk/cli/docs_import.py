@@ -6,9 +6,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import print_json, terminal_safe
+from ragdesk.cli.common import print_json
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.progress import terminal_printer
+from ragdesk.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import add_json_option, print_json, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json
+from ragdesk.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext

@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli import calibrate_cmd
-from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json, print_table
 from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.options import ENCODER_PRECISIONS
 from ragdesk.core.progress import terminal_printer
+from ragdesk.core.terminal_text import terminal_safe
 from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:

@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from ragdesk._version import __version__
-from ragdesk.cli.common import print_json, terminal_safe
+from ragdesk.cli.common import print_json
 from ragdesk.core.errors import Cancelled, DataDirError, RagdeskError
 from ragdesk.core.logging_setup import setup_logging
 from ragdesk.core.paths import ENV_VAR
+from ragdesk.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext  # SQLAlchemy: not needed for --version / --help

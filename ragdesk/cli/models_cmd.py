@@ -9,10 +9,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ragdesk.cli.common import add_json_option, print_json, print_table, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json, print_table
 from ragdesk.core.options import MODES
 from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER
 from ragdesk.core.progress import ProgressCallback, ProgressUpdate, terminal_printer
+from ragdesk.core.terminal_text import terminal_safe
 from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from ragdesk.cli.common import add_json_option, print_json, terminal_safe
+from ragdesk.cli.common import add_json_option, print_json
+from ragdesk.core.terminal_text import terminal_safe
 
 if TYPE_CHECKING:
     from pathlib import Path
