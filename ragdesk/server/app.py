@@ -343,6 +343,18 @@ def _unanswered(budget: _Budget) -> Response:
     return _error(499, "The client closed the request.", "invalid_request_error")
 
 
+def _known_snapshot(host: EngineHost, name: str) -> None:
+    """Raise the catalog's error for a snapshot name it does not hold (as /v1/models reads
+    it); nothing while the engine loads, or for a library without a catalog: the answer
+    says then."""
+    try:
+        catalog = getattr(host.engine.library, "catalog", None)
+    except EngineUnavailable:
+        return
+    if catalog is not None:
+        catalog.get_snapshot(name)
+
+
 def _model_ids(host: EngineHost) -> list[str]:
     ids = [MODEL_ID]
     try:
@@ -379,6 +391,8 @@ async def _run_watched(request: Request, job: Future[T], cancel: CancelToken) ->
 async def _stream_chat(host: EngineHost, req: AskRequest, budget: _Budget) -> Response:
     """Admitted (or refused with 429/503) before the first byte, so that a refusal is a
     real HTTP status and not an error event inside a 200 stream."""
+    if req.snapshot is not None:
+        _known_snapshot(host, req.snapshot)  # a name no snapshot has: 400, not an event
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[_StreamEvent] = asyncio.Queue()
 

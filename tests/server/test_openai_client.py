@@ -95,6 +95,19 @@ def test_a_named_snapshot_model_and_an_unknown_one(server: Any) -> None:
         assert cast(dict[str, object], exc.body)["code"] == "model_not_found"
     else:
         raise AssertionError("an unknown model was served")
+    # streamed or not, a snapshot that does not exist is a refused request, not a 200
+    # stream carrying an error event
+    from openai import BadRequestError
+
+    for stream in (False, True):
+        try:
+            client.chat.completions.create(
+                model="ragdesk/nope", max_tokens=2, extra_body=OPTIONS, stream=stream,
+                messages=[{"role": "user", "content": QUESTION}])
+        except BadRequestError as exc:
+            assert "There is no snapshot named 'nope'" in str(exc)
+        else:
+            raise AssertionError(f"a missing snapshot was answered (stream={stream})")
 
 
 def test_bad_requests_are_refused_in_openai_shape(server: Any) -> None:
