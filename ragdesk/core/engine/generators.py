@@ -172,6 +172,12 @@ class Generator(ABC):
             f"The generator {self.name!r} cannot answer without a passage.",
             hint="Answers from memory need a decoder-only generator such as the reader pack's.")
 
+    def question_tokens(self, question: str) -> int:
+        """How many tokens ``question`` takes in this generator's prompts (its special
+        strings made inert, as the prompts make them)."""
+        ids = self.tokenizer(self.inert.text(question), add_special_tokens=False)["input_ids"]
+        return len(ids)
+
     @property
     def vocab_size(self) -> int:
         return int(self.model.get_output_embeddings().weight.shape[0])

@@ -63,6 +63,7 @@ class AnswerRequest:
         check_lengths(options.num_beams, options.max_new_tokens, options.min_new_tokens)
         check_temperature_value(options.temperature)
         check_fits(generator, options.max_new_tokens)
+        check_question_tokens(generator, question)
         return cls(question, options, resolve_grounded(options.grounded, generator.kind),
                    1.0 if options.temperature is None else float(options.temperature))
 
@@ -111,6 +112,28 @@ def check_fits(generator: GeneratorInfo, max_new_tokens: int) -> None:
             f"{generator.name!r} can write: its position limit is {limit:,} tokens, so at "
             f"most {room:,} new tokens.",
             hint=f"Ask for at most {room:,} new tokens (--max-new-tokens {room}).")
+
+
+# Every passage's prompt repeats the question, and attention grows with the square of a
+# prompt's length: NQ's questions are under 40 tokens, a pasted paragraph a few hundred. A
+# question of thousands (8,000 characters of "<eos>" strings are 3,200) held the engine for
+# a minute and more.
+MAX_QUESTION_TOKENS = 512
+
+
+def check_question_tokens(generator: GeneratorInfo, question: str) -> None:
+    """Refuse a question longer than :data:`MAX_QUESTION_TOKENS` as the generator reads
+    it, where the generator can count them."""
+    count = getattr(generator, "question_tokens", None)
+    if count is None:
+        return
+    n = int(count(question))
+    if n > MAX_QUESTION_TOKENS:
+        raise BadInputError(
+            f"The question is {n} tokens long as the generator {generator.name!r} reads "
+            f"it; ragdesk answers questions of at most {MAX_QUESTION_TOKENS} tokens.",
+            hint="Ask a shorter question: the passages, not the question, hold what the "
+                 "answer is read from.")
 
 
 def passages_of(docs: Sequence[Hit]) -> list[PassageText]:
