@@ -116,8 +116,8 @@ def check_fits(generator: GeneratorInfo, max_new_tokens: int) -> None:
 
 # Every passage's prompt repeats the question, and attention grows with the square of a
 # prompt's length: NQ's questions are under 40 tokens, a pasted paragraph a few hundred. A
-# question of thousands (8,000 characters of "<eos>" strings are 3,200) held the engine for
-# a minute and more.
+# question of thousands (6,000 characters of special-token strings are 3,200) held the
+# engine for a minute.
 MAX_QUESTION_TOKENS = 512
 
 
