@@ -27,7 +27,7 @@ import os, shutil, signal, sys
 from pathlib import Path
 
 point = sys.argv[1]
-real_rename, real_rmtree = os.rename, shutil.rmtree
+real_rename, real_replace, real_rmtree = os.rename, os.replace, shutil.rmtree
 
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
@@ -38,12 +38,17 @@ def rename(src, dst, *a, **k):
         die()  # the old copy is aside, the new one not yet in place
     return real_rename(src, dst, *a, **k)
 
+def replace(src, dst, *a, **k):
+    if point == "old-made" and Path(dst).name.startswith(".p.old-"):
+        die()  # the old copy's folder is made (empty), the old copy not yet moved into it
+    return real_replace(src, dst, *a, **k)
+
 def rmtree(path, *a, **k):
     if point == "after-register" and Path(path).name.startswith(".p.old-"):
         die()
     return real_rmtree(path, *a, **k)
 
-os.rename, shutil.rmtree = rename, rmtree
+os.rename, os.replace, shutil.rmtree = rename, replace, rmtree
 
 from ragdesk.core.models import imports
 
@@ -60,7 +65,8 @@ sys.exit(main(sys.argv[2:]))
 """
 
 # point -> the copy the pack must use afterwards
-POINTS = {"old-set-aside": "rag", "before-register": "rag", "after-register": "rag2"}
+POINTS = {"old-made": "rag", "old-set-aside": "rag", "before-register": "rag",
+          "after-register": "rag2"}
 
 
 def _packs(cli) -> dict[str, Any]:  # type: ignore[no-untyped-def]

@@ -53,8 +53,13 @@ def _registered_token(catalog: Catalog, name: str) -> str | None:
 
 def put_back(models_dir: Path, name: str, old: Path) -> None:
     """The old copy back in ``models/NAME``; the new one (if in place) goes aside first, as
-    a staging leftover, so that a kill in between still leaves a copy to restore."""
+    a staging leftover, so that a kill in between still leaves a copy to restore. An old
+    folder that is still empty was made but never given the old copy (the import stopped
+    between the two), which is still in ``models/NAME``: only the empty folder goes."""
     dest = models_dir / name
+    if not any(old.iterdir()):
+        old.rmdir()
+        return
     if dest.exists():
         os.rename(dest, tempfile.mkdtemp(prefix=f".{name}.{STAGING}-", dir=models_dir))
     os.rename(old, dest)
