@@ -50,10 +50,15 @@ def usable_cpus() -> set[int] | None:
         return None
 
 
+def affinity_cores() -> int:
+    """How many CPUs this process may run on (all of the machine's where unknown)."""
+    return len(usable_cpus() or ()) or os.cpu_count() or 1
+
+
 def usable_cores() -> int:
     """How many threads this process's CPUs keep busy: those of its affinity, at most what
     its control group's CPU quota allows (a container's ``--cpus``)."""
-    n = len(usable_cpus() or ()) or os.cpu_count() or 1
+    n = affinity_cores()
     cap = quota_threads()
     return n if cap is None else min(n, cap)
 
@@ -93,7 +98,7 @@ class FreeCores:
         """``cores``: the CPUs read (default: the affinity's); ``quota``: the most threads
         the control group's CPU quota keeps busy (default: read; None: no quota)."""
         self._read = read
-        self._cores = cores or len(usable_cpus() or ()) or os.cpu_count() or 1
+        self._cores = cores or affinity_cores()
         self._quota = quota_threads() if cores is None and quota is None else quota
         self._last = read()
         self._others = 0.0

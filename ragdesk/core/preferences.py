@@ -231,10 +231,10 @@ def _quota_default() -> str | None:
     """"Automatic" where a CPU quota binds: the threads it keeps busy. torch and faiss count
     the CPUs (or their affinity) and would start a thread per host core inside a container
     given two cores' worth of time."""
-    from ragdesk.core.free_cores import usable_cores, usable_cpus
+    from ragdesk.core.free_cores import affinity_cores, usable_cores
 
     cores = usable_cores()
-    return str(cores) if cores < len(usable_cpus() or ()) else None
+    return str(cores) if cores < affinity_cores() else None
 
 
 def apply_threads(threads: int) -> None:

@@ -52,8 +52,6 @@ QWIDGETSIZE_MAX = (1 << 24) - 1  # Qt's "no maximum"
 TOGETHER = "together"  # ragdesk.core.options: the passages read in one prompt
 QUOTED_LABEL = "Quoted from"
 NO_ANSWER_TEXT = "The heat map appears when an answer is selected."
-GUESS_HIDDEN_TEXT = ("Not found in the snapshot: its guess is hidden until Show the guess on "
-                     "its card.")
 NOT_QUOTED = "–"  # a word no retrieved passage holds (or, while streaming, not judged yet)
 
 

@@ -12,10 +12,13 @@ from PySide6.QtWidgets import QDockWidget
 from ragdesk.core.types import Answer, AnswerToken
 from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.chat.view import ChatView
-from ragdesk.ui.heatmap import GUESS_HIDDEN_TEXT, NO_ANSWER_TEXT
+from ragdesk.ui.heatmap import NO_ANSWER_TEXT
 from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.state import AppState
+
+GUESS_HIDDEN_TEXT = ("Not found in the snapshot: its guess is hidden until Show the guess on "
+                     "its card.")
 
 
 def answer_note(card: AnswerCard) -> str | None:

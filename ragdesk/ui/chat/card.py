@@ -228,7 +228,8 @@ class AnswerCard(QFrame):
         if self.verdict.guess_button.isChecked() != shown and self.verdict.isVisible() \
                 and self.verdict.guess_button.isVisible():
             self.verdict.guess_button.setChecked(shown)
-        self.guessShown.emit(self, shown)
+        if self.answer is not None and self.answer.abstained:  # only there can it hide
+            self.guessShown.emit(self, shown)
 
     @property
     def guess_hidden(self) -> bool:
