@@ -131,6 +131,6 @@ def test_streamed_answer_prints_as_the_finished_one(cli: Any, snapshot_dir: Path
 def test_a_snapshot_name_that_does_not_exist_points_at_the_snapshots(
         cli: Any, snapshot_dir: Path, tiny_models: Any) -> None:
     code, _, err = cli("ask", "who?", *_models(tiny_models), "--snapshot", "nosuch")
-    assert code == 1
+    assert code == 2
     assert "There is no snapshot named 'nosuch'." in err
     assert "ragdesk index list" in err and "models list" not in err

@@ -141,7 +141,7 @@ def test_bad_input_exits_cleanly(cli: Cli, tiny_models: Any, tmp_path: Path,
     assert code == 1 and "already exists" in err
 
     code, _, err = cli("index", "verify", "nope")
-    assert code == 1 and "no snapshot named 'nope'" in err
+    assert code == 2 and "no snapshot named 'nope'" in err
     code, out, _ = cli("index", "list", "--json")
     states = {s["name"]: s["state"] for s in json.loads(out)}
     assert states == {"bad": "failed", "x": "ready"}

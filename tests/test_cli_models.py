@@ -77,7 +77,7 @@ def test_import_use_remove(cli, tiny_models, data_dir: Path) -> None:  # type: i
     assert settings["model_pack"] == "starter"
     assert settings["pack_modes"] == {"reader-1.5b": "token"}  # a later 'tiny' starts afresh
     code, _, err = cli("models", "remove", "tiny")
-    assert code == 1 and "no model pack named 'tiny'" in err
+    assert code == 2 and "no model pack named 'tiny'" in err
 
 
 def test_import_needs_a_generator(cli, tiny_models) -> None:  # type: ignore[no-untyped-def]
@@ -119,7 +119,7 @@ def test_use_refuses_a_pack_not_installed_and_says_how_to_install_it(cli, data_d
     assert "`ragdesk models download rag-token-nq` first" in err
     assert json.loads((data_dir / "settings.json").read_text())["model_pack"] == "starter"
     code, _, err = cli("models", "use", "no-such-pack")
-    assert code == 1 and "no model pack named 'no-such-pack'" in err
+    assert code == 2 and "no model pack named 'no-such-pack'" in err
     assert "ragdesk models list" in err and "index list" not in err
 
 

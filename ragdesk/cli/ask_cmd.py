@@ -20,6 +20,7 @@ from ragdesk.cli.common import (
 from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import BadInputError
 from ragdesk.core.terminal_text import terminal_safe
+from ragdesk.core.units import logprob_text, prior_text
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -195,7 +196,7 @@ def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
         print(terminal_safe(ans.text, newlines=True) or "(empty answer)")
     if not ans.cancelled:
         print(("" if ans.abstained or not streamed or ans.from_memory else "\n")
-              + confidence_label(ans.confidence))
+              + confidence_label(ans.confidence, ans.abstained))
         note = origin_note(ans)
         if note:
             print(note)
@@ -310,7 +311,7 @@ def _print_sources(ans: Answer) -> None:
     if ans.retriever:
         what += ", " + {"sparse": "BM25", "dense": "dense"}.get(ans.retriever, ans.retriever)
         what += " retrieval"
-    print(f"\n{what}, log p(answer) = {ans.logprob:.3f}, snapshot {terminal_safe(ans.snapshot)}, "
+    print(f"\n{what}, {logprob_text(ans.logprob)}, snapshot {terminal_safe(ans.snapshot)}, "
           f"p(z|x) temperature {ans.temperature:.4g}")
     if ans.tokens:
         marked = " ".join(f"{terminal_safe(t.text.strip()) or repr(t.text)}[{t.source + 1}]"
@@ -321,5 +322,5 @@ def _print_sources(ans: Answer) -> None:
     for i, d in enumerate(ans.docs, 1):
         text = terminal_safe(" ".join(d.text.split()))
         short = text if len(text) <= 160 else text[:157] + "..."
-        print(f"  [{i}] {terminal_safe(d.title)}  (p={d.prob:.3f}, score {d.score:.2f})")
+        print(f"  [{i}] {terminal_safe(d.title)}  ({prior_text(d.prob)}, score {d.score:.2f})")
         print(f"      {short}")

@@ -89,7 +89,7 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
         print(f"confidence: threshold {confidence.threshold:.3f}; cross-validated AUROC "
               f"{cv['auroc']:.3f}, calibration error {cv['ece']:.3f}; at the threshold "
               f"{cv['given']:,} of {confidence.fitted_on['questions']:,} answers given, "
-              f"{100 * (cv['given_right_share'] or 0):.1f} % of them right.")
+              f"{100 * (cv['given_right_share'] or 0):.1f}% of them right.")
         if memory is not None:
             print(f"answers from the reader's memory: kept for {memory['from_memory']:,} "
                   f"questions; {memory['right']:,} answers right against "

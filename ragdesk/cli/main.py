@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from ragdesk._version import __version__
 from ragdesk.cli.common import print_json
-from ragdesk.core.errors import Cancelled, DataDirError, RagdeskError
+from ragdesk.core.errors import BadInputError, Cancelled, RagdeskError
 from ragdesk.core.logging_setup import setup_logging
 from ragdesk.core.paths import ENV_VAR
 from ragdesk.core.terminal_text import terminal_safe
@@ -202,9 +202,9 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         if args.data_dir is not None and not args.data_dir.strip():
             # An empty value (an unset shell variable) would silently mean the default folder.
-            raise DataDirError("--data-dir is empty.",
-                               "Give a folder (--data-dir DIR), or leave the option out to use "
-                               f"${ENV_VAR} or the platform's user data folder.")
+            raise BadInputError("--data-dir is empty.",
+                                hint="Give a folder (--data-dir DIR), or leave the option out to "
+                                f"use ${ENV_VAR} or the platform's user data folder.")
         ctx = AppContext(args.data_dir, on_notice=_warn)
         setup_logging(None, args.verbose)
         if args.self_test:

@@ -104,11 +104,15 @@ class NotFoundError(RagdeskError):
 class NoSuchSnapshotError(NotFoundError):
     """A snapshot asked for by a name the catalog does not hold."""
 
+    exit_code = 2  # a name typed that names nothing: bad input, as a bad option value is
+
     hint_default = "Run `ragdesk index list` to see the snapshots there are."
 
 
 class NoSuchPackError(NotFoundError):
     """A model pack asked for by a name no pack has."""
+
+    exit_code = 2
 
     hint_default = "Run `ragdesk models list` to see the model packs there are."
     gui_hint_default = f"{ACTION_NAMES[ACTION_CHOOSE_PACK]} lists the packs there are."

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+from ragdesk.core.units import logprob_text, prior_text
 
 MODE_NAMES = {"token": "RAG-Token", "sequence": "RAG-Sequence", "together": "Read together"}
 JSON_FORMAT = "ragdesk-conversation"
@@ -46,14 +47,14 @@ def answer_markdown(answer: Answer, *, heading_level: int = 2, excerpt_chars: in
         meta.append(f"{answer.decoding} decoding")
     if answer.snapshot:
         meta.append(f"snapshot `{answer.snapshot}`")
-    meta.append(f"log p(y|x) = {answer.logprob:.3f}")
+    meta.append(logprob_text(answer.logprob))
     lines.append(f"*{' · '.join(meta)}*")
     if answer.docs:
         lines += ["", "Sources:", ""]
         cited = set(cited_ranks(answer))
         for k, doc in enumerate(answer.docs):
             star = "" if k in cited else " (retrieved, not cited)"
-            lines.append(f"{k + 1}. **{doc.title}** — p(z|x) = {doc.prob:.3f}, "
+            lines.append(f"{k + 1}. **{doc.title}** — {prior_text(doc.prob)}, "
                          f"score {doc.score:.2f}{star}")
             lines.append(f"   > {_one_line(doc.text, excerpt_chars)}")
     return "\n".join(lines) + "\n"

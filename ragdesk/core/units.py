@@ -1,4 +1,5 @@
-"""Numbers as people read them: counts with the right noun, durations, sizes and rates.
+"""Numbers as people read them: counts with the right noun, durations, sizes, shares and
+rates.
 
 One copy for the CLI and the GUI, so "1 token", "46 min left" and "7.1 MB/s" read the same in
 both.
@@ -43,14 +44,34 @@ _BYTE_UNITS = ("B", "KB", "MB", "GB", "TB")
 
 
 def human_bytes(n: float | None, missing: str = "–") -> str:
-    """Binary multiples with the usual short names: "512 B", "7.1 MB", "1.2 GB"."""
+    """Decimal multiples, as downloads, file managers and pip give sizes: "512 B", "7.1 MB",
+    "1.1 GB" (1 GB = 10^9 bytes)."""
     if n is None:
         return missing
     for unit in _BYTE_UNITS:
-        if abs(n) < 1024 or unit == _BYTE_UNITS[-1]:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        digits = 0 if unit == "B" else 1
+        # decided on the number shown: 999,960 B is "1.0 MB", never "1000.0 KB"
+        if round(abs(n), digits) < 1000 or unit == _BYTE_UNITS[-1]:
+            return f"{n:.{digits}f} {unit}"
+        n /= 1000
     raise AssertionError("unreachable")  # the loop returns at the last unit
+
+
+def percent(fraction: float, digits: int = 0) -> str:
+    """A share as every front end writes it: "60%", "28.4%" (``digits`` after the point),
+    no space before the sign."""
+    return f"{100 * fraction:.{digits}f}%"
+
+
+def logprob_text(logprob: float) -> str:
+    """The answer's log-probability as every front end labels it."""
+    return f"log p(answer) = {logprob:.2f}"
+
+
+def prior_text(prob: float) -> str:
+    """A passage's retrieval probability p(z|x) as every front end labels it: "retrieval 95%"
+    (the share of the retriever's belief over the passages read, not a confidence)."""
+    return f"retrieval {percent(prob)}"
 
 
 def human_rate(per_s: float, unit: str = "") -> str:

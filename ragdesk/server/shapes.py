@@ -268,7 +268,7 @@ def answer_info(answer: Answer) -> dict[str, object]:
     return {"snapshot": answer.snapshot, "mode": answer.mode, "decoding": answer.decoding,
             "logprob": float(answer.logprob), "temperature": float(answer.temperature),
             "confidence": answer.confidence, "abstained": bool(answer.abstained),
-            "confidence_label": confidence_label(answer.confidence),
+            "confidence_label": confidence_label(answer.confidence, answer.abstained),
             "from_memory": bool(answer.from_memory), "origin_note": origin_note(answer),
             "guess": answer.text, "message": shown_text(answer)}
 

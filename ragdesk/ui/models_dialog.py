@@ -51,18 +51,13 @@ CANCELLED_TEXT = ("Cancelled. Nothing half-built was kept; starting again fetche
                   "again (any that pip's cache kept are not downloaded twice).")
 
 
-def decimal_gb(n: int) -> str:
-    # As the command line's offer says it (``reader.describe``): decimal gigabytes.
-    return f"{n / 1e9:.1f} GB"
-
-
 def offer_rows(info: PackInfo) -> list[tuple[str, str]]:
     """What setting ``info`` up costs, row by row, for a pack set up on demand."""
     rows: list[tuple[str, str]] = []
     if info.download_bytes:
-        disk = (f", then about {decimal_gb(info.converted_bytes)} more on disk once "
+        disk = (f", then about {human_bytes(info.converted_bytes)} more on disk once "
                 "converted for fast loading" if info.converted_bytes else "")
-        rows.append(("Download", f"{decimal_gb(info.download_bytes)} from PyPI{disk}"))
+        rows.append(("Download", f"{human_bytes(info.download_bytes)} from PyPI{disk}"))
     if info.expected_speed:
         rows.append(("Speed", info.expected_speed[:1].upper() + info.expected_speed[1:]))
     if info.default_mode:

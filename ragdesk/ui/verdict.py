@@ -26,11 +26,11 @@ def confidence_level(p: float | None) -> str:
     return level(p)
 
 
-def confidence_text(p: float | None) -> str:
+def confidence_text(p: float | None, abstained: bool = False) -> str:
     # Imported here: the package brings numpy, which the window need not load to open.
     from ragdesk.core.confidence import confidence_label
 
-    return confidence_label(p)
+    return confidence_label(p, abstained)
 
 
 def origin_text(answer: Answer) -> str | None:
@@ -79,8 +79,9 @@ class VerdictRow(QWidget):
         dot = LEVEL_COLOURS[self.level]
         note = origin_text(answer)
         origin = f"<br/>{html.escape(note)}" if note else ""
+        words = confidence_text(answer.confidence, answer.abstained)
         self.confidence.setText(f"<span style='color:{dot}'>●</span>&nbsp;"
-                                f"{html.escape(confidence_text(answer.confidence))}{origin}")
+                                f"{html.escape(words)}{origin}")
         self.confidence.setToolTip(
             "How likely this answer is right, from a model fitted on held-out questions "
             "(features of the answer and its passages)." if answer.confidence is not None

@@ -76,7 +76,7 @@ def test_empty_data_dir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     for value in ("", "  "):
         code = main(["--data-dir", value, "index", "list"])
         err = capsys.readouterr().err
-        assert code == 1, err
+        assert code == 2, err
         assert "--data-dir is empty" in err and "--data-dir DIR" in err
     assert not (tmp_path / "xdg").exists() and not (tmp_path / "home").exists()
 

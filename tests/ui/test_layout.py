@@ -52,9 +52,10 @@ def test_durations_have_no_zero_tails(s: float, want: str, short: str) -> None:
 
 def test_sizes_use_binary_units() -> None:
     assert human_bytes(512) == "512 B"
-    assert human_bytes(198_380) == "193.7 KB"
-    assert human_bytes(7_080_562.8) == "6.8 MB"
-    assert human_bytes(3 * 1024 ** 3) == "3.0 GB"
+    assert human_bytes(198_380) == "198.4 KB"
+    assert human_bytes(7_080_562.8) == "7.1 MB"
+    assert human_bytes(1_117_320_768) == "1.1 GB"  # the reader's GGUF, as pip says it
+    assert human_bytes(999_960) == "1.0 MB"
     assert human_bytes(None) == "–"
 
 

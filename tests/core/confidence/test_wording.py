@@ -6,8 +6,8 @@ from ragdesk.core.confidence import confidence_label
 
 
 def test_a_tiny_confidence_reads_under_one_percent_not_zero() -> None:
-    assert confidence_label(0.002) == "Low confidence (under 1 %): may be wrong"
-    assert confidence_label(0.012) == "Low confidence (1 %): may be wrong"
+    assert confidence_label(0.002) == "Low confidence (under 1%): may be wrong"
+    assert confidence_label(0.012) == "Low confidence (1%): may be wrong"
 
 
 def test_what_follows_streamed_words_that_are_not_the_answer() -> None:
@@ -26,13 +26,30 @@ def test_what_follows_streamed_words_that_are_not_the_answer() -> None:
 
 
 def test_the_word_agrees_with_the_percent_shown() -> None:
-    """At a band's edge the rounded percent decides: "Medium confidence (60 %)" never."""
+    """At a band's edge the rounded percent decides: "Medium confidence (60%)" never."""
     from ragdesk.core.confidence.wording import confidence_level
 
-    assert confidence_label(0.5965) == "High confidence (60 %)"
-    assert confidence_label(0.6049) == "High confidence (60 %)"
-    assert confidence_label(0.5949) == "Medium confidence (59 %)"
-    assert confidence_label(0.2951) == "Medium confidence (30 %)"
-    assert confidence_label(0.2949) == "Low confidence (29 %): may be wrong"
+    assert confidence_label(0.5965) == "High confidence (60%)"
+    assert confidence_label(0.6049) == "High confidence (60%)"
+    assert confidence_label(0.5949) == "Medium confidence (59%)"
+    assert confidence_label(0.2951) == "Medium confidence (30%)"
+    assert confidence_label(0.2949) == "Low confidence (29%): may be wrong"
     assert [confidence_level(p) for p in (None, 0.5965, 0.2951, 0.2949)] == [
         "unknown", "high", "medium", "low"]
+
+
+def test_an_abstained_answer_speaks_of_its_guess_not_of_an_answer() -> None:
+    """The guess behind "not found" is not given as the answer: no "may be wrong" about it."""
+    assert confidence_label(0.012, abstained=True) == "Low confidence in the best guess (1%)"
+    assert confidence_label(0.2951, abstained=True) == (
+        "Medium confidence in the best guess (30%)")
+    assert confidence_label(None, abstained=True) == confidence_label(None)
+
+
+def test_one_percent_style_and_labels_for_every_front_end() -> None:
+    from ragdesk.core.units import logprob_text, percent, prior_text
+
+    assert [percent(x) for x in (0.0, 0.5965, 1.0)] == ["0%", "60%", "100%"]
+    assert percent(0.28449, 1) == "28.4%"
+    assert prior_text(0.948) == "retrieval 95%"
+    assert logprob_text(-0.3931) == "log p(answer) = -0.39"
