@@ -13,7 +13,7 @@ from ragdesk.core.errors import CorruptSnapshotError
 from ragdesk.core.options import ENCODER_PRECISIONS
 from ragdesk.core.progress import terminal_printer
 from ragdesk.core.terminal_text import terminal_safe
-from ragdesk.core.units import human_bytes
+from ragdesk.core.units import human_bytes, shown_time
 
 if TYPE_CHECKING:
     import numpy as np
@@ -207,7 +207,7 @@ def cmd_list(args: argparse.Namespace, ctx: AppContext) -> int:
         rows.append(["*" if s.active else "", s.name, state, f"{s.passages:,}",
                      f"{s.encoder_id or '-'} ({s.dim or '-'}-d)",
                      precision.label() if precision is not None else "-", variants or "-",
-                     s.created_at])
+                     shown_time(s.created_at)])
     print_table(["", "name", "state", "passages", "encoder", "precision", "variants",
                  "created"], rows)
     return 0

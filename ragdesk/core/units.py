@@ -57,6 +57,18 @@ def human_bytes(n: float | None, missing: str = "–") -> str:
     raise AssertionError("unreachable")  # the loop returns at the last unit
 
 
+def shown_time(iso: str) -> str:
+    """A stored timestamp (ISO 8601, UTC) as a person reads it: local time to the minute,
+    "2026-12-04 14:16". Text that is not a timestamp is shown as it is."""
+    from datetime import datetime
+
+    try:
+        when = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    return (when.astimezone() if when.tzinfo else when).strftime("%Y-%m-%d %H:%M")
+
+
 def percent(fraction: float, digits: int = 0) -> str:
     """A share as every front end writes it: "60%", "28.4%" (``digits`` after the point),
     no space before the sign."""

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ragdesk.core.units import human_bytes, plural
+from ragdesk.core.units import human_bytes, plural, shown_time
 from ragdesk.ui.dialogs import JobPanel, confirm
 from ragdesk.ui.import_dialog import ImportDialog, ImportSpec, short_model
 from ragdesk.ui.infos import VARIANTS, FolderImportSummary, SnapshotInfo
@@ -208,7 +208,7 @@ class IndexManagerDialog(QDialog):
             enc = short_model(s.encoder) + (f" ({s.dim}-d)" if s.dim else "")
             state = s.state + (f": {s.error}" if s.error and s.state == "failed" else "")
             cells = ["●" if s.active else "", s.name, f"{s.passages:,}", enc, variants,
-                     s.created.replace("T", " ")[:16], state]
+                     shown_time(s.created), state]
             for col, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if col == 2:
