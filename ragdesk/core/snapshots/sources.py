@@ -22,7 +22,7 @@ import csv
 import gzip
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,6 +184,9 @@ class Source:
         self.label = label
         self.size = path.stat().st_size
         self.bytes_read = 0
+        # called as the reading advances (every 1,024 lines), whether or not the lines held
+        # passages: a reader's progress and cancel also reach a file of empty lines
+        self.on_read: Callable[[], None] | None = None
 
     def fingerprint(self) -> dict[str, object]:
         st = self.path.stat()
@@ -230,6 +233,8 @@ class Source:
                     line = line.removeprefix("\ufeff")
                 if lineno % 1024 == 0:
                     self.bytes_read = (raw or fh).tell()
+                    if self.on_read is not None:
+                        self.on_read()
                 yield lineno, line
         except (EOFError, gzip.BadGzipFile) as exc:
             raise BadInputError(f"ends early: the .gz file is truncated or damaged ({exc}).",

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -205,6 +206,16 @@ class StagingBuild:
         prog = Progress(src.size, f"reading {src.path.name}", self.progress, unit="bytes")
         batch: list[PassageRow] = []
         n = 0
+
+        shown = [time.monotonic()]
+
+        def reading() -> None:
+            self._check_cancel()
+            if time.monotonic() - shown[0] >= 0.25:  # lines without passages come fast
+                shown[0] = time.monotonic()
+                prog.set(src.bytes_read, f"reading {src.path.name}: {plural(n, 'passage')}")
+
+        src.on_read = reading
         try:
             for row in passages(src.documents()):
                 if limit is not None and n >= limit:
@@ -221,6 +232,7 @@ class StagingBuild:
             if batch:
                 writer.add(batch)
         finally:
+            src.on_read = None
             writer.close()
         if n == 0:
             raise BadInputError("contains no passages: no article text was found in it.",

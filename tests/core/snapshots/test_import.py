@@ -393,3 +393,39 @@ def test_rerun_after_a_kill_between_the_folder_and_the_catalog_is_done(
     rec = import_snapshot(data, catalog, tmp_path / "keep.jsonl", name="keep", encoder=dpr_ctx)
     assert rec.state == "ready" and rec.passages == 6
     assert_untouched(data, catalog, before)
+
+
+def test_a_file_of_empty_lines_shows_progress_and_cancels_while_no_passage_comes(
+        env: tuple[DataDir, Catalog], dpr_ctx: Any, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Millions of empty lines (a small .gz can inflate to a billion): lines that hold no
+    passage still move the progress bar, and Cancel stops the reading then, not after the
+    last line. (Plain text here, so that the position read advances line by line.)"""
+    from ragdesk.core.snapshots import staging_build
+
+    data, catalog = env
+    src = tmp_path / "newlines.jsonl"
+    src.write_bytes(b'{"title": "t", "text": "one passage"}\n' + b"\n" * 4_000_000)
+    clock = [0.0]
+
+    def tick() -> float:  # a tenth of a second between two looks at the clock
+        clock[0] += 0.1
+        return clock[0]
+
+    monkeypatch.setattr(staging_build.time, "monotonic", tick)
+
+    token = CancelToken()
+    reading: list[ProgressUpdate] = []
+
+    def watch(u: ProgressUpdate) -> None:
+        if u.message.startswith("reading") and 0 < u.done < src.stat().st_size:
+            reading.append(u)
+            if len(reading) == 3:
+                token.cancel()
+
+    with pytest.raises(Cancelled):
+        import_snapshot(data, catalog, src, name="nl", encoder=dpr_ctx, progress=watch,
+                        cancel=token)
+    assert len(reading) == 3  # reported within the empty lines, then stopped
+    assert reading[0].done < reading[-1].done  # the compressed file's position advances
+    assert "1 passage" in reading[-1].message
