@@ -100,6 +100,16 @@ def origin_host(origin: str) -> str | None:
     return host_of(rest)
 
 
+def origin_port(origin: str) -> int | None:
+    """The port of an ``Origin`` value: the one written, else its scheme's (80, 443)."""
+    scheme, _, rest = origin.strip().partition("://")
+    hostport = rest.rpartition("]")[2] if rest.startswith("[") else rest  # after an IPv6 name
+    written = hostport.rpartition(":")[2] if ":" in hostport else ""
+    if written.isdigit():
+        return int(written)
+    return {"http": 80, "https": 443}.get(scheme.lower())
+
+
 def is_json_type(value: str) -> bool:
     """``application/json``, with at most a UTF-8 charset (the body is read as UTF-8)."""
     media, *params = value.split(";")
@@ -140,19 +150,24 @@ class _Guard:
                 return _error(400, f"The {name!r} header is sent more than once.",
                               "invalid_request_error", code="duplicate_header")
             headers[name] = v.decode("latin-1")
-        return (self._who(headers) or self._key(scope, headers)
+        server = scope.get("server")
+        port = int(server[1]) if server and server[1] is not None else None
+        return (self._who(headers, port) or self._key(scope, headers)
                 or self._body(str(scope.get("method", "")), headers))
 
     def _allowed(self, name: str | None) -> bool:
         return name is not None and (self.any_host or name in self.hosts)
 
-    def _who(self, headers: dict[str, str]) -> Response | None:
+    def _who(self, headers: dict[str, str], port: int | None) -> Response | None:
+        """``port``: the one this request came in on (None where the server does not say)."""
         if not self._allowed(host_of(headers.get("host", ""))):
             return _error(403, "The Host header does not name this server (allowed: "
                           f"{', '.join(sorted(self.hosts))}; `ragdesk serve --allow-host "
                           "NAME` adds one).", "invalid_request_error", code="host_not_allowed")
         origin = headers.get("origin")
-        if origin is not None and not self._allowed(origin_host(origin)):
+        # a page of another local server (another port) is another site: it must not ask
+        if origin is not None and (not self._allowed(origin_host(origin)) or (
+                port is not None and origin_port(origin) != port)):
             return _error(403, "Requests from other sites' pages are refused (the Origin "
                           "is not this server).", "invalid_request_error",
                           code="origin_not_allowed")

@@ -66,12 +66,14 @@ def test_loopback_names_are_accepted_on_any_port(server: Any) -> None:  # noqa: 
                                     "null", "http://127.0.0.1.evil.example:{port}",
                                     "file://", "http://127.0.0.1:{port}/path",
                                     "http://user@127.0.0.1:{port}", "ftp://127.0.0.1:{port}",
-                                    "chrome-extension://abcdef"])
+                                    "chrome-extension://abcdef", "http://127.0.0.1:{other}",
+                                    "http://localhost:{other}", "https://[::1]:{other}",
+                                    "http://localhost"])
 def test_a_foreign_origin_is_refused_with_a_good_host(server: Any,  # noqa: F811
                                                       origin: str) -> None:
     port = _port(server)
     status, headers, body = send(server.url, "POST", "/v1/retrieve", {
-        "Host": f"127.0.0.1:{port}", "Origin": origin.format(port=port),
+        "Host": f"127.0.0.1:{port}", "Origin": origin.format(port=port, other=port + 1),
         "Content-Type": "application/json"}, RETRIEVE)
     assert status == 403 and json.loads(body)["error"]["code"] == "origin_not_allowed", body
     assert not any(h.startswith("access-control-") for h in headers)
