@@ -124,7 +124,8 @@ def _text_of_parts(parts: list[object]) -> str:
 def parse_chat(body: object, config: ServerConfig) -> AskRequest:
     if not isinstance(body, dict):
         raise RequestError("The request body must be a JSON object.")
-    extra = body.get("ragdesk") or {}
+    extra = body.get("ragdesk")
+    extra = {} if extra is None else extra  # [] or "" is a mistake, not "no options"
     if not isinstance(extra, dict):
         raise RequestError("'ragdesk' must be an object of answer options.", "ragdesk")
     d = config.answer
@@ -186,8 +187,10 @@ def _min_new_tokens(d: dict[str, object], default: int, num_beams: int,
     value = d.get("min_new_tokens")
     if value is None:
         return min(default, max_new_tokens)
-    if isinstance(value, bool):  # an int to Python, never a length to the client
-        value = repr(value)
+    # a bool is an int to Python, never a length to the client; "3" is a string
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"'min_new_tokens' must be an integer, not {value!r}.",
+                           "ragdesk.min_new_tokens")
     try:
         check_lengths(num_beams, max_new_tokens, value)
     except BadInputError as exc:

@@ -34,13 +34,30 @@ def test_left_out_it_is_the_default_within_max_tokens() -> None:
     assert parse_chat(_body(max_tokens=40), config).min_new_tokens == 10
 
 
-@pytest.mark.parametrize("value", [7, -1, "3", 2.5, True])
+@pytest.mark.parametrize("value", [7, -1])
 def test_a_floor_no_answer_can_meet_is_refused(value: Any) -> None:
     with pytest.raises(RequestError) as ei:
         parse_chat(_body(min_new_tokens=value), ServerConfig())
     assert ei.value.param == "ragdesk.min_new_tokens" and ei.value.status == 400
     # the words of the rule the CLI's and the GUI's options are checked by
     assert "min_new_tokens must be between 0 and max_new_tokens (6)" in ei.value.message
+
+
+@pytest.mark.parametrize("value", ["3", 2.5, True])
+def test_a_floor_that_is_not_an_integer_is_refused_as_such(value: Any) -> None:
+    """Not "must be between 0 and 6" for "3", which is within it: the type is what is wrong."""
+    with pytest.raises(RequestError) as ei:
+        parse_chat(_body(min_new_tokens=value), ServerConfig())
+    assert ei.value.param == "ragdesk.min_new_tokens" and ei.value.status == 400
+    assert ei.value.message == f"'min_new_tokens' must be an integer, not {value!r}."
+
+
+@pytest.mark.parametrize("extra", [[], "", 0, False])
+def test_options_that_are_not_an_object_are_refused_even_when_empty(extra: Any) -> None:
+    body = {**_body(), "ragdesk": extra}
+    with pytest.raises(RequestError) as ei:
+        parse_chat(body, ServerConfig())
+    assert ei.value.param == "ragdesk" and ei.value.status == 400
 
 
 def test_the_server_answers_400_naming_the_parameter() -> None:
