@@ -37,6 +37,7 @@ from ragdesk.core.options import (
     pack_mode_choices,
     with_pack_mode,
 )
+from ragdesk.ui.answer_fields import ANSWER_LABELS, TokenCountSpin
 from ragdesk.ui.infos import PackInfo
 
 DECODING_NAMES: dict[str, str] = {"thorough": "Thorough", "fast": "Fast"}
@@ -182,20 +183,19 @@ class ControlsPanel(QWidget):
         self.beams = _spin(1, 16, TIPS["beams"])
         self.answer_style = _combo([(k, STYLE_NAMES.get(k, k)) for k in STYLES], TIPS["style"])
         self.grounded = _combo(GROUNDING, TIPS["grounded"])
-        self.max_len = _spin(1, 512, TIPS["max_len"])
-        self.max_len.setSuffix(" tokens")
-        # "1 token", not "1 tokens".
-        self.max_len.valueChanged.connect(
-            lambda v: self.max_len.setSuffix(" token" if v == 1 else " tokens"))
+        self.max_len = TokenCountSpin(1, 512)
+        self.max_len.setToolTip(TIPS["max_len"])
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setVerticalSpacing(8)
         form.setLabelAlignment(Qt.AlignmentFlag.AlignLeft)
-        for text, w in (("Model &pack", self.pack), ("&Retriever", self.retriever),
-                        ("&Mode", self.mode), ("&Decoding", self.decoding),
-                        ("Passages &K", self.n_docs), ("&Beams", self.beams),
+        names = ANSWER_LABELS
+        for text, w in (("Model &pack", self.pack), (names["retriever"], self.retriever),
+                        (names["mode"], self.mode), (names["decoding"], self.decoding),
+                        (names["n_docs"], self.n_docs), (names["num_beams"], self.beams),
                         ("Answer &style", self.answer_style),
-                        ("&Quote passages", self.grounded), ("Max &length", self.max_len)):
+                        ("&Quote passages", self.grounded),
+                        (names["max_new_tokens"], self.max_len)):
             form.addRow(self._label(text, w), w)
         return form
 

@@ -1,15 +1,19 @@
-"""A label and a button that shorten their text with "…" instead of being cut mid-letter."""
+"""A label, a button and a combo box that shorten their text with "…" instead of being cut
+mid-letter."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QSize, Qt
-from PySide6.QtGui import QFontMetrics, QResizeEvent
+from PySide6.QtGui import QFontMetrics, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
+    QComboBox,
     QLabel,
     QPushButton,
     QSizePolicy,
     QStyle,
     QStyleOptionButton,
+    QStyleOptionComboBox,
+    QStylePainter,
     QWidget,
 )
 
@@ -151,3 +155,32 @@ class ElidedButton(QPushButton):
         QPushButton.setToolTip(self, tip)
         if not tip:
             self._apply()
+
+
+class ElidedComboBox(QComboBox):
+    """A combo box that asks for room for ``min_chars`` characters only, not for its longest
+    item, and shows its current text ending in "…" when it gets less than that text needs
+    (a plain one cuts it at the edge). The list it opens shows the items whole."""
+
+    def __init__(self, parent: QWidget | None = None, *, min_chars: int = 16) -> None:
+        super().__init__(parent)
+        # Set before any item is added: the minimum size is worked out once, from the items.
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(min_chars)
+
+    def shown_text(self) -> str:
+        """The current text as painted at the present width."""
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        field = self.style().subControlRect(QStyle.ComplexControl.CC_ComboBox, opt,
+                                            QStyle.SubControl.SC_ComboBoxEditField, self)
+        return self.fontMetrics().elidedText(self.currentText(), Qt.TextElideMode.ElideRight,
+                                             max(0, field.width() - 2))
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        painter = QStylePainter(self)
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, opt)
+        opt.currentText = self.shown_text()
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)

@@ -24,13 +24,10 @@ from PySide6.QtGui import (
     QPalette,
     QPen,
 )
-from PySide6.QtWidgets import (
-    QSizePolicy,
-    QToolTip,
-    QWidget,
-)
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from ragdesk.core.types import AnswerToken, RetrievedDoc
+from ragdesk.core.units import percent
 from ragdesk.ui.texts import elide
 from ragdesk.ui.theme import (
     heat_color,
@@ -42,8 +39,8 @@ from ragdesk.ui.theme import (
 from ragdesk.ui.words import Word, as_words, piece_label, quoted_source
 
 CELL_W = 34
-CELL_H = 26
-PAD = 12
+CELL_H = 22  # K = 5 rows fit the dock of a 1280x720 window
+PAD = 8
 LABEL_FLOOR_PX = 150  # row labels shrink to this before the grid starts to scroll
 SWATCH_PX = 10  # the passage-colour bar before each row label, with its gap
 SOURCE_STRIP = 4
@@ -267,10 +264,10 @@ class PosteriorHeatMap(QWidget):
         return None
 
     def sizeHint(self) -> QSize:
+        if not self.words:  # the placeholder wraps within the view: nothing to scroll to
+            return QSize(160, 60)
         g = self.grid_rect()
-        w = g.right() + PAD
-        h = g.bottom() + PAD
-        return QSize(int(w), int(max(h, g.y() + 90)))
+        return QSize(int(g.right() + PAD), int(max(g.bottom() + PAD, g.y() + 90)))
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
@@ -389,7 +386,10 @@ class PosteriorHeatMap(QWidget):
                 p.setBrush(Qt.BrushStyle.NoBrush)
                 p.setPen(QPen(color, 1.5))
                 i, k = cell
-                p.drawRect(self.cell_rect(i, 0 if self.quoted else k).adjusted(1, 1, -1, -1))
+                r = self.cell_rect(i, 0 if self.quoted else k)
+                p.drawRect(r.adjusted(1, 1, -1, -1))
+                p.setPen(QPen(pal.color(QPalette.ColorRole.Base), 1))  # seen on dark cells
+                p.drawRect(r.adjusted(2.5, 2.5, -2.5, -2.5))
 
     # ---- interaction -----------------------------------------------------------------------
 
@@ -407,11 +407,11 @@ class PosteriorHeatMap(QWidget):
                     "no probability per passage)")
         title = self.docs[k].title if k < len(self.docs) else f"passage {k + 1}"
         out = (f"{what} {i + 1} “{word.label}”\n[{k + 1}] {elide(title, 50)}\n"
-               f"posterior {self.value(i, k):.3f}")
+               f"posterior {percent(self.value(i, k), 1)}")
         if len(word.pieces) > 1:
             how = "after its last piece" if self.mode == "sequence" else "mean over pieces"
             parts = " · ".join(f"{piece_label(self.tokens[j].text)} "
-                               f"{self.tokens[j].posterior[k]:.3f}"
+                               f"{percent(self.tokens[j].posterior[k], 1)}"
                                for j in word.pieces if k < len(self.tokens[j].posterior))
             out += f" ({how})\npieces: {parts}"
         return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import QMargins, QPointF, QRectF, QSize, Qt
+from PySide6.QtCore import QEvent, QMargins, QObject, QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import (
     QColor,
     QFontMetricsF,
@@ -40,7 +40,7 @@ from ragdesk.ui.theme import heat_color, heat_ramp
 
 
 class ColourBar(QWidget):
-    """The heat map's scale, 0 to 1. It stands beside the scrolling map rather than at the
+    """The heat map's scale, 0 to 100%. It stands beside the scrolling map rather than at the
     grid's end, so it and its labels stay whole however narrow the pane gets."""
 
     def __init__(self, heat: PosteriorHeatMap, parent: QWidget | None = None) -> None:
@@ -50,7 +50,8 @@ class ColourBar(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Preferred)
 
     def labels(self) -> list[str]:
-        return ["1", "0.5", "0"]
+        # In percent, as the cells and the caption's "(%)" are.
+        return ["100", "50", "0"]
 
     def sizeHint(self) -> QSize:
         fm = QFontMetricsF(self.heat._small_font())
@@ -100,8 +101,9 @@ class HeatMapPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(12, 10, 12, 10)
-        lay.setSpacing(6)
+        # Tight margins: at 1280x720 the dock is about 230 px high, and K = 5 rows need most of it.
+        lay.setContentsMargins(12, 6, 12, 4)
+        lay.setSpacing(4)
         self.caption = QLabel()
         self.caption.setObjectName("HeatCaption")
         self.caption.setWordWrap(True)
@@ -131,6 +133,8 @@ class HeatMapPanel(QWidget):
         lay.addLayout(row, 1)
         # The scale sits beside the grid, which moves and grows as the data changes.
         self.map.laidOut.connect(self._follow_map)
+        # A caption that wraps onto another line shortens the view without resizing the panel.
+        self.scroller.installEventFilter(self)
         self._mode: str | None = None
         self._question: str | None = None
         self._note: str | None = None
@@ -138,23 +142,37 @@ class HeatMapPanel(QWidget):
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
+        self._offer_width()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.scroller and event.type() == QEvent.Type.Resize:
+            self._offer_width()
+        return super().eventFilter(watched, event)
+
+    def _bar_room(self) -> int:
+        """The vertical scroll bar's width when the map's rows do not all fit its view (the
+        bar then takes that much of it), else nothing: labels are not shortened for a bar
+        that is not there."""
+        tall = self.map.sizeHint().height() > self.scroller.height()
+        return self.scroller.verticalScrollBar().sizeHint().width() if tall else 0
+
+    def _offer_width(self) -> None:
         # The map's view may be as wide as the panel less the scale (and a vertical scroll
-        # bar, which may appear after the labels are sized): row labels use what the grid
-        # leaves of that.
+        # bar, when the rows need one): row labels use what the grid leaves of that.
         lay = self.layout()
         m = lay.contentsMargins() if lay is not None else QMargins()
-        bar = self.scroller.verticalScrollBar().sizeHint().width()
         self.map.set_available_width(max(0, self.width() - m.left() - m.right()
                                          - self.colour_bar.sizeHint().width()
-                                         - self._row.spacing() - bar))
+                                         - self._row.spacing() - self._bar_room()))
 
     def _follow_map(self) -> None:
         # A narrow map keeps its scale next to it instead of at the pane's far edge.
-        bar = self.scroller.verticalScrollBar().sizeHint().width()
-        widest = (self.map.sizeHint().width() + bar + 2 * self.scroller.frameWidth()
+        widest = (self.map.sizeHint().width() + self._bar_room()
+                  + 2 * self.scroller.frameWidth()
                   if self.map.tokens else QWIDGETSIZE_MAX)  # the placeholder: all of it
         self.scroller.setMaximumWidth(widest)
         self.colour_bar.update()
+        self._offer_width()  # more or fewer rows: a vertical bar may come or go
 
     def _show_pieces(self, on: bool) -> None:
         self.map.set_pieces(on)
@@ -172,30 +190,31 @@ class HeatMapPanel(QWidget):
         unit = "piece" if self.pieces_box.isChecked() else "word"
         # No probabilities to scale (read together): the scale goes.
         self.colour_bar.setVisible(mode != TOGETHER)
-        q = f"<b>{html.escape(elide(question, 48))}</b> &nbsp;—&nbsp; " if question else ""
+        # The question is the selected card's (marked in the chat) and goes to the tooltip:
+        # on the caption's line it took two more lines of a low dock (1280x720) from the grid.
+        q = f"<b>{html.escape(elide(question, 120))}</b><br/>" if question else ""
         extra = f" &nbsp;·&nbsp; <i>{html.escape(note)}</i>" if note else ""
         if mode == TOGETHER:
-            self.caption.setText(f"{q}Read together: the passage each {unit} is quoted from"
+            self.caption.setText(f"Read together: the passage each {unit} is quoted from"
                                  f"{extra}")
             self.caption.setToolTip(
-                "The passages were read together, in one prompt, so no number says how much "
-                f"each passage gave each {unit}: there are no per-passage rows. Each {unit} "
-                "shows the passage its span is quoted from (“–”: none of the retrieved "
+                f"{q}The passages were read together, in one prompt, so no number says how "
+                f"much each passage gave each {unit}: there are no per-passage rows. Each "
+                f"{unit} shows the passage its span is quoted from (“–”: none of the retrieved "
                 "passages holds it, or, while the answer is being written, not judged yet).")
             return
-        # Short, so the grid keeps its rows in a low dock (1280x720); the words are in the
-        # tooltip.
+        # Short, so the grid keeps its rows in a low dock; the words are in the tooltip.
         # non-breaking spaces: the caption wraps between words, never inside the formula
         formula = (f"p(z&nbsp;|&nbsp;x,&nbsp;y<sub>i</sub>,&nbsp;y<sub>&lt;i</sub>) per {unit}"
                    if mode == "token" else f"p(z&nbsp;|&nbsp;x,&nbsp;y<sub>≤i</sub>) after each "
                    f"{unit}")
         what = (f"which passage generated each {unit}" if mode == "token"
                 else f"the running posterior after each {unit}")
-        self.caption.setText(f"{q}{formula} (%){extra}")
+        self.caption.setText(f"{formula} (%){extra}")
         self.caption.setToolTip(
-            f"The {what}. Rows: retrieved passages. Columns: the answer's {unit}s"
-            + ("" if unit == "piece" else " (a word of several pieces shows their mean; "
-               "RAG-Sequence: the posterior after its last piece)")
+            f"{q}The {what}, in percent. Rows: retrieved passages. Columns: the answer's "
+            f"{unit}s" + ("" if unit == "piece" else " (a word of several pieces shows their "
+                          "mean; RAG-Sequence: the posterior after its last piece)")
             + f". The strip above each column is the colour the chat gives that {unit}.")
 
     def heat_colour_of(self, v: float) -> QColor:

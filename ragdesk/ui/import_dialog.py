@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFocusEvent, QMouseEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -63,6 +64,34 @@ def suggest_name(path: str, taken: Sequence[str]) -> str:
     while name in taken:
         name, n = f"{base}-{n}", n + 1
     return name
+
+
+class SuggestionEdit(QLineEdit):
+    """A line edit holding a suggestion (:meth:`suggest`) until the user types: focused, by a
+    click too, it selects the suggestion whole, so that typing replaces it instead of being
+    added to it."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.suggested = False
+        self._select_on_click = False
+
+    def suggest(self, text: str) -> None:
+        self.setText(text)
+        self.suggested = True
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        super().focusInEvent(event)
+        if self.suggested and not self.isReadOnly():
+            self.selectAll()
+            # the click that gave the focus would place the cursor and drop the selection
+            self._select_on_click = event.reason() == Qt.FocusReason.MouseFocusReason
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        super().mousePressEvent(event)
+        if self._select_on_click:
+            self._select_on_click = False
+            self.selectAll()
 
 
 @dataclass(frozen=True)
@@ -123,9 +152,10 @@ class ImportDialog(QDialog):
         self.source_label.setBuddy(self.source)
         form.addRow(self.source_label, row)
 
-        self.name = QLineEdit()
+        self.name = SuggestionEdit()
         self.name.setPlaceholderText(_name_hint(None))
         self.name.textEdited.connect(lambda _t: setattr(self, "_name_edited", True))
+        self.name.textEdited.connect(lambda _t: setattr(self.name, "suggested", False))
         form.addRow("&Name", self.name)
 
         self._names = dict(names or {})
@@ -214,11 +244,15 @@ class ImportDialog(QDialog):
         if s.fmt == "docs":
             if not s.source:
                 return "Choose the folder to import."
+            if not Path(s.source).exists():
+                return f"{s.source} does not exist."
             if not Path(s.source).is_dir():
                 return f"{s.source} is not a folder."
         elif s.fmt != "vital-articles":
             if not s.source:
                 return "Choose the file to import."
+            if not Path(s.source).exists():
+                return f"{s.source} does not exist."
             if not Path(s.source).is_file():
                 return f"{s.source} is not a file."
         if not s.name:
@@ -246,14 +280,14 @@ class ImportDialog(QDialog):
         self.source.setPlaceholderText(_source_hint(fmt))
         self.name.setPlaceholderText(_name_hint(fmt))
         if not file_based and not self._name_edited:
-            self.name.setText(suggest_name("vital-articles", self.taken))
+            self.name.suggest(suggest_name("vital-articles", self.taken))
 
     def _on_source(self, text: str) -> None:
         fmt = detect_format(text)
         if fmt is not None:
             self.format.setCurrentIndex(self.format.findData(fmt))
         if text and not self._name_edited:
-            self.name.setText(suggest_name(text, self.taken))
+            self.name.suggest(suggest_name(text, self.taken))
 
     def _browse(self) -> None:
         if self.format.currentData() == "docs":

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable
 from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
-    QComboBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -25,12 +24,13 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.articles import Article
 from ragdesk.core.types import Answer, RetrievedDoc
-from ragdesk.core.units import plural
+from ragdesk.core.units import percent, plural, prior_text
 from ragdesk.ui.article_view import ArticleView
+from ragdesk.ui.elided import ElidedComboBox
 from ragdesk.ui.infos import CitationPlace
 from ragdesk.ui.places import open_place
 from ragdesk.ui.resources import icon
-from ragdesk.ui.texts import elide, summarize
+from ragdesk.ui.texts import elide, summarize, unbroken
 from ragdesk.ui.theme import mix, passage_color, passage_tint
 
 # Reads a cited passage's article (run in the background); None: nothing beyond the passage.
@@ -127,7 +127,7 @@ class PassageInspector(QWidget):
         lay.setContentsMargins(12, 10, 12, 10)
         lay.setSpacing(8)
 
-        self.picker = QComboBox()
+        self.picker = ElidedComboBox(min_chars=12)  # a long title: "…", not a wider window
         self.picker.setAccessibleName("Passage")
         self.picker.setToolTip("Passages retrieved for the selected answer (Ctrl+1 … Ctrl+9)")
         self.picker.currentIndexChanged.connect(self._on_pick)
@@ -160,6 +160,11 @@ class PassageInspector(QWidget):
         rule.setObjectName("Rule")
         lay.addWidget(rule)
 
+        lay.addWidget(self._build_tabs(), 1)
+        self._show_empty()
+
+    def _build_tabs(self) -> QTabWidget:
+        """The passage's text, and later the whole article beside it."""
         self.body = QTextBrowser()
         self.body.setObjectName("PassageText")
         self.body.setOpenExternalLinks(False)
@@ -169,10 +174,12 @@ class PassageInspector(QWidget):
         self.body.setFont(bf)
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
+        # a narrow dock shortens the tabs' names with "…" rather than scrolling them away
+        self.tabs.setElideMode(Qt.TextElideMode.ElideRight)
+        self.tabs.setUsesScrollButtons(False)
         self.tabs.addTab(self.body, "Passage")
         self.tabs.tabBar().setVisible(False)  # until there is a whole-article view
-        lay.addWidget(self.tabs, 1)
-        self._show_empty()
+        return self.tabs
 
     def add_article_view(self, view: ArticleView, load: ArticleLoader) -> None:
         """Offer the cited passage's whole article in a second tab, read with ``load`` when
@@ -253,9 +260,10 @@ class PassageInspector(QWidget):
         self.facts.setVerticalSpacing(3)
         self.fact_labels: dict[str, QLabel] = {}
         for key, label in (("rank", "Rank"), ("score", "Retrieval score"),
-                           ("prob", "p(z | x)"), ("share", "Share of the answer"),
+                           ("prob", "p(z | x)"), ("share", "Words cited"),
                            ("snapshot", "Snapshot"), ("id", "Passage id")):
             value = QLabel("–")
+            value.setWordWrap(True)  # only its longest word sets the dock's minimum width
             value.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             name = QLabel(label)
             name.setObjectName("FactName")
@@ -314,18 +322,19 @@ class PassageInspector(QWidget):
         f["rank"].setText(f"{k + 1} of {len(a.docs)}")
         f["score"].setText(f"{doc.score:.3f}")
         tau = getattr(a, "temperature", 1.0)
-        f["prob"].setText(f"{doc.prob:.3f}  (τ = {tau:.3g})")
+        f["prob"].setText(f"{prior_text(doc.prob)}  {unbroken(f'(τ = {tau:.3g})')}")
         f["prob"].setToolTip(
-            f"p(z|x) = softmax over the {len(a.docs)} passages of score / τ. τ = 1 for DPR; "
-            "normalized encoders such as the starter pack's were trained with a temperature, "
-            "measured or fitted on held-out questions (ragdesk index calibrate).")
+            f"p(z|x) = {percent(doc.prob, 1)}: softmax over the {len(a.docs)} passages of "
+            "score / τ. τ = 1 for DPR; normalized encoders such as the starter pack's were "
+            "trained with a temperature, measured or fitted on held-out questions (ragdesk "
+            "index calibrate).")
         if self.guess_hidden:
             f["share"].setText("– (the guess is hidden: Show the guess on the card)")
             mean = 0.0
         else:
             f["share"].setText(
-                f"{n} of {plural(total, 'token')} ({100 * n / total:.0f}%) · mean posterior "
-                f"{mean:.2f}" if total else "no tokens")
+                f"{n} of {plural(total, 'token')} ({percent(n / total)}) · mean posterior "
+                f"{percent(mean)}" if total else "no tokens")
         f["snapshot"].setText(doc.snapshot or a.snapshot or "–")
         f["id"].setText(str(doc.id))
         self.share_bar.set_value(mean, color)

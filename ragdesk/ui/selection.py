@@ -132,9 +132,17 @@ class AnswerSelection(QObject):
             self.inspector_dock.raise_()
 
     def focus_heatmap(self) -> None:
-        self.heatmap_dock.show()
-        self.heatmap_dock.raise_()
-        self.heatmap.map.setFocus(Qt.FocusReason.ShortcutFocusReason)
+        """Bring the heat map into view and give it the keyboard: shown, in front of the
+        docks tabbed with it, its window activated when it floats, and its cursor cell
+        marked, so that even a map already on the screen shows that it was asked for."""
+        dock, hm = self.heatmap_dock, self.heatmap.map
+        dock.show()
+        dock.raise_()
+        if dock.isFloating():
+            dock.activateWindow()
+        if hm.cursor_cell is None and hm.words:
+            hm.cursor_cell = (0, 0 if hm.quoted else hm.selected_passage or 0)
+        hm.setFocus(Qt.FocusReason.ShortcutFocusReason)
 
     def _card_passage(self, card: AnswerCard, k: int) -> None:
         self.select(card)
@@ -154,5 +162,4 @@ class AnswerSelection(QObject):
 
     def _show_heatmap_for(self, card: AnswerCard) -> None:
         self.select(card)
-        self.heatmap_dock.show()
-        self.heatmap_dock.raise_()
+        self.focus_heatmap()

@@ -46,6 +46,7 @@ from ragdesk.core.preferences import (
     validate,
 )
 from ragdesk.core.settings import Settings
+from ragdesk.ui.answer_fields import ANSWER_LABELS, TokenCountSpin
 from ragdesk.ui.background import Background
 from ragdesk.ui.dialogs import fit_height
 from ragdesk.ui.theme import THEMES
@@ -53,9 +54,6 @@ from ragdesk.ui.theme import THEMES
 DEVICES = ("cpu", "auto", "cuda", "mps")
 CHOICE_NAMES = {**MODE_NAMES, "thorough": "Thorough", "fast": "Fast", "dense": "Dense",
                 "sparse": "BM25", "hybrid": "Hybrid"}
-ANSWER_LABELS = {"mode": "&Mode", "decoding": "&Decoding", "retriever": "&Retriever",
-                 "n_docs": "&Passages (K)", "num_beams": "&Beams",
-                 "max_new_tokens": "Answer &length (tokens)"}
 ANSWER_TIPS = {"mode": "For model packs with no reading mode of their own; a pack that has one "
                        "reads in it until another is picked for it in the controls"}
 
@@ -156,7 +154,7 @@ class SettingsDialog(QDialog):
             aform.addRow(self._label(ANSWER_LABELS[key], combo), combo)
             self._note_row(aform, f"answer.{key}")
         for key, (lo, hi) in ANSWER_RANGES.items():
-            spin = QSpinBox()
+            spin = TokenCountSpin(lo, hi) if key == "max_new_tokens" else QSpinBox()
             spin.setRange(lo, hi)
             self.answer_spins[key] = spin
             aform.addRow(self._label(ANSWER_LABELS[key], spin), spin)
@@ -166,7 +164,7 @@ class SettingsDialog(QDialog):
     @staticmethod
     def _align_fields(groups: Sequence[QGroupBox]) -> None:
         """One label column for both groups: each form sizes its own to its longest label
-        ("Hugging Face cache", "Answer length (tokens)"), so the fields of the two groups
+        ("Hugging Face cache", "Passages (K)"), so the fields of the two groups
         started at different places."""
         labels = []
         for group in groups:

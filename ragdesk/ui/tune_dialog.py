@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk.core.progress import ProgressUpdate, TrainingUpdate
-from ragdesk.core.units import plural
+from ragdesk.core.units import percent, plural
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.dialogs import FittedDialog, JobPanel, report_html, set_flagged_text
 from ragdesk.ui.library import Library
@@ -56,19 +56,19 @@ def rate_text(r: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def percent(x: float | None) -> str:
-    return "—" if x is None else f"{x * 100:.1f} %"
+def share_text(x: float | None) -> str:
+    return "—" if x is None else percent(x, 1)
 
 
 def step_line(u: TrainingUpdate) -> str:
-    """"Step 12 of 46 · loss 0.4321 · held-out top-5 28.4 %", as far as it is known."""
+    """"Step 12 of 46 · loss 0.4321 · held-out top-5 28.4%", as far as it is known."""
     parts = []
     if u.total_steps:
         parts.append(f"Step {u.step:,} of {u.total_steps:,}")
     if u.loss is not None:
         parts.append(f"loss {u.loss:.4f}")
     if u.top_k is not None:
-        parts.append(f"held-out top-{u.k} {percent(u.top_k)}")
+        parts.append(f"held-out top-{u.k} {share_text(u.top_k)}")
     return "  ·  ".join(parts)
 
 
@@ -80,7 +80,7 @@ def check_text(check: QuestionCheck) -> str:
 
 def result_text(r: TuneResult) -> str:
     return (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
-            f"{percent(r.top_k_before)} → {percent(r.top_k_after)} after "
+            f"{share_text(r.top_k_before)} → {share_text(r.top_k_after)} after "
             f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
 
 
@@ -166,7 +166,7 @@ class TuneDialog(FittedDialog):
         self.lr.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.held_out = QSpinBox()
         self.held_out.setRange(5, 50)
-        self.held_out.setSuffix(" % of the questions, to measure on")
+        self.held_out.setSuffix("% of the questions, to measure on")
         form.addRow("Passes over the questions:", self.epochs)
         form.addRow("Learning rate:", self.lr)
         form.addRow("Held out:", self.held_out)

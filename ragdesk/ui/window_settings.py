@@ -87,8 +87,13 @@ def restore_layout(window: QMainWindow, settings: Settings) -> None:
     if isinstance(state, str) and state:
         window.restoreState(QByteArray.fromBase64(state.encode("ascii")))
         return
-    # A first start on a small screen: the heat map below the chat takes a third of the
-    # height at most (at 1280x720 its 300 px left the answers a strip of 250).
+    first_layout(window)
+
+
+def first_layout(window: QMainWindow) -> None:
+    """The docks' sizes at a first start, for the window's present size. On a small screen
+    the heat map below the chat takes a third of the height at most (at 1280x720 its 300 px
+    left the answers a strip of 250); that third holds the five rows of K = 5."""
     heat = window.findChild(QDockWidget, "HeatMapDock")
     if heat is not None:
         window.resizeDocks([heat], [min(300, max(200, window.height() // 3))],

@@ -128,8 +128,8 @@ def test_clicking_a_chip_opens_that_passage(qtbot, window, tiny_models) -> None:
     assert ins.k == k
     assert ins.shown_text() == stored.text
     assert stored.title in ins.title.text()
-    assert ins.fact_labels["prob"].text() == \
-        f"{doc.prob:.3f}  (τ = {card.answer.temperature:.3g})"
+    assert ins.fact_labels["prob"].text().replace("\u00a0", " ") == \
+        f"retrieval {100 * doc.prob:.0f}%  (τ = {card.answer.temperature:.3g})"
     assert ins.fact_labels["score"].text() == f"{doc.score:.3f}"
     assert ins.fact_labels["snapshot"].text() == "wiki-a"
     assert card.text.focus_passage == k and window.heatmap.map.selected_passage == k

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QPushButton, QWidget
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import ProgressUpdate
 from ragdesk.core.types import RetrievedDoc
-from ragdesk.core.units import fmt_seconds, human_bytes, plural
+from ragdesk.core.units import fmt_seconds, human_bytes, percent, plural
 from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.dialogs import describe_progress
@@ -70,9 +70,9 @@ def test_each_formatter_is_defined_once() -> None:
 def test_reading_progress_is_shown_in_bytes() -> None:
     u = ProgressUpdate(198_380, 198_380, "reading x.jsonl", 7_080_562.8, 0.0, "bytes")
     text = describe_progress(u)
-    assert text.startswith("193.7 KB of 193.7 KB") and "6.8 MB/s" in text
+    assert text.startswith("198.4 KB of 198.4 KB") and "7.1 MB/s" in text
     assert "7,080,562" not in text and "198,380" not in text
-    assert "6.8 MB/s" in u.describe()
+    assert "7.1 MB/s" in u.describe()
     counted = ProgressUpdate(4_032, 12_324, "encoding passages", 51.0, 2760.0)
     assert describe_progress(counted) == "4,032 of 12,324  ·  51.0/s  ·  about 46 min left"
     assert describe_progress(counted, compact=True) == "33%  ·  about 46 min left"
@@ -133,7 +133,7 @@ def test_card_facts_wrap_between_facts_never_inside_one(qtbot: Any) -> None:
     card.finish(answer)
     text = card.meta_label.text()
     facts = [f.strip() for f in text.split("·")]
-    assert any("log" in f and "p(y|" in f.replace("\u2060", "") for f in facts)
+    assert any("log" in f and "p(answer)" in f for f in facts)
     font = card.meta_label.font()
     widest = max(QFontMetricsF(font).horizontalAdvance(f) for f in facts)
     wrapped = 0
@@ -146,10 +146,10 @@ def test_card_facts_wrap_between_facts_never_inside_one(qtbot: Any) -> None:
                 part = part.strip()
                 assert not part or part in facts, (width, lines)
     assert wrapped > 5  # narrow widths did wrap, so the check above was exercised
-    # Without the joiners the same text breaks inside "p(y|x)" at some width.
+    # Without the no-break spaces the same text breaks inside "log p(answer) = -0.39".
     plain = text.replace("\u2060", "").replace("\u00a0", " ")
-    assert any(any(line.rstrip().endswith(("p(y|", "log")) for line in _lines(plain, w, font))
-               for w in range(40, 400, 3))
+    assert any(any(line.rstrip().endswith(("log", "p(answer)", "=")) for line in
+                   _lines(plain, w, font)) for w in range(40, 400, 3))
     assert unbroken("log p(y|x)") == "log\u00a0p(y|\u2060x)"
 
 
@@ -192,7 +192,8 @@ def test_citation_chips_fit_the_card(qtbot: Any, width: int) -> None:
         assert chip.geometry().left() >= 0 and chip.geometry().right() < box.width()
         assert _plain_button_width(chip) <= chip.width(), chip.text()
         assert chip.text().startswith(f"[{chip.k + 1}]")
-        assert chip.text().endswith(f"{chip.doc.prob:.2f}")  # the rank and p(z|x) stay
+        # the rank and p(z|x) stay, named
+        assert chip.text().endswith(f"retrieval {percent(chip.doc.prob)}")
         elided += chip.text() != chip.full_text()
     assert (elided > 0) == (width < 700)  # the widest chip needs about 500 px
 

@@ -169,10 +169,10 @@ def test_a_tuning_job_runs_cancels_resumes_and_offers_the_tuned_pack(
     assert trained[-1].done == trained[-1].total == r.steps == 2 * -(-r.trained_on // 16)
     # the steps line shows what the last update said, in the dialog's words
     assert _text(d.steps).startswith(f"Step {r.steps:,} of {r.steps:,}  ·  loss ")
-    assert f"held-out top-5 {r.top_k_after * 100:.1f} %" in _text(d.steps)
+    assert f"held-out top-5 {r.top_k_after * 100:.1f}%" in _text(d.steps)
     assert _text(d.message) == (
-        f"Held-out top-5 (6 questions): {r.top_k_before * 100:.1f} % → "
-        f"{r.top_k_after * 100:.1f} % after {r.steps} steps on {r.trained_on} questions.")
+        f"Held-out top-5 (6 questions): {r.top_k_before * 100:.1f}% → "
+        f"{r.top_k_after * 100:.1f}% after {r.steps} steps on {r.trained_on} questions.")
     qtbot.waitUntil(lambda: d.start_button.text() == "&Start", timeout=30_000)  # done
     assert not d.start_button.isEnabled()  # the same job again would only repeat it
     d.epochs.setValue(3)

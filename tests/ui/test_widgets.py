@@ -143,11 +143,14 @@ def test_inspector_shows_passage_numbers_and_highlights_answer_words(qtbot) -> N
     doc = answer.docs[1]
     assert ins.shown_text() == doc.text
     assert doc.title in ins.title.text()
-    assert ins.fact_labels["prob"].text() == f"{doc.prob:.3f}  (τ = {answer.temperature:.3g})"
+    assert ins.fact_labels["prob"].text().replace("\u00a0", " ") == \
+        f"retrieval {100 * doc.prob:.0f}%  (τ = {answer.temperature:.3g})"
     n, mean = passage_share(answer, 1)
     assert n == sum(1 for t in answer.tokens if t.source == 1)
     assert mean == pytest.approx(np.mean([t.posterior[1] for t in answer.tokens]))
-    assert f"{n} of {len(answer.tokens)} tokens" in ins.fact_labels["share"].text()
+    share = ins.fact_labels["share"].text()
+    assert f"{n} of {len(answer.tokens)} tokens ({100 * n / len(answer.tokens):.0f}%)" in share
+    assert share.endswith(f"· mean posterior {100 * mean:.0f}%")
     marked = highlight_html(doc.text, answer_words(answer.text), QColor("#ffcc00"))
     assert marked.count("background-color") == sum(
         1 for w in __import__("re").findall(r"\w+", doc.text)

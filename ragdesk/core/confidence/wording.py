@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ragdesk.core.types import Answer
-from ragdesk.core.units import logprob_text, percent, prior_text  # noqa: F401
+from ragdesk.core.units import percent
 
 # P(right) at or above these reads as high / medium; below the second as low.
 HIGH = 0.6

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
-from ragdesk.core.units import plural
+from ragdesk.core.units import logprob_text, plural
 from ragdesk.ui.card_state import CardState
 from ragdesk.ui.chat.chip import CitationChip
 from ragdesk.ui.chat.legend import Legend
@@ -327,8 +327,8 @@ class AnswerCard(QFrame):
             total = a.timings.get("total_s")
             if total:
                 parts.append(f"{total:.2f} s")
-            parts.append(f"log p(y|x) = {a.logprob:.2f}")
-        # Wrap between the facts, never inside one ("log p(y|" / "x)").
+            parts.append(logprob_text(a.logprob))
+        # Wrap between the facts, never inside one ("log p(answer)" / "= -0.39").
         self.meta_label.setText("  ·  ".join(unbroken(x) for x in parts))
 
     # ---- selection ------------------------------------------------------------------------

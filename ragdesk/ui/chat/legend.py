@@ -8,6 +8,7 @@ from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QFont, QFontMetrics, QMouseEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from ragdesk.core.units import percent
 from ragdesk.ui.theme import passage_color, passage_tint
 
 
@@ -15,7 +16,7 @@ class Legend(QWidget):
     """Colour swatches for passages 1..K with each one's share of the answer's tokens (by
     the source each token is shown with); the swatches wrap onto another line when the card
     is narrow rather than dropping off. An answer no single passage holds (RAG-Token pieced
-    it together) says so and draws no percentages: a "100 %" would claim one passage holds
+    it together) says so and draws no percentages: a "100%" would claim one passage holds
     it."""
 
     passageClicked = Signal(int)
@@ -45,10 +46,10 @@ class Legend(QWidget):
             self._entries = [(r, f"[{r + 1}]", True) for r in range(k) if share[r] > 0]
             self.setToolTip("No retrieved passage holds this whole answer: its words come from "
                             "these passages (" + ", ".join(
-                                f"[{r + 1}] {round(100 * share[r])}%" for r in range(k)
+                                f"[{r + 1}] {percent(share[r])}" for r in range(k)
                                 if share[r] > 0) + " of its tokens)")
         else:
-            self._entries = [(r, f"[{r + 1}] {round(100 * share[r])}%", share[r] > 0)
+            self._entries = [(r, f"[{r + 1}] {percent(share[r])}", share[r] > 0)
                              for r in range(k)]
             self.setToolTip("Each passage's share of the words it is cited for (the heat map "
                             "shows how much every passage weighed in each word)")

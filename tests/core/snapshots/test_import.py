@@ -401,7 +401,7 @@ def test_a_file_of_empty_lines_shows_progress_and_cancels_while_no_passage_comes
     """Millions of empty lines (a small .gz can inflate to a billion): lines that hold no
     passage still move the progress bar, and Cancel stops the reading then, not after the
     last line. (Plain text here, so that the position read advances line by line.)"""
-    from ragdesk.core.snapshots import staging_build
+    import time
 
     data, catalog = env
     src = tmp_path / "newlines.jsonl"
@@ -412,7 +412,7 @@ def test_a_file_of_empty_lines_shows_progress_and_cancels_while_no_passage_comes
         clock[0] += 0.1
         return clock[0]
 
-    monkeypatch.setattr(staging_build.time, "monotonic", tick)
+    monkeypatch.setattr(time, "monotonic", tick)
 
     token = CancelToken()
     reading: list[ProgressUpdate] = []
