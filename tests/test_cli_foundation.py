@@ -122,3 +122,54 @@ def test_verbose_logs_to_stderr(tmp_path: Path) -> None:
     res = run_cli_subprocess("--data-dir", str(tmp_path), "-vv", "index", "list")
     assert res.returncode == 0
     assert "ragdesk" in res.stderr and "DEBUG" in res.stderr
+
+
+def test_the_libraries_progress_bars_are_off_in_every_command_but_verbose(
+        data_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers draws "Loading weights" on stderr for each model it loads (training
+    loads the generator through it), past ragdesk's progress line and --json's quiet
+    stderr: every command, the window included, runs with them off unless -v."""
+    from transformers.utils import logging as hf_logging
+
+    from ragdesk.cli import main as cli_main
+
+    def bar() -> str:
+        for _ in hf_logging.tqdm(range(3), desc="Loading weights"):
+            pass
+        return capsys.readouterr().err
+
+    seen: list[tuple[bool, str]] = []
+
+    def window(args: object, ctx: object) -> int:  # what `ragdesk` alone runs
+        seen.append((hf_logging.is_progress_bar_enabled(), bar()))
+        return 0
+
+    monkeypatch.setattr(cli_main, "_run_gui", window)
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as a user's process starts
+    try:
+        assert "Loading weights" in bar()
+        assert cli_main.main(["--data-dir", str(data_dir)]) == 0
+        assert cli_main.main(["--data-dir", str(data_dir), "-v"]) == 0
+        assert hf_logging.is_progress_bar_enabled()  # as it was, after each command
+    finally:
+        (hf_logging.enable_progress_bar if was else hf_logging.disable_progress_bar)()
+    assert seen[0] == (False, "") and seen[1][0] and "Loading weights" in seen[1][1]
+
+
+def test_a_cancelled_training_job_says_that_running_it_again_resumes(
+        data_dir: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragdesk.cli import main as cli_main
+    from ragdesk.cli.train_cmd import RESUME_HINT, checkpoint_on_ctrl_c
+
+    def job(args: object, ctx: object) -> int:
+        with checkpoint_on_ctrl_c() as token:
+            token.cancel()  # as the first Ctrl-C does
+            token.raise_if_cancelled()
+        return 0
+
+    monkeypatch.setattr(cli_main, "_run_gui", job)
+    assert cli_main.main(["--data-dir", str(data_dir)]) == 130
+    assert capsys.readouterr().err.strip() == f"ragdesk: cancelled. {RESUME_HINT}"

@@ -114,6 +114,15 @@ def test_user_errors_exit_cleanly(tiny_setup: dict[str, Path], tmp_path: Path,
                         "--pack", "tiny", "--docs", "99", "--out", str(tmp_path / "o"),
                         "--name", "tiny-docs", capsys=capsys)
     assert code != 0 and "99" in err and "Traceback" not in err
+    code, _, err = _cli(data, "train", str(tiny_setup["train"]), "--snapshot", "synth",
+                        "--pack", "tiny", "--docs", "0", "--out", str(tmp_path / "o"),
+                        capsys=capsys)
+    assert code == 2 and "number of passages per question must be at least 1, not 0" in err
+    assert "--docs 1 or more" in err  # the option to change, not the field's name
+    code, out, _ = _cli(data, "train", str(tiny_setup["train"]), "--snapshot", "synth",
+                        "--pack", "tiny", "--lr", "-1", "--out", str(tmp_path / "o"),
+                        "--json", capsys=capsys)
+    assert code == 2 and "--lr" in json.loads(out)["hint"]  # not "hint": null
 
 
 def _train_cmd(setup: dict[str, Path], out: Path, *extra: str) -> list[str]:

@@ -4,10 +4,8 @@ sources."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import (
@@ -105,12 +103,11 @@ def _answer_here(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
     for what in ready_plan(snapshot, opts.retriever, opts.n_docs).notes():
         print(f"ragdesk: {what}", file=sys.stderr)
     marks = {"checked": time.perf_counter()}
-    with _quiet_loading(args.verbose):
-        encoder = load_question_encoder(qenc_ref, answering=True)
-        snapshot.check_query_encoder(encoder.info)
-        marks["encoder"] = time.perf_counter()
-        gen = load_generator(gen_ref, precision=opts.precision or default_precision(),
-                             answering=True)
+    encoder = load_question_encoder(qenc_ref, answering=True)
+    snapshot.check_query_encoder(encoder.info)
+    marks["encoder"] = time.perf_counter()
+    gen = load_generator(gen_ref, precision=opts.precision or default_precision(),
+                         answering=True)
     marks["loaded"] = time.perf_counter()
     engine = Engine(encoder, gen, library=SnapshotLibrary(ctx.data, ctx.catalog),
                     snapshot=snapshot.name, owns_library=True)
@@ -247,36 +244,6 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
 
 def _precision_of(gen: object) -> str:
     return str(getattr(gen, "precision", "float32"))
-
-
-@contextlib.contextmanager
-def _quiet_loading(verbose: int) -> Iterator[None]:
-    """transformers draws a "Loading weights" progress bar for every model it loads on
-    stderr; the answer is what the user asked for, so the bars show only with -v. Models
-    loaded for answering usually never import transformers, so neither does this."""
-    if verbose:
-        yield
-        return
-    if "transformers" not in sys.modules:
-        # a load that falls back to transformers imports it below; transformers takes its
-        # bars' switch from huggingface_hub's when it is imported (a cheap import)
-        import importlib
-
-        # the module itself: huggingface_hub.utils re-exports its tqdm class under its name
-        hub = importlib.import_module("huggingface_hub.utils.tqdm")
-        enabled = not hub.are_progress_bars_disabled()
-        disable, enable = hub.disable_progress_bars, hub.enable_progress_bars
-    else:
-        from transformers.utils import logging as hf_logging
-
-        enabled = hf_logging.is_progress_bar_enabled()
-        disable, enable = hf_logging.disable_progress_bar, hf_logging.enable_progress_bar
-    disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            enable()
 
 
 def _stdout_is_terminal() -> bool:

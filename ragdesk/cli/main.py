@@ -220,11 +220,15 @@ def _main(argv: Sequence[str] | None) -> int:
         setup_logging(ctx.data.logs_dir, args.verbose)
         log.debug("ragdesk %s, data dir %s, argv %s", __version__, ctx.data.root, argv)
         func = getattr(args, "func", None) or _run_gui
-        return int(func(args, ctx))
-    except Cancelled:
+        from ragdesk.core.hf_progress import hf_progress_bars
+
+        with hf_progress_bars(shown=bool(args.verbose)):
+            return int(func(args, ctx))
+    except Cancelled as exc:
+        hint = exc.hint_for("cli")  # how to go on, where the work can be resumed
         if as_json:
-            return _report("Cancelled.", "", EXIT_CANCELLED, True)
-        print("ragdesk: cancelled.", file=sys.stderr)
+            return _report("Cancelled.", hint, EXIT_CANCELLED, True)
+        print("ragdesk: cancelled." + (f" {hint}" if hint else ""), file=sys.stderr)
         return EXIT_CANCELLED
     except KeyboardInterrupt:
         if as_json:

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -136,12 +136,6 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     data_dir = ctx.data.root
 
     def loader() -> Engine:
-        if not args.verbose:
-            # transformers draws a "Loading weights" bar per model; the ready line says it.
-            from transformers.utils import logging as hf_logging
-
-            quiet: Callable[[], None] = hf_logging.disable_progress_bar
-            quiet()
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
+from ragdesk.core.errors import Cancelled
 from ragdesk.core.options import PRECISIONS, TRAIN_OBJECTIVES
 from ragdesk.core.progress import CancelToken
 
@@ -145,8 +147,13 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "the CPU has it natively, else float32)")
 
 
-def cancel_on_ctrl_c() -> tuple[CancelToken, SignalHandler]:
-    """First Ctrl-C: finish the step, write a checkpoint, stop. Second: stop at once."""
+RESUME_HINT = "The checkpoint is kept: run the same command again to resume from it."
+
+
+@contextlib.contextmanager
+def checkpoint_on_ctrl_c() -> Iterator[CancelToken]:
+    """A cancel token for a training job, set by the first Ctrl-C (finish the step, write a
+    checkpoint, stop; a second Ctrl-C stops at once). The job's stop then says how to go on."""
     token = CancelToken()
 
     def handler(signum: int, _frame: FrameType | None) -> None:
@@ -156,11 +163,16 @@ def cancel_on_ctrl_c() -> tuple[CancelToken, SignalHandler]:
         print("\nragdesk: stopping after this step and writing a checkpoint "
               "(Ctrl-C again to quit at once)", file=sys.stderr, flush=True)
 
-    try:
+    previous: SignalHandler = None
+    with contextlib.suppress(ValueError):  # not the main thread (tests driving main())
         previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread (tests driving main() from a worker)
-        previous = None
-    return token, previous
+    try:
+        yield token
+    except Cancelled as exc:
+        raise Cancelled(exc.message, RESUME_HINT) from exc
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
@@ -186,17 +198,13 @@ def cmd_train(args: argparse.Namespace, ctx: AppContext) -> int:
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    cancel, previous = cancel_on_ctrl_c()
-    try:
+    with checkpoint_on_ctrl_c() as cancel:
         result = train_pack(
             ctx.data, ctx.catalog, args.train, snapshot=args.snapshot, pack=args.pack,
             out=args.out, config=config, eval_path=args.eval_path, name=args.name,
             register=not args.no_register, train_limit=args.limit,
             eval_limit=args.eval_limit, device=args.device, precision=args.precision,
             progress=terminal_printer(sys.stderr), cancel=cancel, report=report)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
     st = result.state
     if args.json:
         print_json({"out": str(result.out_dir), "final": str(result.final_dir),

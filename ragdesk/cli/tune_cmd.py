@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json
-from ragdesk.cli.train_cmd import cancel_on_ctrl_c
+from ragdesk.cli.train_cmd import checkpoint_on_ctrl_c
 from ragdesk.core.pack_choice import chosen_pack
+from ragdesk.core.units import percent, plural
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,7 +71,7 @@ def _printer() -> Callable[[TrainingUpdate], None]:
         if u.loss is not None:
             extra.append(f"loss {u.loss:.4f}")
         if u.top_k is not None:
-            extra.append(f"held-out top-{u.k} {u.top_k * 100:.1f}%")
+            extra.append(f"held-out top-{u.k} {percent(u.top_k, 1)}")
         emit(dataclasses.replace(u, message="  ".join([u.message, *extra])))
 
     return show
@@ -84,22 +84,22 @@ def cmd_tune(args: argparse.Namespace, ctx: AppContext) -> int:
                                ("held_out", args.held_out)) if v is not None}
     choices = dataclasses.replace(TuneChoices(), **given)
     pack = args.pack or chosen_pack(ctx.settings)
-    cancel, previous = cancel_on_ctrl_c()
-    try:
+    with checkpoint_on_ctrl_c() as cancel:
         r = run_tune(ctx.data, ctx.catalog, TuneJob(args.questions, pack, args.snapshot, choices),
                      progress=_printer(), cancel=cancel)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+    note = r.no_gain_note()
     if args.json:
-        print_json({**dataclasses.asdict(r), "folder": str(r.folder)})
+        print_json({**dataclasses.asdict(r), "folder": str(r.folder), "gained": r.gained,
+                    "note": note})
         return 0
 
     def pct(x: float | None) -> str:
-        return "-" if x is None else f"{x * 100:.1f}%"
+        return "-" if x is None else percent(x, 1)
 
-    print(f"Tuned {r.base_pack} in {r.steps} step{'s' if r.steps != 1 else ''} on "
-          f"{r.trained_on} questions; held-out top-{r.k} ({r.held_out} questions): "
-          f"{pct(r.top_k_before)} -> {pct(r.top_k_after)}")
+    print(f"Tuned {r.base_pack} in {plural(r.steps, 'step')} on "
+          f"{plural(r.trained_on, 'question')}; held-out top-{r.k} "
+          f"({plural(r.held_out, 'question')}): {pct(r.top_k_before)} -> {pct(r.top_k_after)}")
+    if note:
+        print(f"warning: {note}", file=sys.stderr)
     print(f"Registered the model pack {r.pack!r}: ragdesk ask --pack {r.pack} \"...\"")
     return 0

@@ -62,7 +62,8 @@ class ProgressUpdate:
         if self.unit == "bytes":
             parts.append(human_bytes(self.done)
                          + (f"/{human_bytes(self.total)}" if self.total else ""))
-        else:
+        elif self.total or self.done:
+            # a step that counts nothing (no total, nothing done) has no number to show
             parts.append(f"{self.done:,}" + (f"/{self.total:,}" if self.total else ""))
         if self.rate:
             parts.append(human_rate(self.rate, "bytes" if self.unit == "bytes" else ""))

@@ -37,6 +37,14 @@ def test_progress_rate_eta_and_resume() -> None:
     assert "50/100" in u.describe()
 
 
+def test_a_step_that_counts_nothing_shows_no_number() -> None:
+    """"Loading the models  0" read as if nothing were loaded: no count, no number."""
+    assert ProgressUpdate(0, None, "Loading the models", None, None).describe() == (
+        "Loading the models")
+    assert ProgressUpdate(12, None, "Reading", None, None).describe() == "Reading  12"
+    assert ProgressUpdate(0, 5, "Encoding", None, None).describe() == "Encoding  0/5"
+
+
 def test_terminal_printer_writes_lines() -> None:
     buf = io.StringIO()
     emit = terminal_printer(buf, min_interval=0)

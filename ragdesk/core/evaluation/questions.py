@@ -42,6 +42,9 @@ def _parse_line(raw: str, path: Path, line_no: int) -> Question:
     return Question(question=q.strip(), answers=tuple(ans), line=line_no)
 
 
+_QUESTIONS_HINT = f"Give the path of a questions file (.jsonl). {_HINT}"
+
+
 def read_questions(path: str | os.PathLike[str], limit: int | None = None,
                    stream: BinaryIO | None = None) -> list[Question]:
     """Read questions in file order; blank lines are skipped, anything else malformed raises
@@ -54,10 +57,12 @@ def read_questions(path: str | os.PathLike[str], limit: int | None = None,
         # Closed below; bytes so that decode errors get a line number.
         fh = open(p, "rb") if stream is None else stream  # noqa: SIM115
     except FileNotFoundError as exc:
-        raise BadInputError("no such file.", path=p,
-                            hint="Check the path of the questions file.") from exc
+        raise BadInputError("no such file.", path=p, hint=_QUESTIONS_HINT) from exc
+    except IsADirectoryError as exc:
+        raise BadInputError("is a folder, not a file.", path=p, hint=_QUESTIONS_HINT) from exc
     except OSError as exc:
-        raise BadInputError(f"cannot be read: {exc.strerror or exc}.", path=p) from exc
+        raise BadInputError(f"cannot be read: {exc.strerror or exc}.", path=p,
+                            hint=_QUESTIONS_HINT) from exc
     out: list[Question] = []
     with fh:
         for line_no, raw_bytes in iter_lines_bounded(fh, path=p):

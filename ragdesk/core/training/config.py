@@ -17,6 +17,16 @@ from ragdesk.core.training.guard import ACTIONS, CollapseThresholds
 PASSAGES_DEPTH = 100
 
 
+# the counts a training run needs at least one of: (what a person calls it, the CLI's option
+# where it has one)
+_COUNTS: dict[str, tuple[str, str | None]] = {
+    "n_docs": ("number of passages per question", "--docs"),
+    "epochs": ("number of epochs", "--epochs"),
+    "batch_size": ("batch size", "--batch-size"),
+    "max_answer_tokens": ("answer length in tokens", None),
+    "keep_checkpoints": ("number of checkpoints kept", "--keep-checkpoints")}
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     mode: str = "token"  # "token" (RAG-Token) or "sequence" (RAG-Sequence)
@@ -71,13 +81,18 @@ class TrainConfig:
             raise BadInputError(f"The answer depth must be at least 1, not {self.answer_depth}.")
         if self.eval_every < 0 or self.checkpoint_every < 0:
             raise BadInputError("Step intervals cannot be negative.")
-        for name in ("n_docs", "epochs", "batch_size", "max_answer_tokens", "keep_checkpoints"):
+        for name, (what, option) in _COUNTS.items():
             if int(getattr(self, name)) < 1:
-                raise BadInputError(f"{name.replace('_', ' ')} must be at least 1, "
-                                    f"not {getattr(self, name)!r}.")
+                raise BadInputError(f"The {what} must be at least 1, not {getattr(self, name)!r}.",
+                                    hint=f"Give {option} 1 or more." if option else None,
+                                    gui_hint="Choose 1 or more.")
         for lr in (self.lr, self.question_encoder_lr):
             if lr is not None and not lr > 0:
-                raise BadInputError(f"The learning rate must be positive, not {lr!r}.")
+                raise BadInputError(
+                    f"The learning rate must be positive, not {lr!r}.",
+                    hint=f"Leave --lr out for {TrainConfig.lr:g}, or give a small positive "
+                         "value such as 1e-5.",
+                    gui_hint=f"A small positive value such as {TrainConfig.lr:g}.")
         if self.on_collapse not in ACTIONS:
             raise BadInputError(f"Unknown collapse action {self.on_collapse!r}.",
                                 hint=f"Use one of: {', '.join(ACTIONS)}.")

@@ -273,8 +273,11 @@ class RagTrainer:
     def record_evaluation(self, result: EvalResult, label: str,
                           report: Reporter | None = None) -> bool:
         """Store an evaluation, run the collapse guard against the first one; True to stop."""
-        entry: dict[str, object] = {"label": label, "epoch": self.state.epoch,
-                                 "step": self.state.step, **result.to_json(), "collapse": []}
+        # "epoch": the one it is in or ends (as its label counts them, from 1); 0 before any
+        # step (the state's own counter is that of the epochs finished)
+        epoch = self.state.epoch + 1 if self.state.step else 0
+        entry: dict[str, object] = {"label": label, "epoch": epoch, "step": self.state.step,
+                                    **result.to_json(), "collapse": []}
         stop = False
         if report is not None:
             report(f"evaluation ({label}): {result.describe()}")

@@ -42,6 +42,7 @@ from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState
 from ragdesk.core.training.data import Example, read_examples
 from ragdesk.core.training.evaluate import answerable
 from ragdesk.core.training.run import BEST_DIR, train_pack
+from ragdesk.core.units import percent
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -76,15 +77,24 @@ class TuneChoices:
     batch_size: int = 16
 
     def check(self) -> TuneChoices:
+        recipe = TuneChoices()
         if not 1 <= self.epochs <= 100:
-            raise BadInputError(f"The number of epochs must be from 1 to 100, not {self.epochs}.")
+            raise BadInputError(f"The number of epochs must be from 1 to 100, not {self.epochs}.",
+                                hint=f"Leave --epochs out for the recipe's {recipe.epochs}.",
+                                gui_hint=f"The recipe's is {recipe.epochs}.")
         if not self.lr > 0 or self.lr > 1e-2:
             raise BadInputError(f"The learning rate must be above 0 and at most 0.01, not "
-                                f"{self.lr:g}.")
+                                f"{self.lr:g}.",
+                                hint=f"Leave --lr out for the recipe's {recipe.lr:g}.",
+                                gui_hint=f"The recipe's is {recipe.lr:g}.")
         if not 0.05 <= self.held_out <= 0.5:
             raise BadInputError(
-                f"The held-out share must be from 5 % to 50 %, not {self.held_out * 100:g} %.",
-                hint="Keep some questions out of training to measure the tuned retriever on.")
+                f"The held-out share must be from 5% to 50%, not {percent(self.held_out)}.",
+                hint=f"Give it as a fraction, such as --held-out {recipe.held_out:g} for "
+                     f"{percent(recipe.held_out)} of the questions kept out of training to "
+                     "measure the tuned retriever on.",
+                gui_hint="Keep some questions out of training to measure the tuned retriever "
+                         "on.")
         return self
 
     def config(self) -> TrainConfig:
@@ -166,6 +176,27 @@ class TuneResult:
     trained_on: int
     held_out: int
     folder: Path
+
+    @property
+    def gained(self) -> bool:
+        """Whether the held-out measure saw the tuned retriever find more answers than the
+        base one; where it did not (no gain, or nothing measured), the tuned pack is no
+        better as far as anything shows."""
+        return (self.top_k_before is not None and self.top_k_after is not None
+                and self.top_k_after > self.top_k_before)
+
+    def no_gain_note(self) -> str | None:
+        """What every front end says beside a run that shows no gain; None after a gain."""
+        if self.gained:
+            return None
+        if not self.top_k_before and not self.top_k_after:
+            return (f"None of the {self.held_out} held-out questions had an answer among the "
+                    f"top {self.k} passages, before or after: this run measured nothing, so "
+                    "the tuned pack is not known to be better. More questions whose answers "
+                    "the snapshot holds give a measure.")
+        return (f"The tuned retriever found no more answers among the top {self.k} passages "
+                f"of the {self.held_out} held-out questions than {self.base_pack} did: keep "
+                f"using {self.base_pack}.")
 
 
 def job_folder(data: DataDir, catalog: Catalog, job: TuneJob) -> Path:

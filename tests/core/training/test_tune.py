@@ -248,3 +248,21 @@ def test_bad_files_say_what_to_fix(ctx: Any, tmp_path: Path, content: str | None
     else:
         with pytest.raises(BadInputError, match=expected.split(":")[-1].strip()):
             check_questions(ctx.data, ctx.catalog, path, pack="tiny")
+
+
+def test_a_run_that_shows_no_gain_says_so() -> None:
+    """0.0% -> 0.0% on 8 held-out questions had read as a success."""
+    from ragdesk.core.training.tune import TuneResult
+
+    def result(before: float | None, after: float | None) -> TuneResult:
+        return TuneResult(pack="starter-tuned", base_pack="starter", snapshot="wiki", k=5,
+                          top_k_before=before, top_k_after=after, steps=4, trained_on=32,
+                          held_out=8, folder=Path("."))
+
+    assert result(0.25, 0.5).gained and result(0.25, 0.5).no_gain_note() is None
+    nothing = result(0.0, 0.0).no_gain_note()
+    assert nothing is not None and "None of the 8 held-out questions" in nothing
+    assert "measured nothing" in nothing
+    worse = result(0.5, 0.375).no_gain_note()
+    assert worse is not None and "no more answers" in worse and "keep using starter" in worse
+    assert not result(None, 0.5).gained  # nothing to compare with
