@@ -58,7 +58,8 @@ def test_train_registers_a_pack_that_ask_uses(tiny_models: Any, tiny_setup: dict
     labels = [e["label"] for e in res["evaluations"]]
     assert labels == ["before training", "epoch 1"]
     assert all(e["em_questions"] == 2 and e["n_questions"] == 4 for e in res["evaluations"])
-    assert "evaluation (epoch 1)" in stderr and "loss" in stderr
+    assert "evaluation (epoch 1, held-out questions)" in stderr and "loss" in stderr
+    assert [e["epoch"] for e in res["evaluations"]] == [0, 1]
 
     from ragdesk.core.app import AppContext
     from ragdesk.core.models import get_pack, load_generator, load_question_encoder

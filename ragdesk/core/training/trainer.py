@@ -271,16 +271,19 @@ class RagTrainer:
         return kept
 
     def record_evaluation(self, result: EvalResult, label: str,
-                          report: Reporter | None = None) -> bool:
-        """Store an evaluation, run the collapse guard against the first one; True to stop."""
+                          report: Reporter | None = None, held_out: bool = True) -> bool:
+        """Store an evaluation, run the collapse guard against the first one; True to stop.
+        ``held_out``: it measured questions kept out of training, not training ones (a run
+        without an evaluation set watches a sample of its own for the guard)."""
         # "epoch": the one it is in or ends (as its label counts them, from 1); 0 before any
         # step (the state's own counter is that of the epochs finished)
         epoch = self.state.epoch + 1 if self.state.step else 0
+        questions = "held-out" if held_out else "training"
         entry: dict[str, object] = {"label": label, "epoch": epoch, "step": self.state.step,
-                                    **result.to_json(), "collapse": []}
+                                    "questions": questions, **result.to_json(), "collapse": []}
         stop = False
         if report is not None:
-            report(f"evaluation ({label}): {result.describe()}")
+            report(f"evaluation ({label}, {questions} questions): {result.describe()}")
             report(self._guard_line(label, result))
         if self.state.evaluations:
             base = EvalResult.from_json(self.state.evaluations[0]).retrieval
@@ -323,7 +326,7 @@ class RagTrainer:
         hooks.tell("evaluating", label, self.state)
         result = self.evaluate(examples, generate=generate, progress=hooks.progress,
                                cancel=hooks.cancel)
-        stop = self.record_evaluation(result, label, hooks.report)
+        stop = self.record_evaluation(result, label, hooks.report, hooks.held_out)
         if hooks.held_out:
             self._track_best(result, label, hooks.save_best, hooks.report)
         hooks.tell("evaluated", label, self.state)

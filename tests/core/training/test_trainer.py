@@ -98,6 +98,8 @@ def test_retrieval_accuracy_goes_up(tiny_models, index, mode: str, monkeypatch) 
     first, last = st.evaluations[0], st.evaluations[-1]
     assert first["label"] == "before training" and last["label"] == "epoch 4"
     assert [e["epoch"] for e in st.evaluations] == [0, 1, 2, 3, 4]  # as the labels count
+    # measured on the training questions themselves (no held-out set): said in every entry
+    assert {e["questions"] for e in st.evaluations} == {"training"}
     assert last["top_k"]["1"] > first["top_k"]["1"], [e["top_k"] for e in st.evaluations]
     assert last["top_k"]["1"] == 1.0
     # with the reader fixed, a lower loss is a larger p(z|x) for the gold passage (small:
