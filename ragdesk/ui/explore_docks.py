@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QMainWindow, QMenu, QWidget
+from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow, QMenu, QWidget
 
 from ragdesk.ui.view_context import ViewContext
 
@@ -52,13 +52,30 @@ class ExploreDocks:
         return self._docks.get(title)
 
     def toggle(self, title: str, on: bool) -> None:
+        """Show (``on``) or hide a view. A view that is open but behind another tab is
+        brought forward instead of hidden: its shortcut means "show me" until it is in front,
+        and only then "hide"."""
         dock = self._docks.get(title)
         if dock is None and on:
             dock = self._build(title)
-        if dock is not None:
-            dock.setVisible(on)
-            if on:
-                dock.raise_()
+        if dock is None:
+            return
+        if not on and not dock.isHidden() and not in_front(dock):
+            self._views[title][0].setChecked(True)  # back here with on=True, which raises it
+            return
+        dock.setVisible(on)
+        if on:
+            self._bring_forward(dock)
+
+    def _bring_forward(self, dock: QDockWidget) -> None:
+        """In front of the docks tabbed with it, with the keyboard, so that its keys work
+        without a click inside first."""
+        dock.raise_()
+        if dock.isFloating():
+            dock.activateWindow()
+        # After the layout has placed a new or re-shown dock: a widget not shown yet ignores
+        # setFocus.
+        QTimer.singleShot(0, dock, lambda: _focus_view(dock))
 
     def _build(self, title: str) -> QDockWidget:
         act, factory = self._views[title]
@@ -79,6 +96,7 @@ class ExploreDocks:
             QTimer.singleShot(0, self.tab_with, self._restore)
         dock.visibilityChanged.connect(
             lambda vis, a=act, d=dock: a.setChecked(vis or not d.isHidden()))
+        dock.visibilityChanged.connect(lambda vis, d=dock: _clicked_forward(d, vis))
         self._docks[title] = dock
         answer = self.context.state.selected_answer
         if answer is not None:
@@ -107,3 +125,21 @@ class ExploreDocks:
                 except Exception:
                     log.warning("an explore view failed to shut down", exc_info=True)
 
+
+
+def in_front(dock: QDockWidget) -> bool:
+    """Shown and not behind another tab (Qt moves a tab's hidden docks off the window)."""
+    return dock.isVisible() and not dock.visibleRegion().isEmpty()
+
+
+def _focus_view(dock: QDockWidget) -> None:
+    view = dock.widget()
+    if view is not None and in_front(dock):
+        view.setFocus(Qt.FocusReason.ShortcutFocusReason)
+
+
+def _clicked_forward(dock: QDockWidget, visible: bool) -> None:
+    """A click on a view's tab gives it the keyboard too. Only a click: a view that comes
+    forward because another closed leaves the focus where the user was typing."""
+    if visible and QApplication.mouseButtons() & Qt.MouseButton.LeftButton:
+        QTimer.singleShot(0, dock, lambda: _focus_view(dock))

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from ragdesk._version import __version__
+from ragdesk.ui.explore.keys import KEY_ROWS as EXPLORE_KEY_ROWS
 from ragdesk.ui.resources import app_icon
 
 
@@ -28,10 +29,17 @@ def _keys(a: QAction) -> str:
 
 def shortcut_rows(actions: Iterable[QAction], dock_toggles: Iterable[QAction]
                   ) -> list[tuple[str, str]]:
+    """Every key the window answers to: its actions', the docks' (the checkable actions
+    among ``actions`` are the explore views', which show and hide docks too) and the keys
+    inside the explore views."""
     rows = [("Send the question", "Enter"), ("New line in the question", "Shift+Enter")]
-    rows += [(a.text().replace("&", "").rstrip("…"), _keys(a)) for a in actions
-             if not a.shortcut().isEmpty()]
-    rows += [(f"Show or hide {a.text()}", _keys(a)) for a in dock_toggles]
+    keyed = [a for a in actions if not a.shortcut().isEmpty()]
+    rows += [(a.text().replace("&", "").rstrip("…"), _keys(a)) for a in keyed
+             if not a.isCheckable()]
+    views = [a for a in keyed if a.isCheckable()]
+    rows += [(f"Show or hide {a.text().replace('&', '')}", _keys(a))
+             for a in [*dock_toggles, *views]]
+    rows += EXPLORE_KEY_ROWS
     rows.append(("Menus", "Alt + the underlined letter"))
     return rows
 

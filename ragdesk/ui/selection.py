@@ -85,7 +85,7 @@ class AnswerSelection(QObject):
         self.heatmap.map.set_selected_passage(None)
         self.inspector.set_answer(a, guess_hidden=hidden)
         if a is not None:
-            self.state.select_answer(a)
+            self.state.select_answer(a, guess_hidden=hidden)
 
     def answered(self, card: AnswerCard) -> None:
         """A conversation answer finished: it becomes the selection unless another one is."""

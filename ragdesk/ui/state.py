@@ -41,6 +41,9 @@ class AppState(QObject):
         self._active: str | None = None
         self._catalog_active: str | None = None  # the catalog's, as the last list said
         self._answer: Answer | None = None
+        # the selected answer's guess is behind "Show the guess" on its card: views show
+        # none of its words (an answer not found in the snapshot)
+        self.guess_hidden = False
         self._busy: set[Lane] = set()
         self._loaded = False
 
@@ -146,8 +149,11 @@ class AppState(QObject):
         if info is not None and info.answer_pack:
             self.set_pack(info.answer_pack)
 
-    def select_answer(self, answer: Answer | None) -> None:
+    def select_answer(self, answer: Answer | None, guess_hidden: bool = False) -> None:
+        """Select ``answer`` (None: none), telling the views again when only whether its
+        guess is hidden changed."""
         self._answer = answer
+        self.guess_hidden = answer is not None and guess_hidden
         if answer is not None:
             self.answerSelected.emit(answer)
         else:

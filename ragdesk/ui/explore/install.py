@@ -4,7 +4,9 @@ The window calls :func:`install` with its :class:`~ragdesk.ui.explore_docks.Expl
 as it installs every other view. The views get a
 :class:`~ragdesk.ui.view_context.ViewContext` and follow its ``state.answerSelected``; the
 map encodes questions with the loaded engine's question encoder and opens snapshots from
-the backend's library, both on the op runner's reads lane.
+the backend's library, both on the op runner's reads lane, and follows the catalog's list of
+snapshots. The step-through hides what the answer's card hides: the guess of an answer not
+found in the snapshot, until "Show the guess" on the card.
 """
 
 from __future__ import annotations
@@ -47,6 +49,9 @@ def retrieval_map_view(ctx: ViewContext) -> RetrievalMap:
 
     view = RetrievalMap(encode=encode, resolve_snapshot=resolve, ops=ctx.ops)
     state.answerSelected.connect(view.show_answer)
+    if state.snapshots_loaded:
+        view.set_catalog([s.name for s in state.snapshots])
+    state.snapshotsChanged.connect(lambda infos: view.set_catalog([s.name for s in infos]))
     view.askFromHere.connect(
         lambda question, _vec, hits: _ask_from_here(ctx, view, question, hits))
     return view
@@ -56,7 +61,9 @@ def step_through_view(ctx: ViewContext) -> StepThrough:
     from ragdesk.ui.explore.step_through import StepThrough
 
     view = StepThrough()
-    ctx.state.answerSelected.connect(view.show_answer)
+    # the selection tells again when the card's "Show the guess" toggles
+    ctx.state.answerSelected.connect(
+        lambda answer: view.show_answer(answer, guess_hidden=ctx.state.guess_hidden))
     ctx.state.answerCleared.connect(lambda: view.set_answers([]))
     return view
 

@@ -1,20 +1,28 @@
 """The map's canvas: paints passages, the retrieved ones with rank and p(z|x), and the query
-handle; turns drags of the handle into data coordinates and hovering into a passage."""
+handle; turns drags of the handle (or the arrow keys) into data coordinates and hovering into
+a passage.
+
+The retrieved passages are numbered like the answer card's, [1]…[K] in the card's colours,
+only while they are the card's passages. When the answer read other passages (BM25, hybrid,
+picked by hand), the map's own are "d1"…"dK" in one neutral colour, and the card's are drawn
+as squares under the card's numbers where they lie in the plane.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
+    QFocusEvent,
     QFont,
     QFontMetrics,
+    QKeyEvent,
     QMouseEvent,
     QPainter,
-    QPainterPath,
     QPaintEvent,
     QPen,
     QPolygonF,
@@ -23,44 +31,33 @@ from PySide6.QtWidgets import QToolTip, QWidget
 
 from ragdesk.core.projection import MapPoint, Projection
 from ragdesk.core.types import RetrievedDoc
-from ragdesk.ui.explore.palette import QUERY_COLOUR, background, ink, muted, rank_colour
+from ragdesk.core.units import percent, prior_text
+from ragdesk.ui.explore.keys import (
+    MAP_ARROWS,
+    MAP_ASK_KEYS,
+    MAP_FINE_STEP_PX,
+    MAP_RESET_KEY,
+    MAP_STEP_PX,
+)
+from ragdesk.ui.explore.map_labels import paint_focus, paint_label, paint_tip, place_label
+from ragdesk.ui.explore.palette import (
+    QUERY_COLOUR,
+    background,
+    ink,
+    label_colour,
+    muted,
+    query_label_colour,
+    rank_colour,
+)
+
+__all__ = ["MapCanvas", "place_label"]
 
 HANDLE_GRAB_PX = 14.0
 HOVER_PX = 7.0
 MARGIN_PX = 28.0
-
-
-def place_label(c: QPointF, radius: float, w: float, h: float, taken: Sequence[QRectF],
-                bounds: QRectF) -> QRectF:
-    """A ``w`` x ``h`` box for the label of a mark of ``radius`` at ``c``: the first spot
-    around it (right, left, above, below, the diagonals, then the same a step further out)
-    that lies inside ``bounds`` and covers no box in ``taken``; failing that, the spot inside
-    ``bounds`` that covers the least of them, so a label may be hidden in part by another
-    only when the map is too crowded for any other place, and never runs off the canvas."""
-    best: QRectF | None = None
-    best_overlap = math.inf
-    for step in range(3):
-        gap = radius + 3 + step * (h + 2)
-        spots = [(gap, -h / 2), (-gap - w, -h / 2), (-w / 2, -gap - h), (-w / 2, gap),
-                 (gap * 0.7, -gap * 0.7 - h), (gap * 0.7, gap * 0.7),
-                 (-gap * 0.7 - w, -gap * 0.7 - h), (-gap * 0.7 - w, gap * 0.7)]
-        for dx, dy in spots:
-            box = QRectF(c.x() + dx, c.y() + dy, w, h)
-            if not bounds.contains(box):
-                continue
-            overlap = sum(box.intersected(t).width() * box.intersected(t).height()
-                          for t in taken if box.intersects(t))
-            if overlap == 0:
-                return box
-            if overlap < best_overlap:
-                best, best_overlap = box, overlap
-    if best is not None:
-        return best
-    # Too near the edge for any spot: to the right of the mark, moved inside the bounds.
-    box = QRectF(c.x() + radius + 3, c.y() - h / 2, w, h)
-    box.moveLeft(min(max(box.left(), bounds.left()), bounds.right() - w))
-    box.moveTop(min(max(box.top(), bounds.top()), bounds.bottom() - h))
-    return box
+MIN_WIDTH_PX = 300
+MIN_HEIGHT_PX = 200
+CARD_MARK_PX = 8.0  # half the side of the square that marks a card's passage
 
 
 class MapCanvas(QWidget):
@@ -69,14 +66,22 @@ class MapCanvas(QWidget):
     handleMoved = Signal(float, float)
     handleReleased = Signal(float, float)
     hoveredChanged = Signal(object)  # MapPoint or None
+    askRequested = Signal()  # Enter: ask from the query's passages
+    resetRequested = Signal()  # Home: the query back at the question
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMouseTracking(True)
-        self.setMinimumSize(320, 260)
-        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+        self.setMinimumSize(MIN_WIDTH_PX, MIN_HEIGHT_PX)
+        # Tab reaches it, so the query moves without a mouse (the arrow keys).
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setAccessibleName("Retrieval map")
+        self.setAccessibleDescription("Arrow keys move the query; Enter asks from its "
+                                      "passages; Home brings it back to the question.")
         self._points: list[MapPoint] = []
         self._ranks: dict[int, tuple[int, float]] = {}
+        self._numbered = True  # the retrieved passages are the card's: [n] in its colours
+        self._card_marks: dict[int, int] = {}  # passage id -> the card's rank (not numbered)
         self._question_ids: set[int] = set()  # retrieved at the question, ringed once dragged
         self._question_xy: tuple[float, float] | None = None
         self._handle_xy: tuple[float, float] | None = None
@@ -104,7 +109,7 @@ class MapCanvas(QWidget):
         pady = 0.05 * max(ymax - ymin, 1e-9)
         self._box = (xmin - padx, xmax + padx, ymin - pady, ymax + pady)
         r1, r2 = projection.explained_variance_ratio
-        self._axis_labels = (f"PC 1 ({r1:.0%} of variance)", f"PC 2 ({r2:.0%})")
+        self._axis_labels = (f"PC 1 ({percent(r1)} of variance)", f"PC 2 ({percent(r2)})")
         self._message = ""
         self.update()
 
@@ -113,9 +118,30 @@ class MapCanvas(QWidget):
         self._points.extend(p for p in points if p.id not in known)
         self.update()
 
-    def set_retrieved(self, docs: Sequence[RetrievedDoc]) -> None:
+    def set_retrieved(self, docs: Sequence[RetrievedDoc], numbered: bool = True) -> None:
+        """The query's passages in rank order; ``numbered``: they are the answer card's, so
+        they wear its [n] and colours (else "d1"… in a neutral colour)."""
         self._ranks = {d.id: (r, d.prob) for r, d in enumerate(docs)}
+        self._numbered = numbered
         self.update()
+
+    def set_card_marks(self, marks: Sequence[tuple[MapPoint, int]]) -> None:
+        """The answer card's passages, each with its rank on the card, when they are not the
+        query's (drawn as squares with the card's [n])."""
+        self.add_points([pt for pt, _ in marks])
+        self._card_marks = {pt.id: rank for pt, rank in marks}
+        self.update()
+
+    def card_marks(self) -> dict[int, int]:
+        return dict(self._card_marks)
+
+    def rank_label(self, rank: int) -> str:
+        """How the query's passage at ``rank`` is named on the map and in its table."""
+        return f"[{rank + 1}]" if self._numbered else f"d{rank + 1}"
+
+    def label_text(self, rank: int, prob: float) -> str:
+        """The label beside the query's passage at ``rank``: its name and p(z|x)."""
+        return f"{self.rank_label(rank)} {percent(prob)}"
 
     def set_handle(self, xy: tuple[float, float]) -> None:
         self._handle_xy = xy
@@ -125,7 +151,7 @@ class MapCanvas(QWidget):
         """A centred note shown instead of the map (empty: show the map)."""
         self._message = text
         if text:
-            self._points, self._ranks = [], {}
+            self._points, self._ranks, self._card_marks = [], {}, {}
             self._question_xy = self._handle_xy = None
         self.update()
 
@@ -200,16 +226,18 @@ class MapCanvas(QWidget):
         self.setCursor(Qt.CursorShape.OpenHandCursor if over_handle
                        else Qt.CursorShape.ArrowCursor)
         hovered = None if over_handle else self.point_at(pos)
+        self._set_hovered(hovered, event.globalPosition().toPoint())
+        super().mouseMoveEvent(event)
+
+    def _set_hovered(self, hovered: MapPoint | None, where: QPoint | None) -> None:
         if hovered is not self._hovered:
             self._hovered = hovered
             self.hoveredChanged.emit(hovered)
-            if hovered is None:
+            if hovered is None or where is None:
                 QToolTip.hideText()
             else:
-                QToolTip.showText(event.globalPosition().toPoint(), self._hover_text(hovered),
-                                  self)
+                QToolTip.showText(where, self._hover_text(hovered), self)
             self.update()
-        super().mouseMoveEvent(event)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         if self._dragging and event.button() == Qt.MouseButton.LeftButton:
@@ -229,11 +257,42 @@ class MapCanvas(QWidget):
             self.update()
         super().leaveEvent(event)
 
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in MAP_ARROWS and self._handle_xy is not None:
+            fine = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+            step = MAP_FINE_STEP_PX if fine else MAP_STEP_PX
+            dx, dy = MAP_ARROWS[key]
+            at = self.to_widget(self._handle_xy)
+            xy = self.to_data(QPointF(at.x() + dx * step, at.y() + dy * step))
+            self.set_handle(xy)
+            self.handleMoved.emit(xy[0], xy[1])
+        elif key in MAP_ASK_KEYS:
+            self.askRequested.emit()
+        elif key == MAP_RESET_KEY:
+            self.resetRequested.emit()
+        else:
+            super().keyPressEvent(event)
+            return
+        event.accept()
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        super().focusInEvent(event)
+        self.update()  # the focus frame and the keys' line
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        self.update()
+
     def _hover_text(self, p: MapPoint) -> str:
         rank = self._ranks.get(p.id)
-        if rank is None:
-            return p.title
-        return f"[{rank[0] + 1}] {p.title}  —  p(z|x) = {rank[1]:.3f}"
+        card = self._card_marks.get(p.id)
+        parts = [] if rank is None else [f"{self.rank_label(rank[0])} {p.title}  —  "
+                                         f"{prior_text(rank[1])}"]
+        if card is not None:
+            parts.append(f"the card's [{card + 1}] {p.title}" if not parts
+                         else f"the card's [{card + 1}]")
+        return "  ·  ".join(parts) or p.title
 
     # -- painting -----------------------------------------------------------------------
     def sizeHint(self) -> QSize:
@@ -249,13 +308,14 @@ class MapCanvas(QWidget):
             p.drawText(self.rect().adjusted(24, 24, -24, -24),
                        int(Qt.AlignmentFlag.AlignCenter) | int(Qt.TextFlag.TextWordWrap),
                        self._message or "Ask a question to see its passages on the map.")
-            p.end()
-            return
-        self._paint_axes(p)
-        self._paint_links(p)
-        self._paint_points(p)
-        self._paint_query(p)
-        self._paint_hover(p)
+        else:
+            self._paint_axes(p)
+            self._paint_links(p)
+            self._paint_points(p)
+            self._paint_query(p)
+            self._paint_hover(p)
+        if self.hasFocus():
+            paint_focus(p, self, keys=self._handle_xy is not None and not self._message)
         p.end()
 
     def _paint_axes(self, p: QPainter) -> None:
@@ -283,6 +343,16 @@ class MapCanvas(QWidget):
                    self._axis_labels[1] + " →")
         p.restore()
 
+    def dot_colour(self, rank: int) -> QColor:
+        """The fill of the query's passage at ``rank``: the card's colour while they are
+        the card's passages, else one neutral colour (no [n] colour for another passage)."""
+        return QColor(rank_colour(rank)) if self._numbered else ink(self.palette(), 170)
+
+    def label_colour(self, rank: int) -> QColor:
+        """The text colour of the label of the query's passage at ``rank``."""
+        bg = background(self.palette())
+        return label_colour(rank, bg) if self._numbered else ink(self.palette())
+
     def _paint_links(self, p: QPainter) -> None:
         if self._handle_xy is None:
             return
@@ -292,7 +362,7 @@ class MapCanvas(QWidget):
             drawn = by_id.get(pid)
             if drawn is None:
                 continue
-            c = QColor(rank_colour(rank))
+            c = self.dot_colour(rank)
             c.setAlpha(70 + int(150 * prob))
             p.setPen(QPen(c, 1.0 + 3.0 * prob))
             p.drawLine(h, self.to_widget(drawn.xy))
@@ -302,14 +372,15 @@ class MapCanvas(QWidget):
             p.drawLine(self.to_widget(self._question_xy), h)
 
     def _paint_points(self, p: QPainter) -> None:
+        pal = self.palette()
         p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(ink(self.palette(), 95))
+        p.setBrush(ink(pal, 95))
         for pt in self._points:
             if pt.id not in self._ranks:
                 p.drawEllipse(self.to_widget(pt.xy), 3.0, 3.0)
         # Where the question's own passages were, so the change a drag makes stays visible.
         p.setBrush(Qt.BrushStyle.NoBrush)
-        p.setPen(QPen(ink(self.palette(), 150), 1.2, Qt.PenStyle.DotLine))
+        p.setPen(QPen(ink(pal, 150), 1.2, Qt.PenStyle.DotLine))
         for pt in self._points:
             if pt.id in self._question_ids and pt.id not in self._ranks:
                 p.drawEllipse(self.to_widget(pt.xy), 7.0, 7.0)
@@ -317,44 +388,54 @@ class MapCanvas(QWidget):
         shown = sorted(((rank, prob, self.to_widget(by_id[pid].xy))
                         for pid, (rank, prob) in self._ranks.items() if pid in by_id),
                        key=lambda t: t[0])
-        dots = [QRectF(c.x() - r, c.y() - r, 2 * r, 2 * r)
-                for _, prob, c in shown for r in [self._dot_radius(prob)]]
         # Draw the lowest ranks last so rank 1 ends up on top.
-        for (rank, prob, c), _ in reversed(list(zip(shown, dots, strict=True))):
+        for rank, prob, c in reversed(shown):
             radius = self._dot_radius(prob)
-            p.setPen(QPen(background(self.palette()), 1.5))
-            p.setBrush(rank_colour(rank))
+            p.setPen(QPen(background(pal), 1.5))
+            p.setBrush(self.dot_colour(rank))
             p.drawEllipse(c, radius, radius)
+        marks = sorted(((rank, self.to_widget(by_id[pid].xy))
+                        for pid, rank in self._card_marks.items() if pid in by_id),
+                       key=lambda t: t[0])
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        for rank, c in marks:
+            p.setPen(QPen(rank_colour(rank), 2.5))
+            p.drawRect(QRectF(c.x() - CARD_MARK_PX, c.y() - CARD_MARK_PX, 2 * CARD_MARK_PX,
+                              2 * CARD_MARK_PX))
+        plate = background(pal)
+        self._paint_labels(p, [(self.label_text(rank, prob), self.label_colour(rank), c,
+                                self._dot_radius(prob)) for rank, prob, c in shown]
+                           + [(f"[{rank + 1}]", label_colour(rank, plate), c, CARD_MARK_PX)
+                              for rank, c in marks])
+
+    def _paint_labels(self, p: QPainter, labels: list[tuple[str, QColor, QPointF, float]]
+                      ) -> None:
+        """The query's label, then ``labels`` (text, colour, the centre and radius of the
+        mark it names), each where it covers no mark and no label placed before it."""
         f = QFont(self.font())
         f.setBold(True)
         fm = QFontMetrics(f)
         p.setFont(f)
-        plate = QColor(background(self.palette()))
-        plate.setAlpha(220)
+        plate = background(self.palette())
         bounds = self.label_bounds()
-        taken = list(dots)
+        taken = [QRectF(c.x() - r, c.y() - r, 2 * r, 2 * r) for _, _, c, r in labels]
         hp = self.handle_widget_pos()
         query_box: QRectF | None = None
         if hp is not None:
-            star = QRectF(hp.x() - 11, hp.y() - 11, 22, 22)
-            taken.append(star)
+            taken.append(QRectF(hp.x() - 11, hp.y() - 11, 22, 22))  # the star
             text = self._query_label()
             # The star's label goes first: it is the one thing on the map to grab.
             query_box = place_label(hp, 11, fm.horizontalAdvance(text) + 10, fm.height() + 2,
                                     taken, bounds)
             taken.append(query_box)
-        for (rank, prob, c), dot in zip(shown, dots, strict=True):
-            label = f"[{rank + 1}] {prob:.2f}"
-            box = place_label(c, dot.width() / 2, fm.horizontalAdvance(label) + 8,
-                              fm.height() + 2, taken, bounds)
+        first_label = len(taken) - (1 if query_box is not None else 0)
+        for text, colour, c, radius in labels:
+            box = place_label(c, radius, fm.horizontalAdvance(text) + 8, fm.height() + 2,
+                              taken, bounds)
             taken.append(box)
-            p.setPen(Qt.PenStyle.NoPen)
-            p.setBrush(plate)
-            p.drawRoundedRect(box, 3, 3)
-            p.setPen(rank_colour(rank))
-            p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), label)
+            paint_label(p, box, text, colour, plate)
         self._query_box = query_box
-        self._label_boxes = taken[len(dots) + (1 if hp is not None else 0):]
+        self._label_boxes = taken[first_label:]
 
     def label_bounds(self) -> QRectF:
         """Where labels may go: inside the canvas, clear of the axis titles along the left
@@ -362,7 +443,8 @@ class MapCanvas(QWidget):
         return QRectF(self.rect()).adjusted(20, 4, -4, -20)
 
     def label_boxes(self) -> list[QRectF]:
-        """The rank labels' and the query label's boxes as last painted (for tests)."""
+        """The query label's, the rank labels' and the card marks' boxes as last painted
+        (for tests)."""
         return list(self._label_boxes)
 
     @staticmethod
@@ -387,7 +469,8 @@ class MapCanvas(QWidget):
             ang = -math.pi / 2 + i * math.pi / 5
             rr = r if i % 2 == 0 else r * 0.45
             star.append(QPointF(c.x() + rr * math.cos(ang), c.y() + rr * math.sin(ang)))
-        p.setPen(QPen(background(self.palette()), 1.5))
+        bg = background(self.palette())
+        p.setPen(QPen(bg, 1.5))
         p.setBrush(QBrush(QUERY_COLOUR))
         p.drawPolygon(star)
         box = self._query_box
@@ -396,13 +479,7 @@ class MapCanvas(QWidget):
         f = QFont(self.font())
         f.setBold(True)
         p.setFont(f)
-        plate = QColor(background(self.palette()))
-        plate.setAlpha(220)
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(plate)
-        p.drawRoundedRect(box, 3, 3)
-        p.setPen(QUERY_COLOUR)
-        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), self._query_label())
+        paint_label(p, box, self._query_label(), query_label_colour(bg), bg)
 
     def _paint_hover(self, p: QPainter) -> None:
         pt = self._hovered
@@ -412,17 +489,4 @@ class MapCanvas(QWidget):
         p.setPen(QPen(ink(self.palette()), 1.5))
         p.setBrush(Qt.BrushStyle.NoBrush)
         p.drawEllipse(c, 8.0, 8.0)
-        text = self._hover_text(pt)
-        f = QFont(self.font())
-        p.setFont(f)
-        fm = QFontMetrics(f)
-        text = fm.elidedText(text, Qt.TextElideMode.ElideRight, max(80, self.width() - 40))
-        tw, th = fm.horizontalAdvance(text) + 12, fm.height() + 6
-        x = min(max(4.0, c.x() - tw / 2), self.width() - tw - 4)
-        y = c.y() - 14 - th if c.y() - 14 - th > 4 else c.y() + 14
-        box = QRectF(x, y, tw, th)
-        path = QPainterPath()
-        path.addRoundedRect(box, 4, 4)
-        p.fillPath(path, QColor(30, 30, 35, 230))
-        p.setPen(QColor("white"))
-        p.drawText(box, int(Qt.AlignmentFlag.AlignCenter), text)
+        paint_tip(p, QFont(self.font()), c, self._hover_text(pt), self.width())

@@ -1,23 +1,26 @@
-"""Colours the explore views share, so citation [n] has one colour in the map and the bars.
+"""Colours the explore views share, so citation [n] has one colour in the map, the bars and
+the answer card.
 
 Backgrounds, text and grid lines come from the widget's palette, so the views follow the
-light and dark themes; only the identity colours are fixed.
+light and dark themes; only the identity colours are fixed. Text drawn in an identity colour
+(a map label, a table's "[n]") uses :func:`label_colour`, the same hue made dark or light
+enough to read on the background it sits on.
 """
 
 from __future__ import annotations
 
 from PySide6.QtGui import QColor, QPalette
 
-# Tableau 10 (the same order as ragdesk/ui/theme.py): distinct for the usual K ≤ 10.
-_RANK_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-                 "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+from ragdesk.ui.theme import mix, passage_color
 
 QUERY_COLOUR = QColor("#d62728")
+# WCAG 2 AA for normal text; labels are small, so there is no large-text allowance.
+TEXT_CONTRAST = 4.5
 
 
 def rank_colour(rank: int) -> QColor:
     """Colour of the passage at 0-based ``rank`` (citation number rank + 1)."""
-    return QColor(_RANK_COLOURS[rank % len(_RANK_COLOURS)])
+    return passage_color(rank)
 
 
 def background(pal: QPalette) -> QColor:
@@ -33,3 +36,44 @@ def ink(pal: QPalette, alpha: int = 255) -> QColor:
 
 def muted(pal: QPalette) -> QColor:
     return pal.color(QPalette.ColorRole.PlaceholderText)
+
+
+def luminance(c: QColor) -> float:
+    """WCAG 2 relative luminance of an opaque colour."""
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+
+    return (0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF())
+            + 0.0722 * channel(c.blueF()))
+
+
+def contrast_ratio(a: QColor, b: QColor) -> float:
+    """WCAG 2 contrast ratio, 1 (same) to 21 (black on white)."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def readable(colour: QColor, on: QColor, ratio: float = TEXT_CONTRAST) -> QColor:
+    """``colour`` as text on ``on``: unchanged when it already reads, else moved towards
+    black (on a light background) or white (on a dark one) just far enough, so the hue that
+    ties it to its passage stays."""
+    if contrast_ratio(colour, on) >= ratio:
+        return QColor(colour)
+    target = QColor("black") if luminance(on) > 0.18 else QColor("white")
+    for step in range(1, 21):
+        # In 8 bits a channel, as it is drawn and written into HTML ("#4a739f"): rounding
+        # after the check could take the ratio back under the bar.
+        c = QColor(mix(colour, target, step / 20).name())
+        if contrast_ratio(c, on) >= ratio:
+            return c
+    return target
+
+
+def label_colour(rank: int, on: QColor) -> QColor:
+    """The colour of passage ``rank``'s label text on the background ``on``."""
+    return readable(rank_colour(rank), on)
+
+
+def query_label_colour(on: QColor) -> QColor:
+    """The colour of the query's label text on the background ``on``."""
+    return readable(QUERY_COLOUR, on)

@@ -7,31 +7,22 @@ alone); the GUI thread only paints. Every request carries a sequence number
 and results older than the newest applied one are dropped. While the user drags, at most one
 search is in flight and only the newest pending position waits behind it, so the map follows
 the mouse without queueing a search per mouse event, and the last position is always searched.
+
+The map searches by dense vectors only. For an answer whose passages came otherwise (BM25,
+hybrid, picked by hand), the map says so above it, names its own passages "d1"… instead of the
+card's [n], and marks the card's passages under their [n] where they lie in the plane. A map
+of a snapshot the catalog no longer holds says that too, and asks nothing from it.
 """
 
 from __future__ import annotations
 
-import html
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QCloseEvent, QPalette, QResizeEvent
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QPushButton,
-    QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
-    QTextBrowser,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QCloseEvent, QResizeEvent
+from PySide6.QtWidgets import QFrame, QLabel, QSplitter, QVBoxLayout, QWidget
 
 from ragdesk.core import projection as projmod
 from ragdesk.core.progress import CancelToken
@@ -44,9 +35,16 @@ from ragdesk.core.projection import (
     VectorSnapshot,
 )
 from ragdesk.core.types import Answer, Hit, RetrievedDoc
-from ragdesk.core.units import plural
+from ragdesk.core.units import percent, plural
 from ragdesk.ui.explore.map_canvas import MapCanvas
-from ragdesk.ui.explore.palette import rank_colour
+from ragdesk.ui.explore.map_card import (
+    CardPassages,
+    MapReady,
+    differs_text,
+    place_card_passages,
+    removed_text,
+)
+from ragdesk.ui.explore.map_side import PassagesPanel
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 
@@ -55,13 +53,6 @@ log = logging.getLogger(__name__)
 QueryEncoder = Callable[[str], np.ndarray]
 # A snapshot name (None: the active one) to an opened snapshot; called in the worker thread.
 SnapshotResolver = Callable[[str | None], VectorSnapshot]
-
-
-
-@dataclass(frozen=True)
-class _MapReady:
-    snapshot: VectorSnapshot
-    data: MapData
 
 
 class RetrievalMap(QWidget):
@@ -105,6 +96,9 @@ class RetrievalMap(QWidget):
         self._question = ""
         self._query: np.ndarray | None = None
         self._retrieved: list[RetrievedDoc] = []
+        self._card: CardPassages | None = None  # the answer shown, None: a bare question
+        self._numbered = True  # the query's passages are named like the card's
+        self._catalog: set[str] | None = None  # the snapshots that exist; None: not known
 
         self._build_widgets()
         self._build_layout()
@@ -113,63 +107,43 @@ class RetrievalMap(QWidget):
         self.canvas = MapCanvas(self)
         self.canvas.handleMoved.connect(self._on_handle_moved)
         self.canvas.handleReleased.connect(self._on_handle_moved)
-
-        self.question_label = QLabel(self)
-        self.question_label.setWordWrap(True)
-        self.question_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.table = QTableWidget(0, 3, self)
-        self.table.setHorizontalHeaderLabels(["#", "p(z|x)", "Title"])
-        self.table.verticalHeader().setVisible(False)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.NoSelection)
-        self.table.setFocusPolicy(Qt.FocusPolicy.NoFocus)
-        hdr = self.table.horizontalHeader()
-        hdr.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        hdr.setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        hdr.setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.table.cellClicked.connect(self._on_row_clicked)
-        self.table.setToolTip("Click a passage to read it below.")
-        self.preview = QTextBrowser(self)
-        self.preview.setOpenLinks(False)
-        # The hint is the preview's text, not its placeholder: a placeholder neither wraps
-        # nor scrolls, so a short preview cut it mid-sentence.
-        self._show_hint()
         self.canvas.hoveredChanged.connect(self._on_hovered)
-        self.status_label = QLabel(self)
-        self.status_label.setWordWrap(True)
-        self.status_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.ask_button = QPushButton("Ask from here", self)
-        self.ask_button.setToolTip("Generate an answer from the passages the dragged query "
-                                   "retrieves.")
-        self.ask_button.clicked.connect(self._on_ask)
-        self.reset_button = QPushButton("Back to the question", self)
-        self.reset_button.clicked.connect(self.reset_query)
+        self.canvas.askRequested.connect(self._on_ask)
+        self.canvas.resetRequested.connect(self.reset_query)
+        self.setFocusProxy(self.canvas)  # the view's shortcut gives the map the arrow keys
+        self.notice = QLabel(self)
+        self.notice.setObjectName("MapNotice")
+        self.notice.setWordWrap(True)
+        self.notice.setFrameShape(QFrame.Shape.StyledPanel)
+        self.notice.setMargin(6)
+        self.notice.setVisible(False)
+        self.side = PassagesPanel(self)
+        self.side.rowChosen.connect(self._on_row_chosen)
+        self.side.ask_button.clicked.connect(self._on_ask)
+        self.side.reset_button.clicked.connect(self.reset_query)
+        # The side panel's parts, by the names the map has always had.
+        self.question_label = self.side.question_label
+        self.table = self.side.table
+        self.preview = self.side.preview
+        self.status_label = self.side.status_label
+        self.ask_button = self.side.ask_button
+        self.reset_button = self.side.reset_button
 
     def _build_layout(self) -> None:
-        side = QWidget(self)
-        sl = QVBoxLayout(side)
-        sl.setContentsMargins(6, 0, 0, 0)
-        title = QLabel("<b>Retrieved passages</b>", side)
-        sl.addWidget(title)
-        sl.addWidget(self.question_label)
-        sl.addWidget(self.table)
-        sl.addWidget(self.preview, 1)
-        buttons = QHBoxLayout()
-        buttons.addWidget(self.reset_button)
-        buttons.addWidget(self.ask_button)
-        sl.addLayout(buttons)
-        sl.addWidget(self.status_label)
-        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        # Docks are tall: the passages go under the map first, and beside it only when the
+        # view is wide enough for both (see _orient).
+        splitter = QSplitter(Qt.Orientation.Vertical, self)
         splitter.addWidget(self.canvas)
-        splitter.addWidget(side)
+        splitter.addWidget(self.side)
         splitter.setStretchFactor(0, 3)
         splitter.setStretchFactor(1, 2)
         splitter.setChildrenCollapsible(False)
         self.splitter = splitter
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
-        lay.addWidget(splitter)
-        self._fit_table_height()
+        lay.addWidget(self.notice)
+        lay.addWidget(splitter, 1)
+        self.side.set_docs([], [], True, self._k)
         self._update_buttons()
         self._set_status("")
 
@@ -179,22 +153,25 @@ class RetrievalMap(QWidget):
 
     def _orient(self) -> None:
         """Passages beside the map in a wide view, below it in a tall one (a side dock), so
-        the map gets the longer side and the passages' text is not squeezed into a column."""
+        the map gets the longer side and the passages' text is not squeezed into a column.
+        Never into an orientation the view has no room for: its minimum size would grow, and
+        with it the dock and the window (a view being tabbed got a wide, short size for a
+        moment, turned, and widened the whole right-hand dock area for good)."""
         tall = self.width() < 1.15 * self.height()
         want = Qt.Orientation.Vertical if tall else Qt.Orientation.Horizontal
-        if self.splitter.orientation() != want:
-            self.splitter.setOrientation(want)
-            total = self.height() if tall else self.width()
-            self.splitter.setSizes([int(total * 0.58), total - int(total * 0.58)])
+        if self.splitter.orientation() == want or not self._fits(want):
+            return
+        self.splitter.setOrientation(want)
+        total = self.height() if tall else self.width()
+        self.splitter.setSizes([int(total * 0.58), total - int(total * 0.58)])
 
-    def _show_hint(self) -> None:
-        muted = self.palette().color(QPalette.ColorGroup.Disabled,
-                                     QPalette.ColorRole.Text).name()
-        self.preview.setHtml(
-            f"<div style='color:{muted}'><p>Drag the ★ to move the query; the passages it "
-            "retrieves light up, and dotted rings mark the question's own passages. "
-            "Retrieval uses the full vectors, so dots near the query in 2-D need not be the "
-            "nearest ones.</p><p>Hover a dot, or click a passage above, to read it.</p></div>")
+    def _fits(self, orientation: Qt.Orientation) -> bool:
+        parts = [self.canvas.minimumSize(), self.side.minimumSizeHint()]
+        handle = self.splitter.handleWidth() + 8  # the margins of the view's layout
+        if orientation == Qt.Orientation.Horizontal:
+            return self.width() >= sum(p.width() for p in parts) + handle
+        return self.height() >= (sum(p.height() for p in parts) + handle
+                                 + (self.notice.height() if self.notice.isVisible() else 0))
 
     # -- public API ---------------------------------------------------------------------
     def set_snapshot(self, snapshot: VectorSnapshot | None) -> None:
@@ -207,7 +184,26 @@ class RetrievalMap(QWidget):
         self._pending = None
         self._set_retrieved([])
         self.canvas.set_message("")
+        self._update_notice()
         self._update_buttons()
+
+    def set_catalog(self, names: Collection[str] | None) -> None:
+        """The snapshots the catalog holds now (None: unknown). A map of one it no longer
+        holds says so, and "Ask from here" is off: the answer would come from nowhere the
+        user can open, with passages of a snapshot that is gone."""
+        self._catalog = None if names is None else set(names)
+        self._update_notice()
+        self._update_buttons()
+
+    def removed(self) -> bool:
+        """The map shows a snapshot the catalog no longer holds."""
+        return (self._map is not None and self._catalog is not None
+                and self._map.snapshot not in self._catalog)
+
+    def numbered_like_the_card(self) -> bool:
+        """The query's passages are named [1]… in the card's colours (they are the card's,
+        or no answer is shown); otherwise "d1"… in a neutral colour."""
+        return self._numbered
 
     def show_question(self, question: str, query: np.ndarray | None = None, *,
                       snapshot: VectorSnapshot | str | None = None, k: int | None = None
@@ -216,6 +212,11 @@ class RetrievalMap(QWidget):
         snapshot's projection (fitted once per snapshot) and the neighbours, all off the GUI
         thread. ``snapshot`` switches snapshots first: an object, or a name the
         ``resolve_snapshot`` callable opens (in the worker). ``k`` changes the top K."""
+        self._card = None
+        self._draw(question, query, snapshot, k)
+
+    def _draw(self, question: str, query: np.ndarray | None,
+              snapshot: VectorSnapshot | str | None, k: int | None) -> None:
         if k is not None:
             self._k = max(1, int(k))
         if snapshot is not None and not isinstance(snapshot, str):
@@ -244,17 +245,21 @@ class RetrievalMap(QWidget):
         self.canvas.set_message("Drawing the map…")
         encode, k_now, n, cache, cancel, resolve = (
             self._encode, self._k, self._n_neighbours, self._cache, self._cancel, self._resolve)
+        card = None if self._card is None else list(self._card.docs)
 
-        def job() -> _MapReady:
+        def job() -> MapReady:
             snap = wanted
             if isinstance(snap, str):
                 assert resolve is not None
                 snap = resolve(snap or None)
             vec = query if query is not None else encode(question)  # type: ignore[misc]
             proj = cache.get(snap, cancel=cancel)
-            return _MapReady(snap, projmod.build_map(
+            data = projmod.build_map(
                 snap, np.asarray(vec, dtype=np.float32).reshape(-1), k=k_now, n_neighbours=n,
-                projection=proj, cancel=cancel))
+                projection=proj, cancel=cancel)
+            if card is None or [d.id for d in card] == [d.id for d in data.retrieved]:
+                return MapReady(snap, data)
+            return MapReady(snap, data, place_card_passages(snap, proj, card))
 
         self._set_status("Drawing the map…")
         self._start(self._seq, job)
@@ -262,15 +267,22 @@ class RetrievalMap(QWidget):
     def show_answer(self, answer: Answer) -> None:
         """Map an answer's question on the snapshot it was answered from, with its K. An
         answer from the passages the map shows now (e.g. from "Ask from here") keeps the
-        map as it is, dragged query included."""
+        map as it is, dragged query included: those passages are now the card's."""
+        card = CardPassages(list(answer.docs), answer.retriever)
         if (self._map is not None and not self.is_busy()
                 and answer.question == self._question
                 and answer.snapshot == self._map.snapshot
                 and [d.id for d in answer.docs] == [d.id for d in self._retrieved]):
+            self._card = card
+            self._numbered = True
+            self.canvas.set_card_marks([])
+            self._set_retrieved(self._retrieved)
+            self._update_notice()
             return
         same = self._snapshot is not None and self._snapshot.name == answer.snapshot
-        self.show_question(answer.question, snapshot=None if same else answer.snapshot,
-                           k=len(answer.docs) or None)
+        self._card = card
+        self._draw(answer.question, None, None if same else answer.snapshot,
+                   len(answer.docs) or None)
 
     def move_query_to(self, xy: tuple[float, float]) -> None:
         """Move the handle to ``xy`` (data coordinates) and search from there."""
@@ -366,9 +378,9 @@ class RetrievalMap(QWidget):
         self._outstanding = max(0, self._outstanding - 1)
         if seq >= self._map_seq and seq > self._applied:
             self._applied = seq
-            if isinstance(result, _MapReady):
+            if isinstance(result, MapReady):
                 self._snapshot = result.snapshot
-                self._apply_map(result.data)
+                self._apply_map(result)
             elif isinstance(result, SearchResult):
                 self._apply_search(result)
         self._start_pending()
@@ -386,13 +398,17 @@ class RetrievalMap(QWidget):
                                else text)
         self._start_pending()
 
-    def _apply_map(self, data: MapData) -> None:
+    def _apply_map(self, ready: MapReady) -> None:
+        data = ready.data
         self._map = data
-        self._show_hint()
         self._query = data.query.copy()
+        self._numbered = ready.card_marks is None
+        self.side.show_hint()
         self.canvas.set_map(data.points, data.query_xy, data.projection,
                             [d.id for d in data.retrieved])
+        self.canvas.set_card_marks(ready.card_marks or [])
         self._set_retrieved(data.retrieved)
+        self._update_notice()
         self._update_buttons()
         self.mapReady.emit()
 
@@ -404,52 +420,23 @@ class RetrievalMap(QWidget):
 
     def _set_retrieved(self, docs: list[RetrievedDoc]) -> None:
         self._retrieved = list(docs)
-        self.canvas.set_retrieved(docs)
-        self.table.setRowCount(len(docs))
-        for row, d in enumerate(docs):
-            rank = QTableWidgetItem(f"[{row + 1}]")
-            rank.setForeground(rank_colour(row))
-            f = rank.font()
-            f.setBold(True)
-            rank.setFont(f)
-            prob = QTableWidgetItem(f"{d.prob:.3f}")
-            prob.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            title = QTableWidgetItem(d.title)
-            title.setToolTip(f"{d.title}\n\n{d.text[:400]}")
-            for col, item in enumerate((rank, prob, title)):
-                self.table.setItem(row, col, item)
-        self._fit_table_height()
+        self.canvas.set_retrieved(docs, self._numbered)
+        self.side.set_docs(docs, [self.canvas.rank_label(r) for r in range(len(docs))],
+                           self._numbered, self._k)
         self._update_buttons()
         self.retrievalChanged.emit(list(docs))
 
-    def _fit_table_height(self) -> None:
-        """Just tall enough for K rows, so the preview gets the rest."""
-        rows = max(self._k, self.table.rowCount())
-        row_h = self.table.verticalHeader().defaultSectionSize()
-        self.table.setFixedHeight(self.table.horizontalHeader().sizeHint().height()
-                                  + rows * row_h + 2 * self.table.frameWidth() + 2)
-
     def _on_hovered(self, point: object) -> None:
         if isinstance(point, MapPoint):
-            self._show_preview(point.id, point.title, point.text)
+            self.side.show_preview(point.id, point.title, point.text)
 
-    def _on_row_clicked(self, row: int, _col: int) -> None:
+    def _on_row_chosen(self, row: int) -> None:
         if 0 <= row < len(self._retrieved):
             d = self._retrieved[row]
-            self._show_preview(d.id, d.title, d.text)
-
-    def _show_preview(self, pid: int, title: str, text: str) -> None:
-        ranks = [d.id for d in self._retrieved]
-        badge = ""
-        if pid in ranks:
-            r = ranks.index(pid)
-            badge = (f"<span style='color:{rank_colour(r).name()}'><b>[{r + 1}]</b></span> "
-                     f"p(z|x) = {self._retrieved[r].prob:.3f} · ")
-        self.preview.setHtml(f"<p><b>{html.escape(title)}</b></p><p>{badge}passage {pid}</p>"
-                             f"<p>{html.escape(text)}</p>")
+            self.side.show_preview(d.id, d.title, d.text)
 
     def _on_ask(self) -> None:
-        if self._query is None or not self._retrieved:
+        if self._query is None or not self._retrieved or self.removed():
             return
         hits = [Hit(d.id, d.title, d.text, d.score) for d in self._retrieved]
         self.askFromHere.emit(self._question, self._query.copy(), hits)
@@ -460,11 +447,22 @@ class RetrievalMap(QWidget):
         self._set_retrieved([])
         self.canvas.set_message(text)
         self._set_status("")
+        self._update_notice()
         self.failed.emit(text)
+
+    def _update_notice(self) -> None:
+        notes = []
+        if self._map is not None and not self._numbered and self._card is not None:
+            notes.append(differs_text(self._card.retriever, len(self._retrieved)))
+        if self.removed():
+            assert self._map is not None
+            notes.append(removed_text(self._map.snapshot))
+        self.notice.setText("\n".join(notes))
+        self.notice.setVisible(bool(notes))
 
     def _update_buttons(self) -> None:
         ready = self._map is not None
-        self.ask_button.setEnabled(ready and bool(self._retrieved))
+        self.ask_button.setEnabled(ready and bool(self._retrieved) and not self.removed())
         self.reset_button.setEnabled(ready)
 
     def _describe(self) -> str:
@@ -472,7 +470,9 @@ class RetrievalMap(QWidget):
             return ""
         r1, r2 = self._map.projection.explained_variance_ratio
         shown = plural(len(self.canvas.points()), "passage")
-        return f"{shown} of {self._map.snapshot} · the plane shows {r1 + r2:.0%} of the variance"
+        return (f"{shown} of {self._map.snapshot} · the plane shows {percent(r1 + r2)} of "
+                "the variance")
 
     def _set_status(self, text: str) -> None:
         self.status_label.setText(text)
+

@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from PySide6.QtCore import QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QFont,
     QFontMetrics,
@@ -40,17 +40,27 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.types import Answer
-from ragdesk.ui.explore.palette import ink, muted, rank_colour
+from ragdesk.core.units import percent
+from ragdesk.ui.explore.keys import STEP_MOVES
+from ragdesk.ui.explore.palette import ink, label_colour, muted, rank_colour
+from ragdesk.ui.selection import GUESS_HIDDEN_TEXT
 from ragdesk.ui.words import Word, as_words, piece_label, quoted_source
 
 POSTERIOR_NAMES = {"token": "p(z | x, yᵢ, y<ᵢ)", "sequence": "p(z | x, y≤ᵢ)"}
 TOGETHER = "together"
+EMPTY_TEXT = "Finish an answer to step through how it was generated."
 TOGETHER_CAPTION = ("Read together: one prompt held all the passages, so nothing moves from "
                     "word to word; the bars stay the retrieval prior p(z|x)")
 
 ROW_PX = 26
+MIN_LABEL_PX = 120
 LABEL_FRACTION = 0.42
 VALUE_PX = 52
+
+
+def value_text(v: float) -> str:
+    """A bar's value as the chips and the inspector write shares: "95%"."""
+    return percent(v)
 
 
 class PosteriorBars(QWidget):
@@ -75,6 +85,10 @@ class PosteriorBars(QWidget):
 
     def labels(self) -> list[str]:
         return list(self._labels)
+
+    def value_texts(self) -> list[str]:
+        """The values as painted at the end of the bars."""
+        return [value_text(v) for v in self._values]
 
     def track_rects(self) -> list[QRectF]:
         """Where each bar may extend (value 1.0 fills its track)."""
@@ -118,7 +132,7 @@ class PosteriorBars(QWidget):
             p.setPen(muted(self.palette()))
             p.drawText(QRectF(track.right() + 6, row.top(), VALUE_PX, ROW_PX),
                        int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter),
-                       f"{v:.3f}")
+                       value_text(v))
         p.end()
 
 
@@ -150,6 +164,12 @@ class AnswerSteps(QWidget):
         self.token_label.setTextFormat(Qt.TextFormat.RichText)
         self.caption = QLabel(self)
         self.caption.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        # Every label wraps, and none asks for the width of its longest word either: a label
+        # as wide as its text ("Read together: …", a long token) made the dock, and with it
+        # the main window, wider on every step.
+        for label in (self.heading, self.text_label, self.token_label, self.caption):
+            label.setWordWrap(True)
+            label.setMinimumWidth(MIN_LABEL_PX)
         self._posterior_name = posterior
         self.bars = PosteriorBars(self)
         lay = QVBoxLayout(self)
@@ -166,6 +186,12 @@ class AnswerSteps(QWidget):
     @property
     def step_count(self) -> int:
         return len(self.words)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        # (Not while the widget is being made: a parent's palette arrives before the words.)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "_labels"):
+            self.set_step(self._step)  # the source's colour, readable on the new theme
 
     @property
     def step(self) -> int:
@@ -215,7 +241,7 @@ class AnswerSteps(QWidget):
                 f"Step {s} of {self.step_count}{finished}: chose "
                 f"<b>“{self._shown(word)}”</b>{self._pieces_note(word)}, "
                 + (self._quoted(word) if together else
-                   f"mostly from <b style='color:{rank_colour(word.source).name()}'>"
+                   f"mostly from <b style='color:{self._ink(word.source)}'>"
                    f"[{word.source + 1}]</b>"))
             self.caption.setText(TOGETHER_CAPTION if together else
                                  f"Document posterior {self._posterior_name}"
@@ -237,7 +263,11 @@ class AnswerSteps(QWidget):
         q = quoted_source(self.answer.tokens, word.pieces)
         if q is None:
             return "held by none of the passages"
-        return f"quoted from <b style='color:{rank_colour(q).name()}'>[{q + 1}]</b>"
+        return f"quoted from <b style='color:{self._ink(q)}'>[{q + 1}]</b>"
+
+    def _ink(self, rank: int) -> str:
+        """Passage ``rank``'s colour as text that reads on this view's background."""
+        return label_colour(rank, self.palette().color(QPalette.ColorRole.Window)).name()
 
     def _pieces_note(self, word: Word) -> str:
         if len(word.pieces) < 2:
@@ -318,8 +348,10 @@ class StepThrough(QWidget):
         controls.addWidget(self.slider, 1)
         controls.addWidget(self.next_button)
         controls.addWidget(self.step_label)
-        self.empty_label = QLabel("Finish an answer to step through how it was generated.", self)
+        self.empty_label = QLabel(EMPTY_TEXT, self)
         self.empty_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setMinimumWidth(MIN_LABEL_PX)
         lay = QVBoxLayout(self)
         # Beside the question, not in the row of buttons: that row sets the view's minimum
         # width, and a wider one pushed the docks beside the conversation aside.
@@ -332,16 +364,20 @@ class StepThrough(QWidget):
         lay.addLayout(controls)
         self.set_answers(answers)
 
-    def set_answers(self, answers: Sequence[Answer]) -> None:
+    def set_answers(self, answers: Sequence[Answer], *, empty_text: str = EMPTY_TEXT,
+                    question: str | None = None) -> None:
+        """Step through ``answers``; none: say ``empty_text`` under ``question``."""
         for p in self.panels:
             self._panel_row.removeWidget(p)
             p.deleteLater()
         self.panels = [AnswerSteps(a, self, self.pieces_box.isChecked()) for a in answers]
         for p in self.panels:
             self._panel_row.addWidget(p, 1)
-        questions = {a.question for a in answers}
+        questions = {a.question for a in answers} or ({question} if question else set())
         self.question_label.setText(" / ".join(sorted(questions)))
+        self.empty_label.setText(empty_text)
         self.empty_label.setVisible(not self.panels)
+        self.pieces_box.setEnabled(bool(self.panels))
         n = self.step_count
         self.slider.blockSignals(True)
         self.slider.setRange(0, n)
@@ -349,10 +385,14 @@ class StepThrough(QWidget):
         self.slider.blockSignals(False)
         self.set_step(0)
 
-    def show_answer(self, answer: Answer) -> None:
+    def show_answer(self, answer: Answer, guess_hidden: bool = False) -> None:
         """Show ``answer``; if the view shows an answer of the other mode to the same question
         on the same snapshot and passages, keep it and show both side by side (RAG-Token on
-        the left)."""
+        the left). ``guess_hidden``: the answer was not found in the snapshot and its card
+        hides the guess, so its words are not shown here either, step by step or at all."""
+        if guess_hidden:
+            self.set_answers([], empty_text=GUESS_HIDDEN_TEXT, question=answer.question)
+            return
         others = [p.answer for p in self.panels
                   if p.answer.mode != answer.mode and _same_question(p.answer, answer)]
         pair = [answer, *others[:1]]
@@ -405,10 +445,8 @@ class StepThrough(QWidget):
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
-        moves: dict[int, int] = {Qt.Key.Key_Left: -1, Qt.Key.Key_Right: 1, Qt.Key.Key_Up: -1,
-                 Qt.Key.Key_Down: 1, Qt.Key.Key_PageUp: -5, Qt.Key.Key_PageDown: 5}
-        if key in moves:
-            self.set_step(self.step() + moves[key])
+        if key in STEP_MOVES:
+            self.set_step(self.step() + STEP_MOVES[key])
         elif key == Qt.Key.Key_Home:
             self.set_step(0)
         elif key == Qt.Key.Key_End:

@@ -161,3 +161,40 @@ def test_show_answer_pairs_token_and_sequence_for_the_same_question(qtbot) -> No
     other = synthetic_answer("token", 3, seed=2, question="who painted the mona lisa")
     w.show_answer(other)
     assert w.answers() == [other]
+
+
+def test_bar_values_read_as_percentages_like_the_chips(qtbot) -> None:  # type: ignore[no-untyped-def]
+    from ragdesk.core.units import percent
+
+    ans = synthetic_answer("token", 3, seed=2)
+    w = StepThrough([ans])
+    qtbot.addWidget(w)
+    bars = w.panels[0].bars
+    assert bars.value_texts() == [percent(d.prob) for d in ans.docs]
+    w.set_step(2)
+    assert bars.value_texts() == [percent(v) for v in ans.tokens[1].posterior]
+    assert all(t.endswith("%") and "." not in t for t in bars.value_texts())
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.usefixtures("no_app_style_sheet")
+def test_the_source_named_in_a_step_reads_on_either_theme(qtbot, theme: str) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from PySide6.QtGui import QPalette
+
+    from ragdesk.ui.explore.palette import contrast_ratio
+    from ragdesk.ui.theme import dark_palette, light_palette
+
+    ans = synthetic_answer("token", 10, k=5, seed=1)
+    w = StepThrough([ans])
+    qtbot.addWidget(w)
+    w.setPalette(light_palette() if theme == "light" else dark_palette())
+    w.set_pieces(True)
+    panel = w.panels[0]
+    bg = panel.palette().color(QPalette.ColorRole.Window)
+    for step in range(1, 11):
+        w.set_step(step)
+        colours = re.findall(r"color:(#[0-9a-f]{6})", panel.token_label.text())
+        assert colours
+        assert all(contrast_ratio(QColor(c), bg) >= 4.5 for c in colours)
