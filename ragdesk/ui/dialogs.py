@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from PySide6.QtCore import QEvent, Qt, Signal
@@ -72,6 +73,19 @@ def set_flagged_text(label: QLabel, text: str, **flags: bool) -> None:
         label.setProperty(name, on)
     label.style().unpolish(label)
     label.style().polish(label)
+
+
+def start_folder(path: str = "") -> str:
+    """Where a file or folder chooser opens: at ``path`` (the folder it names or the one its
+    file is in) when that is there, else in the user's home. Never the process's working
+    folder, which is wherever ragdesk happened to be started from."""
+    text = path.strip()
+    if text:
+        p = Path(text).expanduser()
+        for folder in (p, p.parent):
+            if folder.is_absolute() and folder.is_dir():
+                return str(folder)
+    return str(Path.home())
 
 
 def report_html(report: ErrorReport) -> str:

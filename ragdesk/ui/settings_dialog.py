@@ -48,8 +48,8 @@ from ragdesk.core.preferences import (
 from ragdesk.core.settings import Settings
 from ragdesk.ui.answer_fields import ANSWER_LABELS, TokenCountSpin
 from ragdesk.ui.background import Background
-from ragdesk.ui.dialogs import fit_height
-from ragdesk.ui.theme import THEMES
+from ragdesk.ui.dialogs import fit_height, start_folder
+from ragdesk.ui.theme import THEMES, theme_name
 
 DEVICES = ("cpu", "auto", "cuda", "mps")
 CHOICE_NAMES = {**MODE_NAMES, "thorough": "Thorough", "fast": "Fast", "dense": "Dense",
@@ -136,7 +136,7 @@ class SettingsDialog(QDialog):
         self._note_row(form, "hf_cache")
         self.theme = QComboBox()
         for name in themes:
-            self.theme.addItem(name.capitalize(), name)
+            self.theme.addItem(theme_name(name), name)
         form.addRow(self._label("T&heme", self.theme), self.theme)
         return where
 
@@ -194,7 +194,7 @@ class SettingsDialog(QDialog):
         button = QPushButton("Browse…")
 
         def browse() -> None:
-            chosen = QFileDialog.getExistingDirectory(self, title, edit.text())
+            chosen = QFileDialog.getExistingDirectory(self, title, start_folder(edit.text()))
             if chosen:
                 edit.setText(chosen)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import logging
 
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from ragdesk.core.pack_choice import fallback_note
@@ -18,11 +19,20 @@ from ragdesk.ui.state import AppState
 
 log = logging.getLogger(__name__)
 
+READY = "Ready"
+# How long "Checking the questions: done." stays: it reports a moment, not a state, and
+# left up for minutes it reads as what is going on now.
+JOB_LINE_MS = 8_000
+
 
 class StatusLine:
     def __init__(self, bar: QStatusBar, state: AppState, ops: OpRunner) -> None:
         self.state = state
-        self.text = ElidedLabel("Ready")
+        self.text = ElidedLabel(READY)
+        self._fade = QTimer(bar)
+        self._fade.setSingleShot(True)
+        self._fade.setInterval(JOB_LINE_MS)
+        self._fade.timeout.connect(lambda: self.text.setText(READY))
         self.text.setObjectName("StatusText")
         bar.addWidget(self.text, 1)
         self.job = JobPanel(compact=True)
@@ -36,13 +46,18 @@ class StatusLine:
         bar.addPermanentWidget(self.pack)
         jobs = ops.events(Lane.JOBS)
         jobs.started.connect(self.job.start)
-        jobs.started.connect(lambda op: self.text.setText(f"{op.title}…"))
+        jobs.started.connect(lambda op: self.show(f"{op.title}…"))
         jobs.progressed.connect(self.job.update_progress)
         jobs.finished.connect(self._job_finished)
         jobs.failed.connect(self._job_failed)
 
     def show(self, text: str) -> None:
+        self._fade.stop()
         self.text.setText(text)
+
+    def _show_for_a_while(self, text: str) -> None:
+        self.show(text)
+        self._fade.start()
 
     def update(self) -> None:
         info = self.state.snapshot(self.state.active_snapshot)
@@ -65,12 +80,12 @@ class StatusLine:
 
     def _job_finished(self, op: Op[object], _result: object) -> None:
         self.job.finish(op)
-        self.text.setText(f"{op.title}: done.")
+        self._show_for_a_while(f"{op.title}: done.")
         log.info("job finished: %s", op.title)
 
     def _job_failed(self, op: Op[object], report: ErrorReport) -> None:
         # Only the line: the error itself is reported once, by the op's owner or the runner.
         self.job.finish(op)
         outcome = "cancelled" if report.cancelled else "failed"
-        self.text.setText(f"{op.title}: {outcome}.")
+        self._show_for_a_while(f"{op.title}: {outcome}.")
         log.info("job %s: %s", outcome, op.title)

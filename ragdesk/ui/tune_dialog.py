@@ -7,7 +7,8 @@ file is checked before anything trains (its questions, and how many have a gold 
 the passages the pack retrieves, as deep as training looks: only those can teach it). The
 job runs on the jobs lane with the stage, the step counts and the time left; Cancel keeps a
 checkpoint, and the same job started again resumes from it. At the end the held-out
-accuracy before and after is shown, and the tuned pack can be chosen for the next answer.
+accuracy before and after is shown, and the tuned pack can be chosen for the next answer (or
+the base pack again); a run that measured no gain says so and does not recommend it.
 """
 
 from __future__ import annotations
@@ -30,10 +31,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.progress import ProgressUpdate, TrainingUpdate
 from ragdesk.core.units import percent, plural
 from ragdesk.ui.backend import Backend
-from ragdesk.ui.dialogs import FittedDialog, JobPanel, report_html, set_flagged_text
+from ragdesk.ui.dialogs import (
+    FittedDialog,
+    JobPanel,
+    report_html,
+    set_flagged_text,
+    start_folder,
+)
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -79,18 +87,31 @@ def check_text(check: QuestionCheck) -> str:
 
 
 def result_text(r: TuneResult) -> str:
-    return (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
+    """The measure, and after a run without a gain that it had none: not read as success."""
+    line = (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
             f"{share_text(r.top_k_before)} → {share_text(r.top_k_after)} after "
             f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
+    note = r.no_gain_note()
+    return line if note is None else f"{line}<br><b>No gain.</b> {note}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadingMode:
+    """The controls' Mode, read and picked: the tuned pack is the base pack's reader with
+    another retriever, so it reads as the base pack was read, not in its own default."""
+
+    current: Callable[[], str]
+    pick: Callable[[str], None]
 
 
 class TuneDialog(FittedDialog):
     """Non-modal: the user can keep asking while the retriever trains."""
 
     def __init__(self, parent: QWidget, state: AppState, ops: OpRunner, library: Library,
-                 backend: Backend) -> None:
+                 backend: Backend, mode: ReadingMode | None = None) -> None:
         super().__init__(parent)
         self.state, self.ops, self.library, self.backend = state, ops, library, backend
+        self.mode = mode
         self.setObjectName("TuneDialog")
         self.setWindowTitle("Tune the retriever")
         self.setModal(False)
@@ -100,7 +121,10 @@ class TuneDialog(FittedDialog):
         self.job: Op[TuneResult] | None = None
         self.outcome: TuneResult | None = None
         self.done_with: tuple[str, TuneChoices, str] | None = None  # the finished job's inputs
+        self.chosen = False  # Use, Keep or Back was pressed for the outcome shown
+        self.mode_note = ""  # how the tuned pack reads, once used
         self.base_pack = state.pack
+        self.snapshot = state.active_snapshot
         lay = QVBoxLayout(self)
         lay.setContentsMargins(16, 14, 16, 12)
         lay.setSpacing(10)
@@ -143,8 +167,10 @@ class TuneDialog(FittedDialog):
 
     def _file_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        row.addWidget(QLabel("Questions:"))
+        label = QLabel("&Questions:")
+        row.addWidget(label)
         self.path = QLineEdit()
+        label.setBuddy(self.path)
         self.path.setObjectName("TunePath")
         self.path.setPlaceholderText('A JSONL file: {"question": "…", "answer": ["…"]} per line')
         self.path.editingFinished.connect(lambda: self.choose_file(self.path.text()))
@@ -167,9 +193,11 @@ class TuneDialog(FittedDialog):
         self.held_out = QSpinBox()
         self.held_out.setRange(5, 50)
         self.held_out.setSuffix("% of the questions, to measure on")
-        form.addRow("Passes over the questions:", self.epochs)
-        form.addRow("Learning rate:", self.lr)
-        form.addRow("Held out:", self.held_out)
+        for text, field in (("&Passes over the questions:", self.epochs),
+                            ("&Learning rate:", self.lr), ("&Held out:", self.held_out)):
+            label = QLabel(text)
+            label.setBuddy(field)
+            form.addRow(label, field)
         for w in (self.epochs, self.held_out):
             w.valueChanged.connect(lambda _v: self._choices_changed())
         self.lr.currentIndexChanged.connect(lambda _i: self._choices_changed())
@@ -178,18 +206,14 @@ class TuneDialog(FittedDialog):
 
     def _offer_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        self.use_tuned = QPushButton()
-        self.use_tuned.setObjectName("UseTuned")
-        self.use_tuned.clicked.connect(self.use_tuned_pack)
-        self.keep_base = QPushButton()
-        self.keep_base.clicked.connect(lambda: self._say(
-            f"The next answers keep using {self.base_pack}; the tuned pack stays in "
-            "Index ▸ Model packs…"))
-        row.addWidget(self.use_tuned)
-        row.addWidget(self.keep_base)
-        row.addStretch(1)
-        for b in (self.use_tuned, self.keep_base):
+        self.use_tuned, self.keep_base = QPushButton(), QPushButton()
+        for b, name, slot in ((self.use_tuned, "UseTuned", self.use_tuned_pack),
+                              (self.keep_base, "KeepBase", self.keep_base_pack)):
+            b.setObjectName(name)
+            b.clicked.connect(slot)
             b.setVisible(False)
+            row.addWidget(b)
+        row.addStretch(1)
         return row
 
     def _buttons(self) -> QHBoxLayout:
@@ -214,12 +238,20 @@ class TuneDialog(FittedDialog):
             "too) and takes minutes. The tuned pack is added beside it; nothing of the pack "
             "in use is changed.")
 
+    def _next_base(self) -> str:
+        """The pack the next job tunes: the one in use, except the tuned pack just offered,
+        which stands for its base (Use must not make the same file tune the tuned pack)."""
+        r = self.outcome
+        return r.base_pack if r is not None and self.state.pack == r.pack else self.state.pack
+
     def _context_changed(self) -> None:
         """Another pack or snapshot: the next job starts from them, so the file is checked
         against them (a running job keeps its own)."""
-        if self.job is not None:
+        self._show_outcome()
+        base, snapshot = self._next_base(), self.state.active_snapshot
+        if self.job is not None or (base, snapshot) == (self.base_pack, self.snapshot):
             return
-        self.base_pack = self.state.pack
+        self.base_pack, self.snapshot = base, snapshot
         self._set_intro()
         if self.path.text().strip():
             self.choose_file(self.path.text(), again=True)
@@ -241,7 +273,8 @@ class TuneDialog(FittedDialog):
     # ---- the file ------------------------------------------------------------------------
 
     def _browse(self) -> None:
-        dlg = QFileDialog(self, "Questions to tune on", "", FILE_FILTER)
+        dlg = QFileDialog(self, "Questions to tune on", start_folder(self.path.text()),
+                          FILE_FILTER)
         dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
         dlg.fileSelected.connect(self.choose_file)
         dlg.open()
@@ -257,8 +290,8 @@ class TuneDialog(FittedDialog):
         self.check = None
         self.resume_step = None
         if not again:
-            self._hide_offer()
             self._say("")
+            self._show_outcome()  # the last job's pack stays offered until the next starts
         set_flagged_text(self.check_label, "Checking the questions…", error=False)
         pack, choices = self.base_pack, self.choices()
 
@@ -334,6 +367,7 @@ class TuneDialog(FittedDialog):
             w.setEnabled(not running and self.defaults is not None)
         for w in (self.path, self.browse):
             w.setEnabled(not running)
+        self._pick_default()
 
     # ---- the job -------------------------------------------------------------------------
 
@@ -342,7 +376,9 @@ class TuneDialog(FittedDialog):
         if choices is None or check is None or self.job is not None:
             return
         self._say("")
-        self._hide_offer()
+        self.outcome = None
+        for b in (self.use_tuned, self.keep_base):
+            b.setVisible(False)
         self._show_steps("")
         path, pack = str(check.path), self.base_pack
         op = Op(lambda c: self.backend.tune(path, pack, choices, c.progress, c.cancel),
@@ -367,13 +403,9 @@ class TuneDialog(FittedDialog):
         self.outcome = result
         self.done_with = self._inputs()
         self.library.reload_packs()  # the controls list the tuned pack
-        self._say(result_text(result))
-        self.use_tuned.setText(f"&Use {result.pack}")
-        self.use_tuned.setToolTip(f"Answer the next questions with {result.pack}")
-        self.keep_base.setText(f"&Keep {result.base_pack}")
-        for b in (self.use_tuned, self.keep_base):
-            b.setVisible(True)
-            b.setEnabled(True)
+        self.chosen, self.mode_note = False, ""
+        self._show_outcome()
+        (self.use_tuned if result.gained else self.keep_base).setFocus()
         self._refresh_resume()
 
     def _failed(self, report: ErrorReport) -> None:
@@ -391,17 +423,65 @@ class TuneDialog(FittedDialog):
         else:
             self._say("Cancelled before the first step; Start begins again.")
 
-    def use_tuned_pack(self) -> None:
-        if self.outcome is None:
-            return
-        self.library.set_pack(self.outcome.pack)
-        self.library.reload_packs()
-        self.use_tuned.setEnabled(False)
-        self._say(f"The next question is answered with {self.outcome.pack}.")
+    # ---- the outcome --------------------------------------------------------------------
 
-    def _hide_offer(self) -> None:
-        for b in (self.use_tuned, self.keep_base):
-            b.setVisible(False)
+    def use_tuned_pack(self) -> None:
+        r, reading = self.outcome, self.mode
+        if r is None:
+            return
+        mode = reading.current() if reading is not None else ""
+        self.chosen = True
+        self.library.set_pack(r.pack)
+        self.library.reload_packs()
+        if reading is not None and reading.current() != mode:
+            reading.pick(mode)
+        self.mode_note = f", in {MODE_NAMES.get(mode, mode)} as {r.base_pack} was" if mode else ""
+        self._show_outcome()
+
+    def keep_base_pack(self) -> None:
+        """Keep the base pack, or go back to it after Use."""
+        r = self.outcome
+        if r is None:
+            return
+        self.chosen, self.mode_note = True, ""
+        if self.state.pack != r.base_pack:
+            self.library.set_pack(r.base_pack)
+        self._show_outcome()
+
+    def _show_outcome(self) -> None:
+        """The finished job's measure, what answers now, and the buttons that change it,
+        each named for what it does with the pack in use now."""
+        r = self.outcome
+        if r is None or self.job is not None:
+            return
+        pack = self.state.pack
+        on_tuned = pack == r.pack
+        self.use_tuned.setText(f"&Use {r.pack}" + ("" if r.gained else " anyway"))
+        self.use_tuned.setToolTip(f"Answer the next questions with {r.pack}")
+        self.keep_base.setText(f"&Back to {r.base_pack}" if on_tuned else f"&Keep {r.base_pack}")
+        self.keep_base.setToolTip(f"Answer the next questions with {r.base_pack}")
+        self.use_tuned.setVisible(not on_tuned)
+        self.keep_base.setVisible(on_tuned or (pack == r.base_pack and not self.chosen))
+        self._pick_default()
+        now = ""
+        if on_tuned:
+            now = f"The next questions are answered with {r.pack}{self.mode_note}."
+        elif pack == r.base_pack and self.chosen:
+            now = (f"The next questions are answered with {r.base_pack}; {r.pack} stays in "
+                   "Index ▸ Model packs…")
+        self._say(result_text(r) + (f"<br>{now}" if now else ""))
+
+    def _pick_default(self) -> None:
+        """The button Enter presses: Start when it can start, else the advice, which is Use
+        only after a measured gain."""
+        r = self.outcome
+        if r is not None and not self.start_button.isEnabled():
+            use = r.gained and self.use_tuned.isVisibleTo(self)
+            advice = self.use_tuned if use else self.keep_base
+            if advice.isVisibleTo(self):
+                advice.setDefault(True)
+                return
+        self.start_button.setDefault(True)
 
     def _say(self, text: str, error: bool = False) -> None:
         set_flagged_text(self.message, text, error=error)
@@ -413,11 +493,11 @@ class TuneDialog(FittedDialog):
 
 
 def open_tune_dialog(parent: QWidget, state: AppState, ops: OpRunner, library: Library,
-                     backend: Backend) -> TuneDialog:
+                     backend: Backend, mode: ReadingMode | None = None) -> TuneDialog:
     """``parent``'s one tune dialog, made on first use and brought to the front."""
     dialog = parent.findChild(TuneDialog)
     if dialog is None:
-        dialog = TuneDialog(parent, state, ops, library, backend)
+        dialog = TuneDialog(parent, state, ops, library, backend, mode)
     dialog.show()
     dialog.raise_()
     dialog.activateWindow()

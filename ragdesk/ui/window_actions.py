@@ -14,12 +14,13 @@ from PySide6.QtWidgets import QWidget
 
 from ragdesk.ui.actions import ActionSpec
 from ragdesk.ui.backend import Backend
+from ragdesk.ui.controls import ControlsPanel
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import OpRunner
 from ragdesk.ui.selection import AnswerSelection
 from ragdesk.ui.state import AppState
 from ragdesk.ui.transcript import Transcript
-from ragdesk.ui.tune_dialog import open_tune_dialog
+from ragdesk.ui.tune_dialog import ReadingMode, open_tune_dialog
 
 
 class Commands(Protocol):
@@ -31,6 +32,7 @@ class Commands(Protocol):
     state: AppState
     ops: OpRunner
     backend: Backend
+    controls: ControlsPanel
 
     def window(self) -> QWidget: ...
 
@@ -56,7 +58,14 @@ def _show_passage(k: int) -> Callable[[Commands], None]:
 
 
 def _tune(w: Commands) -> object:
-    return open_tune_dialog(w.window(), w.state, w.ops, w.library, w.backend)
+    mode = w.controls.mode
+
+    def pick(name: str) -> None:
+        # As if picked in the controls: remembered for the pack shown there.
+        mode.setCurrentIndex(mode.findData(name))
+
+    return open_tune_dialog(w.window(), w.state, w.ops, w.library, w.backend,
+                            ReadingMode(lambda: w.controls.params().mode, pick))
 
 
 Std = QKeySequence.StandardKey
