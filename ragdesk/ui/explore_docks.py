@@ -38,7 +38,7 @@ class ExploreDocks:
         if self._placeholder is not None:
             self.menu.removeAction(self._placeholder)
             self._placeholder = None
-        act = QAction(title, self.window)
+        act = QAction(f"&{title}", self.window)  # its first letter, from the keyboard
         act.setCheckable(True)
         if shortcut:
             act.setShortcut(QKeySequence(shortcut))

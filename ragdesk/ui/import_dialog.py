@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ragdesk.ui.dialogs import start_folder
 from ragdesk.ui.infos import IMPORT_FORMATS, SnapshotInfo
 from ragdesk.ui.resources import icon
 
@@ -291,7 +292,8 @@ class ImportDialog(QDialog):
 
     def _browse(self) -> None:
         if self.format.currentData() == "docs":
-            folder = QFileDialog.getExistingDirectory(self, "Folder of documents")
+            folder = QFileDialog.getExistingDirectory(self, "Folder of documents",
+                                                      start_folder(self.source.text()))
             if folder:
                 self.source.setText(folder)
             return
@@ -299,11 +301,13 @@ class ImportDialog(QDialog):
             "Passages (*.jsonl *.json *.gz *.tsv *.xml *.bz2 *.parquet)",
             "JSON lines (*.jsonl *.json *.jsonl.gz)", "DPR TSV (*.tsv *.tsv.gz)",
             "MediaWiki XML (*.xml *.xml.bz2)", "Parquet (*.parquet)", "All files (*)"])
-        path, _ = QFileDialog.getOpenFileName(self, "Import passages", "", filters)
+        path, _ = QFileDialog.getOpenFileName(self, "Import passages",
+                                              start_folder(self.source.text()), filters)
         if path:
             self.source.setText(path)
 
     def _browse_encoder(self) -> None:
-        path = QFileDialog.getExistingDirectory(self, "Passage encoder folder")
+        path = QFileDialog.getExistingDirectory(self, "Passage encoder folder",
+                                                start_folder(self.encoder.currentText()))
         if path:
             self.encoder.setEditText(path)

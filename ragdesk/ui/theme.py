@@ -31,7 +31,8 @@ from PySide6.QtWidgets import QApplication, QMenu, QProxyStyle, QStyle, QStyleOp
 
 from ragdesk.ui.resources import stylesheet
 
-# Same order as ragdesk/ui/explore/palette.py so citation [n] has one colour everywhere.
+# Citation [n] has one colour everywhere: the chat, the heat map and the explore views
+# (explore/palette.py) all take it from passage_color.
 PASSAGE_COLORS = (
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
     "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",

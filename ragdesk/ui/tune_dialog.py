@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.progress import ProgressUpdate, TrainingUpdate
-from ragdesk.core.units import percent, plural
+from ragdesk.core.units import plural
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.dialogs import (
     FittedDialog,
@@ -46,6 +46,7 @@ from ragdesk.ui.library import Library
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
 from ragdesk.ui.state import AppState
+from ragdesk.ui.tune_texts import check_text, rate_text, result_text, step_line
 
 if TYPE_CHECKING:
     from ragdesk.ui.backend import QuestionCheck, TuneChoices, TuneResult
@@ -56,43 +57,6 @@ CHECK_TITLE = "Checking the questions"
 # the passages objective on the starter pack.
 LEARNING_RATES = (1e-5, 2e-5, 5e-5, 1e-4)
 FILE_FILTER = "Questions (*.jsonl *.json);;All files (*)"
-
-
-def rate_text(r: float) -> str:
-    """3e-05 as "3e-5", the way the docs and the command line write it."""
-    mantissa, _, exponent = f"{r:.0e}".partition("e")
-    return f"{mantissa}e{int(exponent)}"
-
-
-def share_text(x: float | None) -> str:
-    return "—" if x is None else percent(x, 1)
-
-
-def step_line(u: TrainingUpdate) -> str:
-    """"Step 12 of 46 · loss 0.4321 · held-out top-5 28.4%", as far as it is known."""
-    parts = []
-    if u.total_steps:
-        parts.append(f"Step {u.step:,} of {u.total_steps:,}")
-    if u.loss is not None:
-        parts.append(f"loss {u.loss:.4f}")
-    if u.top_k is not None:
-        parts.append(f"held-out top-{u.k} {share_text(u.top_k)}")
-    return "  ·  ".join(parts)
-
-
-def check_text(check: QuestionCheck) -> str:
-    return (f"{plural(check.questions, 'question')}; {check.answerable:,} "
-            f"{'has' if check.answerable == 1 else 'have'} a gold answer in the top "
-            f"{check.depth} passages of {check.snapshot} and can teach the retriever.")
-
-
-def result_text(r: TuneResult) -> str:
-    """The measure, and after a run without a gain that it had none: not read as success."""
-    line = (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
-            f"{share_text(r.top_k_before)} → {share_text(r.top_k_after)} after "
-            f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
-    note = r.no_gain_note()
-    return line if note is None else f"{line}<br><b>No gain.</b> {note}"
 
 
 @dataclasses.dataclass(frozen=True)

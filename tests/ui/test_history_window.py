@@ -198,7 +198,7 @@ def test_new_conversation_keeps_the_old_one_and_exports_it(  # type: ignore[no-u
     from ragdesk.ui.explore.install import STEPS_TITLE
 
     w = window
-    steps = next(a for a in w.explore_menu.actions() if a.text() == STEPS_TITLE)
+    steps = next(a for a in w.explore_menu.actions() if a.text() == f"&{STEPS_TITLE}")
     answer, cid, _ = ask_saved(qtbot, w, "who wrote hamlet?")
     steps.trigger()
     view = w.explore_dock(STEPS_TITLE).widget()

@@ -20,7 +20,7 @@ from ragdesk.ui.heatmap import PosteriorHeatMap
 from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.settings_dialog import SettingsDialog
-from ragdesk.ui.tune_dialog import share_text
+from ragdesk.ui.tune_texts import share_text
 from tests.ui.fakes import make_answer
 
 PROBS = [0.948, 0.021, 0.012, 0.011, 0.008]

@@ -28,7 +28,7 @@ def _ask(qtbot: Any, window: Any, text: str) -> Answer:
 
 
 def _open(window: Any, title: str) -> Any:
-    act = next(a for a in window.explore_menu.actions() if a.text() == title)
+    act = next(a for a in window.explore_menu.actions() if a.text() == f"&{title}")
     act.setChecked(True)
     dock = window.explore_dock(title)
     assert dock is not None and dock.isVisible()
@@ -36,7 +36,7 @@ def _open(window: Any, title: str) -> Any:
 
 
 def test_views_follow_the_selected_answer(qtbot, window) -> None:  # type: ignore[no-untyped-def]
-    assert {a.text() for a in window.explore_menu.actions()} >= {MAP_TITLE, STEPS_TITLE}
+    assert {a.text() for a in window.explore_menu.actions()} >= {f"&{MAP_TITLE}", f"&{STEPS_TITLE}"}
     answer = _ask(qtbot, window, "who wrote the origin of species?")
     assert answer.tokens
 

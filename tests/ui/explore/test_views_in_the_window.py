@@ -31,7 +31,7 @@ def in_front(dock: QDockWidget) -> bool:
 
 
 def _action(window: Any, title: str) -> Any:
-    return next(a for a in window.explore_menu.actions() if a.text() == title)
+    return next(a for a in window.explore_menu.actions() if a.text() == f"&{title}")
 
 
 def _open(qtbot: Any, window: Any, title: str) -> Any:
