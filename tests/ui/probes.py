@@ -7,8 +7,29 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMessageBox, QWidget
+
+from ragdesk.core.types import Answer
+
+ANSWER_TIMEOUT_MS = 180_000
+
+
+def type_question(qtbot: Any, window: Any, text: str) -> None:
+    window.question.setFocus()
+    qtbot.keyClicks(window.question, text)
+
+
+def ask(qtbot: Any, window: Any, text: str) -> Answer:
+    """Type ``text`` into the window's question box and press Enter, as a user asks; the
+    finished answer."""
+    type_question(qtbot, window, text)
+    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
+        qtbot.keyClick(window.question, Qt.Key.Key_Return)
+    answer = sig.args[1]
+    assert isinstance(answer, Answer)
+    return answer
 
 
 def action(window: QWidget, name: str) -> QAction:

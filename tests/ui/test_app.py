@@ -25,24 +25,9 @@ from tests.ui.conftest import (
     expected_passages,
     write_jsonl,
 )
-from tests.ui.probes import action, error_box, no_error
+from tests.ui.probes import ANSWER_TIMEOUT_MS, action, ask, error_box, no_error, type_question
 
-ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000
-
-
-def type_question(qtbot: Any, window: Any, text: str) -> None:
-    window.question.setFocus()
-    qtbot.keyClicks(window.question, text)
-
-
-def ask(qtbot: Any, window: Any, text: str) -> Answer:
-    type_question(qtbot, window, text)
-    with qtbot.waitSignal(window.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
-        qtbot.keyClick(window.question, Qt.Key.Key_Return)
-    answer = sig.args[1]
-    assert isinstance(answer, Answer)
-    return answer
 
 
 def titles(tiny_models: Any, which: slice) -> set[str]:

@@ -14,14 +14,12 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.options import AnswerOptions
-from ragdesk.core.types import Answer
 from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.infos import DOCUMENTS_FILE
 from ragdesk.ui.ops import Lane
 from tests.documents.conftest import QUESTION, make_folder
-from tests.ui.probes import action, no_error
+from tests.ui.probes import action, ask, no_error
 
-ANSWER_TIMEOUT_MS = 180_000
 JOB_TIMEOUT_MS = 300_000
 PDF_TITLE = "Wildlife Report 2026"
 
@@ -49,16 +47,6 @@ def import_through_manager(qtbot: Any, w: Any, folder: Path, name: str = "docs")
     qtbot.waitUntil(lambda: any(s.name == name and s.ready and s.documents
                                 for s in m.snapshots), timeout=30_000)
     return m
-
-
-def ask(qtbot: Any, w: Any, text: str) -> Answer:
-    w.question.setFocus()
-    qtbot.keyClicks(w.question, text)
-    with qtbot.waitSignal(w.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS) as sig:
-        qtbot.keyClick(w.question, Qt.Key.Key_Return)
-    answer = sig.args[1]
-    assert isinstance(answer, Answer)
-    return answer
 
 
 def test_the_documents_record_is_the_cores() -> None:

@@ -14,8 +14,7 @@ from PySide6.QtWidgets import QDialogButtonBox
 
 from ragdesk.core.types import Answer
 from tests.ui.conftest import SharedModelsBackend, open_window
-from tests.ui.probes import action
-from tests.ui.test_app import ANSWER_TIMEOUT_MS, ask
+from tests.ui.probes import ANSWER_TIMEOUT_MS, action, ask
 
 WAIT_MS = 30_000
 

@@ -9,22 +9,12 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import Qt
 
-from ragdesk.core.types import Answer
 from ragdesk.ui.explore import RetrievalMap, StepThrough
 from ragdesk.ui.explore.install import MAP_TITLE, STEPS_TITLE
 from tests.ui.explore.helpers import exact_top_k
+from tests.ui.probes import ANSWER_TIMEOUT_MS, ask
 
-TIMEOUT_MS = 180_000
-
-
-def _ask(qtbot: Any, window: Any, text: str) -> Answer:
-    window.question.setFocus()
-    qtbot.keyClicks(window.question, text)
-    with qtbot.waitSignal(window.conversation.answerFinished, timeout=TIMEOUT_MS) as sig:
-        qtbot.keyClick(window.question, Qt.Key.Key_Return)
-    answer = sig.args[1]
-    assert isinstance(answer, Answer)
-    return answer
+TIMEOUT_MS = ANSWER_TIMEOUT_MS
 
 
 def _open(window: Any, title: str) -> Any:
@@ -37,7 +27,7 @@ def _open(window: Any, title: str) -> Any:
 
 def test_views_follow_the_selected_answer(qtbot, window) -> None:  # type: ignore[no-untyped-def]
     assert {a.text() for a in window.explore_menu.actions()} >= {f"&{MAP_TITLE}", f"&{STEPS_TITLE}"}
-    answer = _ask(qtbot, window, "who wrote the origin of species?")
+    answer = ask(qtbot, window, "who wrote the origin of species?")
     assert answer.tokens
 
     steps = _open(window, STEPS_TITLE)

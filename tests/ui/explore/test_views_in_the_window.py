@@ -20,8 +20,9 @@ from ragdesk.ui.explore.step_through import TOGETHER_CAPTION
 from ragdesk.ui.selection import GUESS_HIDDEN_TEXT
 from tests.ui.explore.helpers import synthetic_answer
 from tests.ui.fakes import make_answer
+from tests.ui.probes import ANSWER_TIMEOUT_MS, ask
 
-TIMEOUT_MS = 180_000
+TIMEOUT_MS = ANSWER_TIMEOUT_MS
 LONG_WORD = " Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch-railway-station"
 
 
@@ -40,16 +41,6 @@ def _open(qtbot: Any, window: Any, title: str) -> Any:
     assert dock is not None
     qtbot.waitUntil(lambda: in_front(dock))
     return dock
-
-
-def _ask(qtbot: Any, window: Any, text: str) -> Answer:
-    window.question.setFocus()
-    qtbot.keyClicks(window.question, text)
-    with qtbot.waitSignal(window.conversation.answerFinished, timeout=TIMEOUT_MS) as sig:
-        qtbot.keyClick(window.question, Qt.Key.Key_Return)
-    answer = sig.args[1]
-    assert isinstance(answer, Answer)
-    return answer
 
 
 def _long_answer(mode: str) -> Answer:
@@ -198,7 +189,7 @@ def _tab_of(window: Any, title: str) -> tuple[QTabBar, int]:
 def test_the_second_view_keeps_the_docks_width_and_the_map_hint_shows_whole(
         qtbot: Any, window: Any, size: tuple[int, int]) -> None:
     window.resize(*size)
-    _ask(qtbot, window, "who wrote the origin of species?")
+    ask(qtbot, window, "who wrote the origin of species?")
     qtbot.wait(100)
     width, right = window.width(), window.inspector_dock.width()
     central = window.centralWidget().width()
@@ -227,7 +218,7 @@ def test_the_second_view_keeps_the_docks_width_and_the_map_hint_shows_whole(
 
 def test_a_map_of_a_snapshot_removed_from_the_catalog_says_so(qtbot: Any,
                                                               window: Any) -> None:
-    _ask(qtbot, window, "who wrote the origin of species?")
+    ask(qtbot, window, "who wrote the origin of species?")
     view = _open(qtbot, window, MAP_TITLE).widget()
     assert isinstance(view, RetrievalMap)
     qtbot.waitUntil(lambda: view.map_data() is not None and not view.is_busy(),
