@@ -147,7 +147,8 @@ def _add_retriever_options(p: argparse.ArgumentParser) -> None:
                    "the CPU has it natively, else float32)")
 
 
-RESUME_HINT = "The checkpoint is kept: run the same command again to resume from it."
+RESUME_HINT = ("Run the same command again to go on from the last checkpoint (a run stopped "
+               "before its first step starts over).")
 
 
 @contextlib.contextmanager
