@@ -124,6 +124,9 @@ def test_verbose_logs_to_stderr(tmp_path: Path) -> None:
     assert "ragdesk" in res.stderr and "DEBUG" in res.stderr
 
 
+# the tests' own HF_HUB_DISABLE_PROGRESS_BARS keeps huggingface_hub's switch off (it says so
+# when asked to turn it on); transformers' own, which this checks, still follows
+@pytest.mark.filterwarnings("ignore:Cannot enable progress bars")
 def test_the_libraries_progress_bars_are_off_in_every_command_but_verbose(
         data_dir: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -173,3 +176,20 @@ def test_a_cancelled_training_job_says_that_running_it_again_resumes(
     monkeypatch.setattr(cli_main, "_run_gui", job)
     assert cli_main.main(["--data-dir", str(data_dir)]) == 130
     assert capsys.readouterr().err.strip() == f"ragdesk: cancelled. {RESUME_HINT}"
+
+
+def test_the_bars_switch_is_put_back_when_transformers_comes_in_within_it() -> None:
+    """transformers copies huggingface_hub's switch when first imported: imported within
+    the block, it copied "off", and after the block its bars must be on again."""
+    import subprocess
+
+    code = ("from ragdesk.core.hf_progress import hf_progress_bars\n"
+            "import sys\n"
+            "with hf_progress_bars(shown=False):\n"
+            "    from transformers.utils import logging as hf\n"
+            "    inside = hf.is_progress_bar_enabled()\n"
+            "print(inside, hf.is_progress_bar_enabled())\n")
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_DISABLE_PROGRESS_BARS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=True).stdout.split()
+    assert out == ["False", "True"]

@@ -77,7 +77,10 @@ def test_tune_errors_say_what_to_fix(data: Path, tmp_path: Path,
     assert code != 0 and "at least 2 are needed" in err and "Traceback" not in err
     code, _, err = _cli(data, "tune", str(one), "--pack", "tiny", "--held-out", "0.9",
                         capsys=capsys)
-    assert code == 2 and "from 5% to 50%, not 90%" in err
+    assert code == 2 and "from 5% to 50%, not 90.0%" in err
     code, _, err = _cli(data, "tune", str(one), "--pack", "tiny", "--held-out", "20",
                         capsys=capsys)
-    assert code == 2 and "not 2000%" in err and "--held-out 0.2" in err  # a share, not percent
+    assert code == 2 and "not 2000.0%" in err and "--held-out 0.2" in err  # a share, not percent
+    code, _, err = _cli(data, "tune", str(one), "--pack", "tiny", "--held-out", "0.504",
+                        capsys=capsys)
+    assert code == 2 and "not 50.4%" in err and "--held-out 0.2" not in err  # a fraction

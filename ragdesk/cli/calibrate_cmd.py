@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ragdesk.cli.common import print_json, snapshot_pack_encoder
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.units import share_or_dash
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -89,7 +90,7 @@ def cmd_calibrate(args: argparse.Namespace, ctx: AppContext) -> int:
         print(f"confidence: threshold {confidence.threshold:.3f}; cross-validated AUROC "
               f"{cv['auroc']:.3f}, calibration error {cv['ece']:.3f}; at the threshold "
               f"{cv['given']:,} of {confidence.fitted_on['questions']:,} answers given, "
-              f"{100 * (cv['given_right_share'] or 0):.1f}% of them right.")
+              f"{share_or_dash(cv['given_right_share'])} of them right.")
         if memory is not None:
             print(f"answers from the reader's memory: kept for {memory['from_memory']:,} "
                   f"questions; {memory['right']:,} answers right against "

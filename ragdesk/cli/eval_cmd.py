@@ -25,6 +25,7 @@ from ragdesk.core.errors import BadInputError
 from ragdesk.core.evaluation.metrics import DEFAULT_KS
 from ragdesk.core.evaluation.questions import Question, read_questions
 from ragdesk.core.options import AnswerOptions, resolve_grounded
+from ragdesk.core.units import share_or_dash
 
 if TYPE_CHECKING:
     from ragdesk.core.app import AppContext
@@ -185,9 +186,10 @@ def _print_confidence(conf: dict[str, Any] | None, on_answerable: dict[str, Any]
           f"{_fmt(auroc, pct=False)}); expected calibration error {_fmt(conf['ece'], pct=False)}")
     g = conf.get("at_threshold")
     if g:
-        print(f"answers given {g['given']:,} of {conf['n']:,}, right {_fmt(g['given_right_share'])}"
-              f"%; right answers kept {_fmt(g['right_kept_share'])}%; questions the snapshot "
-              f"cannot answer that said \"not found\" {_fmt(g['unanswerable_abstain_share'])}%")
+        print(f"answers given {g['given']:,} of {conf['n']:,}, right "
+              f"{share_or_dash(g['given_right_share'])}; right answers kept "
+              f"{share_or_dash(g['right_kept_share'])}; questions the snapshot cannot answer "
+              f"that said \"not found\" {share_or_dash(g['unanswerable_abstain_share'])}")
 
 
 class _PartialOut:
@@ -255,7 +257,7 @@ def _print_summary(s: dict[str, Any]) -> None:
     if ceiling is not None and not c["retrieval_only"]:
         memory = int(str(s.get("from_memory") or 0))
         print(f"\nThe generator reads the top {k} passages: an answer is among them for "
-              f"{_fmt(ceiling)}% of the {'answerable ' if ans else ''}questions "
+              f"{share_or_dash(ceiling)} of the {'answerable ' if ans else ''}questions "
               + ("(the ceiling for exact match)." if not memory else
                  f"(the ceiling for answers read from them); {memory:,} of the {s['n']:,} "
                  "answers came from the reader's memory instead."))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ragdesk.cli.common import print_json
 from ragdesk.cli.train_cmd import checkpoint_on_ctrl_c
 from ragdesk.core.pack_choice import chosen_pack
-from ragdesk.core.units import percent, plural
+from ragdesk.core.units import percent, plural, share_or_dash
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -93,12 +93,10 @@ def cmd_tune(args: argparse.Namespace, ctx: AppContext) -> int:
                     "note": note})
         return 0
 
-    def pct(x: float | None) -> str:
-        return "-" if x is None else percent(x, 1)
-
     print(f"Tuned {r.base_pack} in {plural(r.steps, 'step')} on "
           f"{plural(r.trained_on, 'question')}; held-out top-{r.k} "
-          f"({plural(r.held_out, 'question')}): {pct(r.top_k_before)} -> {pct(r.top_k_after)}")
+          f"({plural(r.held_out, 'question')}): {share_or_dash(r.top_k_before)} -> "
+          f"{share_or_dash(r.top_k_after)}")
     if note:
         print(f"warning: {note}", file=sys.stderr)
     print(f"Registered the model pack {r.pack!r}: ragdesk ask --pack {r.pack} \"...\"")

@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -18,21 +19,30 @@ def hf_progress_bars(shown: bool) -> Iterator[None]:
     if shown:
         yield
         return
-    if "transformers" not in sys.modules:
-        # transformers takes its bars' switch from huggingface_hub's when it is imported,
-        # which a command may do later or never (answers are read without it); the module
-        # itself, as huggingface_hub.utils re-exports its tqdm class under its name
-        hub = importlib.import_module("huggingface_hub.utils.tqdm")
-        enabled = not hub.are_progress_bars_disabled()
-        disable, enable = hub.disable_progress_bars, hub.enable_progress_bars
-    else:
-        from transformers.utils import logging as hf_logging
-
-        enabled = hf_logging.is_progress_bar_enabled()
-        disable, enable = hf_logging.disable_progress_bar, hf_logging.enable_progress_bar
-    disable()
+    hub = importlib.import_module("huggingface_hub.utils.tqdm")
+    # the module itself (huggingface_hub.utils re-exports its tqdm class under its name);
+    # transformers copies its switch from it when imported, which the block may do
+    hub_was = not hub.are_progress_bars_disabled()
+    hf = _transformers_logging()
+    hf_was = hf.is_progress_bar_enabled() if hf is not None else None
+    hub.disable_progress_bars()
+    if hf is not None:
+        hf.disable_progress_bar()
     try:
         yield
     finally:
-        if enabled:
-            enable()
+        if hub_was:
+            hub.enable_progress_bars()
+        hf = _transformers_logging()  # imported within the block, it copied "off"
+        if hf is not None and (hf_was if hf_was is not None else hub_was):
+            hf.enable_progress_bar()
+
+
+def _transformers_logging() -> Any:
+    """transformers' logging module where transformers is imported (never importing it: a
+    command may answer without it), else None."""
+    if "transformers" not in sys.modules:
+        return None
+    from transformers.utils import logging as hf_logging
+
+    return hf_logging

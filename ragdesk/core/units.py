@@ -75,6 +75,11 @@ def percent(fraction: float, digits: int = 0) -> str:
     return f"{100 * fraction:.{digits}f}%"
 
 
+def share_or_dash(fraction: float | None, digits: int = 1) -> str:
+    """:func:`percent`, or "–" for a share that was not measured (never "0%" or "-%")."""
+    return "–" if fraction is None else percent(fraction, digits)
+
+
 def logprob_text(logprob: float) -> str:
     """The answer's log-probability as every front end labels it."""
     return f"log p(answer) = {logprob:.2f}"
@@ -83,7 +88,8 @@ def logprob_text(logprob: float) -> str:
 def prior_text(prob: float) -> str:
     """A passage's retrieval probability p(z|x) as every front end labels it: "retrieval 95%"
     (the share of the retriever's belief over the passages read, not a confidence)."""
-    return f"retrieval {percent(prob)}"
+    # a passage the retriever all but ruled out is not "0%": it was read
+    return f"retrieval {percent(prob)}" if prob >= 0.005 else "retrieval under 1%"
 
 
 def human_rate(per_s: float, unit: str = "") -> str:

@@ -81,7 +81,10 @@ def start_folder(path: str = "") -> str:
     folder, which is wherever ragdesk happened to be started from."""
     text = path.strip()
     if text:
-        p = Path(text).expanduser()
+        try:
+            p = Path(text).expanduser()
+        except RuntimeError:  # "~nosuchuser/...": no such home to start in
+            return str(Path.home())
         for folder in (p, p.parent):
             if folder.is_absolute() and folder.is_dir():
                 return str(folder)

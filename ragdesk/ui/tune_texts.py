@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ragdesk.core.units import percent, plural
+from ragdesk.core.units import plural, share_or_dash
 
 if TYPE_CHECKING:
     from ragdesk.core.progress import TrainingUpdate
@@ -19,7 +19,7 @@ def rate_text(r: float) -> str:
 
 
 def share_text(x: float | None) -> str:
-    return "—" if x is None else percent(x, 1)
+    return share_or_dash(x)
 
 
 def step_line(u: TrainingUpdate) -> str:

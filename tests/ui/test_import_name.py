@@ -60,3 +60,16 @@ def test_a_missing_source_is_said_not_to_exist(qtbot: Any, tmp_path: Path) -> No
     dialog.source.setText(str(tmp_path / "a.txt"))
     dialog.format.setCurrentIndex(dialog.format.findData("docs"))
     assert dialog.validate() == f"{tmp_path / 'a.txt'} is not a folder."
+
+
+def test_a_chooser_starts_in_the_files_folder_or_home(tmp_path: Path) -> None:
+    """Never the process's working folder, and never an error for a path it cannot expand."""
+    from ragdesk.ui.dialogs import start_folder
+
+    f = tmp_path / "questions.jsonl"
+    f.write_text("{}\n")
+    assert start_folder(str(f)) == str(tmp_path)
+    assert start_folder(str(tmp_path)) == str(tmp_path)
+    assert start_folder("") == str(Path.home())
+    assert start_folder("relative/name.jsonl") == str(Path.home())
+    assert start_folder("~no-such-user-here/x.jsonl") == str(Path.home())  # had raised

@@ -50,7 +50,7 @@ def test_durations_have_no_zero_tails(s: float, want: str, short: str) -> None:
     assert fmt_seconds(s, compact=True) == short
 
 
-def test_sizes_use_binary_units() -> None:
+def test_sizes_use_decimal_units() -> None:
     assert human_bytes(512) == "512 B"
     assert human_bytes(198_380) == "198.4 KB"
     assert human_bytes(7_080_562.8) == "7.1 MB"

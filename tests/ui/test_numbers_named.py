@@ -57,7 +57,9 @@ def test_the_source_bar_writes_percent_without_a_space(qtbot: Any) -> None:
     card = _card(qtbot)
     texts = card.legend.texts()
     assert texts and all(re.fullmatch(r"\[\d\] \d+%", t) for t in texts), texts
-    assert sum(int(t.split()[1].rstrip("%")) for t in texts) == 100
+    counts = card.legend.counts  # tokens cited from each passage: each share of their sum
+    shares = [(counts[r] if r < len(counts) else 0) / sum(counts) for r in range(card.legend.k)]
+    assert texts == [f"[{r + 1}] {round(100 * x)}%" for r, x in enumerate(shares)]
 
 
 def test_the_inspector_gives_its_numbers_in_percent(qtbot: Any) -> None:
@@ -95,7 +97,7 @@ def test_the_heat_maps_scale_and_tooltips_read_in_percent_like_its_cells(qtbot: 
 
 def test_tuning_results_write_percent_without_a_space() -> None:
     assert share_text(0.284) == "28.4%"
-    assert share_text(None) == "—"
+    assert share_text(None) == "–"
 
 
 def _form_labels(widget: QWidget) -> dict[str, QWidget]:

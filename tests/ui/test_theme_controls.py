@@ -47,8 +47,12 @@ def _contrasting(image: QImage, rect: QRect, background: QColor) -> int:
 
 @pytest.fixture()
 def themed(qapp: QApplication) -> Iterator[None]:
+    """The application's palette and stylesheet as they were before, after the test (the
+    theme's proxy style stays: the app installs it once, at its start, too)."""
+    palette, sheet = qapp.palette(), qapp.styleSheet()
     yield
-    install_theme("light")  # as the other tests' windows expect
+    qapp.setPalette(palette)
+    qapp.setStyleSheet(sheet)
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

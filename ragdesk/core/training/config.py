@@ -86,13 +86,14 @@ class TrainConfig:
                 raise BadInputError(f"The {what} must be at least 1, not {getattr(self, name)!r}.",
                                     hint=f"Give {option} 1 or more." if option else None,
                                     gui_hint="Choose 1 or more.")
-        for lr in (self.lr, self.question_encoder_lr):
+        for lr, option in ((self.lr, "--lr"), (self.question_encoder_lr,
+                                                "--question-encoder-lr")):
             if lr is not None and not lr > 0:
                 raise BadInputError(
                     f"The learning rate must be positive, not {lr!r}.",
-                    hint=f"Leave --lr out for {TrainConfig.lr:g}, or give a small positive "
-                         "value such as 1e-5.",
-                    gui_hint=f"A small positive value such as {TrainConfig.lr:g}.")
+                    hint=f"Give {option} a small positive value, such as "
+                         f"{TrainConfig.lr:g} (the default).",
+                    gui_hint=f"A small positive value, such as {TrainConfig.lr:g}.")
         if self.on_collapse not in ACTIONS:
             raise BadInputError(f"Unknown collapse action {self.on_collapse!r}.",
                                 hint=f"Use one of: {', '.join(ACTIONS)}.")

@@ -42,7 +42,7 @@ from ragdesk.core.training.config import TrainConfig, TrainEvent, TrainState
 from ragdesk.core.training.data import Example, read_examples
 from ragdesk.core.training.evaluate import answerable
 from ragdesk.core.training.run import BEST_DIR, train_pack
-from ragdesk.core.units import percent
+from ragdesk.core.units import percent, plural
 
 if TYPE_CHECKING:
     from ragdesk.core.catalog import Catalog
@@ -88,11 +88,12 @@ class TuneChoices:
                                 hint=f"Leave --lr out for the recipe's {recipe.lr:g}.",
                                 gui_hint=f"The recipe's is {recipe.lr:g}.")
         if not 0.05 <= self.held_out <= 0.5:
+            as_share = (f"Give it as a fraction, such as --held-out {recipe.held_out:g} for "
+                        f"{percent(recipe.held_out)} of the questions" if self.held_out > 1
+                        else f"Keep {percent(0.05)} to {percent(0.5)} of the questions")
             raise BadInputError(
-                f"The held-out share must be from 5% to 50%, not {percent(self.held_out)}.",
-                hint=f"Give it as a fraction, such as --held-out {recipe.held_out:g} for "
-                     f"{percent(recipe.held_out)} of the questions kept out of training to "
-                     "measure the tuned retriever on.",
+                f"The held-out share must be from 5% to 50%, not {percent(self.held_out, 1)}.",
+                hint=f"{as_share} out of training, to measure the tuned retriever on.",
                 gui_hint="Keep some questions out of training to measure the tuned retriever "
                          "on.")
         return self
@@ -189,14 +190,14 @@ class TuneResult:
         """What every front end says beside a run that shows no gain; None after a gain."""
         if self.gained:
             return None
+        held = plural(self.held_out, "held-out question")
         if not self.top_k_before and not self.top_k_after:
-            return (f"None of the {self.held_out} held-out questions had an answer among the "
-                    f"top {self.k} passages, before or after: this run measured nothing, so "
-                    "the tuned pack is not known to be better. More questions whose answers "
-                    "the snapshot holds give a measure.")
+            return (f"Of the {held}, none had an answer among the top {self.k} passages, "
+                    "before or after: this run measured nothing, so the tuned pack is not "
+                    "known to be better. More questions whose answers the snapshot holds "
+                    "give a measure.")
         return (f"The tuned retriever found no more answers among the top {self.k} passages "
-                f"of the {self.held_out} held-out questions than {self.base_pack} did: keep "
-                f"using {self.base_pack}.")
+                f"of the {held} than {self.base_pack} did: keep using {self.base_pack}.")
 
 
 def job_folder(data: DataDir, catalog: Catalog, job: TuneJob) -> Path:

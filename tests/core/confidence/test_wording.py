@@ -52,4 +52,5 @@ def test_one_percent_style_and_labels_for_every_front_end() -> None:
     assert [percent(x) for x in (0.0, 0.5965, 1.0)] == ["0%", "60%", "100%"]
     assert percent(0.28449, 1) == "28.4%"
     assert prior_text(0.948) == "retrieval 95%"
+    assert prior_text(0.004) == "retrieval under 1%"  # read, though all but ruled out
     assert logprob_text(-0.3931) == "log p(answer) = -0.39"

@@ -427,5 +427,5 @@ def test_a_file_of_empty_lines_shows_progress_and_cancels_while_no_passage_comes
         import_snapshot(data, catalog, src, name="nl", encoder=dpr_ctx, progress=watch,
                         cancel=token)
     assert len(reading) == 3  # reported within the empty lines, then stopped
-    assert reading[0].done < reading[-1].done  # the compressed file's position advances
+    assert reading[0].done < reading[-1].done  # the position read advances
     assert "1 passage" in reading[-1].message

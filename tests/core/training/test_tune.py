@@ -261,8 +261,11 @@ def test_a_run_that_shows_no_gain_says_so() -> None:
 
     assert result(0.25, 0.5).gained and result(0.25, 0.5).no_gain_note() is None
     nothing = result(0.0, 0.0).no_gain_note()
-    assert nothing is not None and "None of the 8 held-out questions" in nothing
+    assert nothing is not None and "Of the 8 held-out questions, none" in nothing
     assert "measured nothing" in nothing
     worse = result(0.5, 0.375).no_gain_note()
     assert worse is not None and "no more answers" in worse and "keep using starter" in worse
     assert not result(None, 0.5).gained  # nothing to compare with
+    one = TuneResult(pack="p", base_pack="starter", snapshot="wiki", k=5, top_k_before=0.0,
+                     top_k_after=0.0, steps=1, trained_on=3, held_out=1, folder=Path("."))
+    assert "Of the 1 held-out question, none" in (one.no_gain_note() or "")
