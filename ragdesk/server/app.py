@@ -100,11 +100,16 @@ def origin_host(origin: str) -> str | None:
     return host_of(rest)
 
 
+def written_port(hostport: str) -> str:
+    """The port written in ``name[:port]`` or ``[v6][:port]`` ("" where none is)."""
+    after = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
+    return after.rpartition(":")[2] if ":" in after else ""
+
+
 def origin_port(origin: str) -> int | None:
     """The port of an ``Origin`` value: the one written, else its scheme's (80, 443)."""
     scheme, _, rest = origin.strip().partition("://")
-    hostport = rest.rpartition("]")[2] if rest.startswith("[") else rest  # after an IPv6 name
-    written = hostport.rpartition(":")[2] if ":" in hostport else ""
+    written = written_port(rest)
     if written.isdigit():
         return int(written)
     return {"http": 80, "https": 443}.get(scheme.lower())
@@ -150,24 +155,24 @@ class _Guard:
                 return _error(400, f"The {name!r} header is sent more than once.",
                               "invalid_request_error", code="duplicate_header")
             headers[name] = v.decode("latin-1")
-        server = scope.get("server")
-        port = int(server[1]) if server and server[1] is not None else None
-        return (self._who(headers, port) or self._key(scope, headers)
+        return (self._who(headers) or self._key(scope, headers)
                 or self._body(str(scope.get("method", "")), headers))
 
     def _allowed(self, name: str | None) -> bool:
         return name is not None and (self.any_host or name in self.hosts)
 
-    def _who(self, headers: dict[str, str], port: int | None) -> Response | None:
-        """``port``: the one this request came in on (None where the server does not say)."""
+    def _who(self, headers: dict[str, str]) -> Response | None:
         if not self._allowed(host_of(headers.get("host", ""))):
             return _error(403, "The Host header does not name this server (allowed: "
                           f"{', '.join(sorted(self.hosts))}; `ragdesk serve --allow-host "
                           "NAME` adds one).", "invalid_request_error", code="host_not_allowed")
         origin = headers.get("origin")
-        # a page of another local server (another port) is another site: it must not ask
+        # same origin: a page of another local server (another port) is another site and
+        # must not ask; the Host's port, not the socket's, so that a forwarded port
+        # (docker -p 8080:8765) is this server's too
+        host_port = written_port(headers.get("host", "").strip())
         if origin is not None and (not self._allowed(origin_host(origin)) or (
-                port is not None and origin_port(origin) != port)):
+                origin_port(origin) != (int(host_port) if host_port else 80))):
             return _error(403, "Requests from other sites' pages are refused (the Origin "
                           "is not this server).", "invalid_request_error",
                           code="origin_not_allowed")

@@ -90,6 +90,21 @@ def test_this_servers_own_origin_is_accepted(server: Any) -> None:  # noqa: F811
         assert not any(h.startswith("access-control-") for h in headers)  # no CORS, ever
 
 
+def test_an_origin_on_the_forwarded_port_it_was_asked_on_is_this_server(
+        server: Any) -> None:  # noqa: F811
+    """Behind a forwarded port (docker -p 8080:8765) the page, the Host and the Origin all
+    say 8080: the same origin, though the socket listens elsewhere."""
+    forwarded = _port(server) + 1
+    status, _, body = send(server.url, "POST", "/v1/retrieve", {
+        "Host": f"localhost:{forwarded}", "Origin": f"http://localhost:{forwarded}",
+        "Content-Type": "application/json"}, RETRIEVE)
+    assert status == 200, body
+    status, _, body = send(server.url, "POST", "/v1/retrieve", {
+        "Host": f"localhost:{forwarded}", "Origin": f"http://localhost:{_port(server)}",
+        "Content-Type": "application/json"}, RETRIEVE)
+    assert status == 403 and json.loads(body)["error"]["code"] == "origin_not_allowed"
+
+
 @pytest.mark.parametrize("ctype", [None, "text/plain", "text/plain; charset=utf-8",
                                    "application/x-www-form-urlencoded",
                                    "multipart/form-data; boundary=x", "application/jsonp",
