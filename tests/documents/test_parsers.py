@@ -141,7 +141,7 @@ def test_an_oversized_file_is_refused_unread(tmp_path: Path,
 
     monkeypatch.setattr(parsers, "MAX_FILE_BYTES", 10)
     (tmp_path / "big.txt").write_text("x" * 11, encoding="utf-8")
-    with pytest.raises(DocumentError, match="over the 0 MiB"):
+    with pytest.raises(DocumentError, match="is 11 B, over the 10 B ragdesk reads"):
         parse_file(tmp_path / "big.txt")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ragdesk.core.documents.model import Block, DocumentError, ParsedDocument
+from ragdesk.core.units import human_bytes
 
 if TYPE_CHECKING:
     from docx.document import Document
@@ -50,11 +51,10 @@ def check_expansion(path: Path) -> None:
             if info.file_size > RATIO_FROM_BYTES and ratio > MAX_RATIO:
                 raise _refuse(f"has a part ({info.filename}) compressed {ratio:,.0f} to 1")
             if info.filename.endswith((".xml", ".rels")) and info.file_size > MAX_XML_BYTES:
-                raise _refuse(f"has a part ({info.filename}) of "
-                              f"{info.file_size / 2**20:,.0f} MiB")
+                raise _refuse(f"has a part ({info.filename}) of {human_bytes(info.file_size)}")
         total = sum(i.file_size for i in infos)
         if total > MAX_TOTAL_BYTES:
-            raise _refuse(f"expands to {total / 2**20:,.0f} MiB")
+            raise _refuse(f"expands to {human_bytes(total)}")
         if _BODY in zf.namelist():
             _count_body(zf)
 

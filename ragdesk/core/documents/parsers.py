@@ -11,6 +11,7 @@ from ragdesk.core.documents.parse_html import parse_html
 from ragdesk.core.documents.parse_markdown import parse_markdown
 from ragdesk.core.documents.parse_pdf import parse_pdf
 from ragdesk.core.documents.parse_text import parse_text
+from ragdesk.core.units import human_bytes
 
 Parser = Callable[[Path], ParsedDocument]
 
@@ -45,8 +46,8 @@ def parse_file(path: Path) -> ParsedDocument:
         if size > MAX_FILE_BYTES:
             # Parsers hold a file (and its text) in memory; a file this large is a disk image
             # or a scan, not a document to split into passages.
-            raise DocumentError(f"is {size / 2**20:.0f} MiB, over the {MAX_FILE_BYTES // 2**20} "
-                                "MiB ragdesk reads from one document")
+            raise DocumentError(f"is {human_bytes(size)}, over the {human_bytes(MAX_FILE_BYTES)} "
+                                "ragdesk reads from one document")
         doc = parser(path)
     except OSError as exc:
         raise DocumentError(f"cannot be read ({exc.strerror or exc})") from exc

@@ -36,9 +36,9 @@ def differs_text(retriever: str | None, k: int) -> str:
     how = (f"This answer's passages came from {name} retrieval"
            if name and retriever != "dense" else "This answer read other passages")
     last = f"–d{k}" if k > 1 else ""
-    card = f"[1]–[{k}]" if k > 1 else "[1]"
+    card = f"The card's [1]–[{k}] are the squares" if k > 1 else "The card's [1] is the square"
     return (f"{how}; the map searches by dense vectors, so its passages (d1{last}) are not "
-            f"the card's. The card's {card} are the squares.")
+            f"the card's. {card}.")
 
 
 def removed_text(name: str) -> str:

@@ -211,3 +211,12 @@ def test_map_label_colours_reach_4_5_to_1_on_the_canvas(qtbot: Any, theme: str) 
     assert w.table.item(0, 0).data(Qt.ItemDataRole.ForegroundRole) is None
     assert _wcag(w.side.name_colour(0), table_bg) >= 4.5
     assert _wcag(w.canvas.label_colour(0), bg) >= 4.5
+
+
+def test_the_notice_counts_the_cards_passages_in_the_right_number() -> None:
+    from ragdesk.ui.explore.map_card import differs_text
+
+    assert differs_text("sparse", 5).endswith("The card's [1]–[5] are the squares.")
+    assert "(d1–d5)" in differs_text("sparse", 5)
+    one = differs_text("sparse", 1)
+    assert one.endswith("The card's [1] is the square.") and "(d1)" in one
