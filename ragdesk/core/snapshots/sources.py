@@ -175,6 +175,9 @@ def _text_format(path: Path, text: bytes) -> str:
     raise BadInputError("is in a format ragdesk cannot recognise.", path=path, hint=FORMAT_HINT)
 
 
+_LONG_LINE_BYTES = 1 << 20
+
+
 class Source:
     """An opened, checked input; ``documents()`` streams it once."""
 
@@ -231,7 +234,9 @@ class Source:
                 line = _decode(data, self.path, lineno)
                 if lineno == 1:
                     line = line.removeprefix("\ufeff")
-                if lineno % 1024 == 0:
+                # every 1,024 lines, and after any long line (a line may be 64 MB of
+                # spaces: a thousand of them would be reading for minutes unheard)
+                if lineno % 1024 == 0 or len(data) > _LONG_LINE_BYTES:
                     self.bytes_read = (raw or fh).tell()
                     if self.on_read is not None:
                         self.on_read()

@@ -262,3 +262,17 @@ def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
         open_source(tmp_path / "nope.jsonl")
     with pytest.raises(BadInputError, match="not a known format"):
         open_source(write_jsonl(tmp_path / "a.jsonl", [("a", "b")]), "csv")
+
+
+def test_reading_is_heard_after_every_long_line_even_without_passages(tmp_path: Path) -> None:
+    """A line may be 64 MB of spaces: progress and Cancel must not wait for 1,024 of them."""
+    from ragdesk.core.snapshots.sources import open_source
+
+    src = tmp_path / "spaces.jsonl"
+    src.write_bytes(b'{"title": "t", "text": "one passage"}\n'
+                    + (b" " * (2 << 20) + b"\n") * 3)
+    source = open_source(src)
+    heard: list[int] = []
+    source.on_read = lambda: heard.append(source.bytes_read)
+    assert [d.text for d in source.documents()] == ["one passage"]
+    assert len(heard) == 3 and heard == sorted(heard) and heard[-1] == src.stat().st_size
