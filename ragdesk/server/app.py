@@ -36,7 +36,8 @@ from ragdesk.core.progress import CancelToken
 from ragdesk.core.safe_json import loads_bounded
 from ragdesk.core.streamed_text import StreamedText
 from ragdesk.server import answering, discovery
-from ragdesk.server.config import ANY_HOST, MODEL_ID, ServerConfig, normal_host
+from ragdesk.server.config import ANY_HOST, MODEL_ID, ServerConfig
+from ragdesk.server.headers import is_json_type, origin_of, split_host
 from ragdesk.server.host import EngineHost, EngineUnavailable, QueueFull
 from ragdesk.server.shapes import (
     AskRequest,
@@ -76,58 +77,6 @@ def _error(status: int, message: str, kind: str, param: str | None = None,
     return JSONResponse(error_body(message, kind, param, code), status_code=status)
 
 
-def host_of(value: str) -> str | None:
-    """The name in a ``Host`` value (``name``, ``name:port``, ``[v6]:port``), lower-case
-    and without brackets; None when it is not of that form."""
-    value = value.strip()
-    if value.startswith("["):
-        name, sep, rest = value[1:].partition("]")
-        if not sep:
-            return None
-    else:
-        name, _, port = value.partition(":")
-        rest = ":" + port if _ else ""
-    if rest and not (rest.startswith(":") and rest[1:].isdigit() and len(rest) <= 6):
-        return None
-    return normal_host(name) if name else None
-
-
-def origin_host(origin: str) -> str | None:
-    """The host of an ``Origin`` value (``http(s)://host[:port]``, nothing after it)."""
-    scheme, sep, rest = origin.strip().partition("://")
-    if not sep or scheme.lower() not in ("http", "https") or any(c in rest for c in "/?#@"):
-        return None
-    return host_of(rest)
-
-
-def written_port(hostport: str) -> str:
-    """The port written in ``name[:port]`` or ``[v6][:port]`` ("" where none is)."""
-    after = hostport.rpartition("]")[2] if hostport.startswith("[") else hostport
-    return after.rpartition(":")[2] if ":" in after else ""
-
-
-def origin_port(origin: str) -> int | None:
-    """The port of an ``Origin`` value: the one written, else its scheme's (80, 443)."""
-    scheme, _, rest = origin.strip().partition("://")
-    written = written_port(rest)
-    if written.isdigit():
-        return int(written)
-    return {"http": 80, "https": 443}.get(scheme.lower())
-
-
-def is_json_type(value: str) -> bool:
-    """``application/json``, with at most a UTF-8 charset (the body is read as UTF-8)."""
-    media, *params = value.split(";")
-    if media.strip().lower() != "application/json":
-        return False
-    for param in params:
-        key, _, val = param.partition("=")
-        if key.strip().lower() != "charset" or val.strip().strip('"').lower() not in (
-                "utf-8", "utf8"):
-            return False
-    return True
-
-
 class _Guard:
     """Who may ask (Host, Origin, API key) and what they may send (size, content type),
     checked before a handler reads anything."""
@@ -162,7 +111,8 @@ class _Guard:
         return name is not None and (self.any_host or name in self.hosts)
 
     def _who(self, headers: dict[str, str]) -> Response | None:
-        if not self._allowed(host_of(headers.get("host", ""))):
+        host = split_host(headers.get("host", ""))
+        if host is None or not self._allowed(host[0]):
             return _error(403, "The Host header does not name this server (allowed: "
                           f"{', '.join(sorted(self.hosts))}; `ragdesk serve --allow-host "
                           "NAME` adds one).", "invalid_request_error", code="host_not_allowed")
@@ -170,9 +120,9 @@ class _Guard:
         # same origin: a page of another local server (another port) is another site and
         # must not ask; the Host's port, not the socket's, so that a forwarded port
         # (docker -p 8080:8765) is this server's too
-        host_port = written_port(headers.get("host", "").strip())
-        if origin is not None and (not self._allowed(origin_host(origin)) or (
-                origin_port(origin) != (int(host_port) if host_port else 80))):
+        seen = None if origin is None else origin_of(origin)
+        if origin is not None and (seen is None or not self._allowed(seen[0])
+                                   or seen[1] != (80 if host[1] is None else host[1])):
             return _error(403, "Requests from other sites' pages are refused (the Origin "
                           "is not this server).", "invalid_request_error",
                           code="origin_not_allowed")
