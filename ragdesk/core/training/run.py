@@ -269,8 +269,10 @@ def _description(spec: PackSpec, train_name: str, trainer: RagTrainer, snapshot:
         used = st.best if models.name == BEST_DIR and st.best else None
         after = float(used["top_k"]) if used else evals[-1]["top_k"][k]
         on = "held-out" if held_out else "training-question"
-        text += (f"; {on} top-{k} {evals[0]['top_k'][k] * 100:.1f}% -> "
-                 f"{after * 100:.1f}%")
+        before = float(evals[0]["top_k"][k])
+        text += f"; {on} top-{k} {before * 100:.1f}% -> {after * 100:.1f}%"
+        if after <= before:  # the pack stays listed: its description must not read as a gain
+            text += f", no gain over {spec.name}"
     return text + "."
 
 

@@ -141,3 +141,26 @@ def test_a_run_keeps_the_best_models_on_disk(tiny_models, index, tmp_path: Path)
             best = acc
     assert written == expected
     assert st.best is not None and float(st.best["top_k"]) == max(a for _, a in accs)
+
+
+@pytest.mark.parametrize(("after", "no_gain"), [(0.6, False), (0.5, True), (0.4, True)])
+def test_the_description_of_a_pack_says_when_tuning_gained_nothing(
+        after: float, no_gain: bool) -> None:
+    """A tuned pack is registered whatever the held-out measure says; its description, which
+    the models list and dialog show, says so where the measure did not rise."""
+    from types import SimpleNamespace
+
+    from ragdesk.core.models import PackSpec
+    from ragdesk.core.training.config import TrainState
+    from ragdesk.core.training.run import _description
+
+    state = TrainState(epoch=1, selected=list(range(8)), evaluations=[
+        {"label": "before", "top_k": {"5": 0.5}}, {"label": "epoch 1", "top_k": {"5": after}}])
+    trainer = SimpleNamespace(state=state, config=SimpleNamespace(
+        generator_frozen=True, n_docs=5))
+    spec = PackSpec(name="starter", kind="starter", question_encoder="q", passage_encoder=None,
+                    generator="g", generator_kind="causal")
+    text = _description(spec, "train.jsonl", trainer, "vital", Path("final"),  # type: ignore[arg-type]
+                        held_out=True)
+    assert f"held-out top-5 50.0% -> {after * 100:.1f}%" in text
+    assert ("no gain over starter" in text) is no_gain
