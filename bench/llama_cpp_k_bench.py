@@ -46,9 +46,9 @@ from bench.llama_cpp_bench import (
 )
 
 PASSAGE_WORDS = 100
-# the same decoder with the output layer's int8 copy read with bfloat16 inputs, as before
-# its inputs became int8 too (Int8Head): what that change saves, measured in the same rounds
-BEFORE = "ragdesk, output layer's int8 rows with bfloat16 inputs"
+# the same decoder attending in float32, as before its keys, values and queries became
+# bfloat16: what that change saves, measured in the same rounds
+BEFORE = "ragdesk, attention in float32"
 
 
 def _prompts(gen: Any, k: int) -> list[list[int]]:
@@ -214,7 +214,7 @@ def step_bytes(dec: Any, rows: int, columns: int) -> int:
             total += lin.rows.nbytes
         else:
             total += int(lin.weight.numel() * lin.weight.element_size())
-    kv = int(2 * rows * dec.kv_heads * columns * dec.head_dim * dec.embed.element_size())
+    kv = int(2 * rows * dec.kv_heads * columns * dec.head_dim * dec.kv_dtype.itemsize)
     return total + kv * len(dec.layers)
 
 
@@ -258,7 +258,6 @@ def floors(dec: Any, ids: list[list[int]], steps: int) -> dict[str, float]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     import torch
 
-    from ragdesk.core.engine.int8_kernels import Int8Head
     from ragdesk.core.models import load_generator
 
     gguf = gguf_path(args.gguf)
@@ -273,8 +272,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n_ctx = 256 * ((sum(map(len, ids)) + args.passages * (args.tokens + 8)) // 256 + 1)
     llm = Llama(model_path=str(gguf), n_ctx=512, verbose=False)
     llamas = {n: LlamaRows(llm, args.passages, n_ctx, n) for n in args.llama_threads}
-    head = dec.lm_head.rows
-    before = [BEFORE] if isinstance(head, Int8Head) else []
+    before = [BEFORE] if dec.kv_dtype != torch.float32 else []
     sides = ["ragdesk", *before] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llamas]
 
     def one(side: str, steps: int) -> Round:
@@ -282,11 +280,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if side == "ragdesk":
                 return _ragdesk_round(gen, ids, steps)
             if side == BEFORE:
-                dec.lm_head.rows = head.rows
+                kv_dtype, dec.kv_dtype = dec.kv_dtype, torch.float32
                 try:
                     return _ragdesk_round(gen, ids, steps)
                 finally:
-                    dec.lm_head.rows = head
+                    dec.kv_dtype = kv_dtype
             return _llama_round(llamas[int(side.split()[1])], ids, steps)
 
     runs, tokens = alternate(sides, one, args.rounds, args.tokens, "prefill")

@@ -20,8 +20,10 @@ in cache copies and per-layer bookkeeping (measurements: docs/benchmarks.md,
 * ``precision="bfloat16"`` (the fast path where the CPU multiplies bfloat16 natively) keeps
   bfloat16 copies of the linear layers and the output layer, and int8 copies (one scale per
   row) that the decoding steps' products of a few rows read (the output layer's with int8
-  inputs as well, where the CPU multiplies int8 pairs: :class:`.int8_kernels.Int8Head`); norms,
-  rotary embeddings, attention, the residual stream and the softmax stay float32.
+  inputs as well, where the CPU multiplies int8 pairs: :class:`.int8_kernels.Int8Head`), and
+  keeps the keys, values and queries in bfloat16, so that attention runs the CPU's bfloat16
+  kernel (a prompt's attention took a quarter of float32's time); norms, rotary embeddings,
+  the residual stream and the softmax stay float32.
   ``precision="int8"``: int8 weights (per output channel) with dynamically quantized
   activations, faster still, with more answers that differ from float32's. Both reduced
   precisions are tested for agreement, the float32 path for equality with transformers.
@@ -168,6 +170,8 @@ class LeanCausalDecoder(ABC):
 
     def _copy_weights(self) -> None:
         """The layers, norm, embedding and output layer, read or copied in ``precision``."""
+        import torch
+
         model, precision = self._model, self.precision
         cfg, inner = model.config, model.model
         copies = self.copies
@@ -180,6 +184,7 @@ class LeanCausalDecoder(ABC):
         self.lm_head = Linear([model.lm_head.weight], [model.lm_head.bias], precision,
                               copies.scope("lm_head"))
         self.dtype = self.embed.dtype
+        self.kv_dtype = torch.bfloat16 if precision == "bfloat16" else self.dtype
 
     def _large_dims(self, n: int) -> torch.Tensor:
         """The ``n`` dimensions where the final norm's output runs largest (see
@@ -192,7 +197,7 @@ class LeanCausalDecoder(ABC):
         tokens = torch.randint(0, int(self.embed.shape[0]), (1, 64),
                                generator=torch.Generator().manual_seed(0))
         state = KVState.empty(1, len(self.layers), self.kv_heads, 64, self.head_dim,
-                              self.dtype)
+                              self.kv_dtype)
         with torch.inference_mode():
             hidden = self.norm(self.forward(tokens, state))[0]
         return outlier_dims(hidden, n)
@@ -277,6 +282,7 @@ class LeanCausalDecoder(ABC):
             q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
+            q = q.to(self.kv_dtype)
             state.k[i][:, :, start:end] = k
             state.v[i][:, :, start:end] = v
             att = self._attend(q, state.k[i][:, :, :end], state.v[i][:, :, :end],
@@ -312,8 +318,8 @@ class LeanCausalDecoder(ABC):
         width = shared + max(tail_lens)
         cap = width + max(0, extra)
         n_layers = len(self.layers)
-        state = KVState.empty(k_rows, n_layers, self.kv_heads, cap, self.head_dim, self.dtype,
-                              device)
+        state = KVState.empty(k_rows, n_layers, self.kv_heads, cap, self.head_dim,
+                              self.kv_dtype, device)
         ks, vs, pos = state.k, state.v, state.pos
         if shared:
             head = KVState([x[:1] for x in ks], [x[:1] for x in vs], pos[:1].clone(), 0,
@@ -405,6 +411,7 @@ class LeanCausalDecoder(ABC):
             q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
+            q = q.to(self.kv_dtype)
             outs = []
             for z, (a, b) in enumerate(bounds):
                 end = shared + b - a

@@ -191,8 +191,8 @@ class Linear:
         elif self.rows is not None and flat.shape[0] <= self.rows_up_to:
             y = self.rows(flat)
             y = (y if self.bias is None else y + self.bias).float()
-        elif self.weight.dtype != flat.dtype:  # bfloat16 weights, float32 everywhere else
-            x = flat.to(self.weight.dtype)
+        elif self.weight.dtype != torch.float32:  # bfloat16 weights: float32 results
+            x = flat.to(self.weight.dtype)  # attention's outputs are bfloat16 already
             if 1 < x.shape[0] <= _MM_TRICK_MAX_ROWS:
                 y = _few_rows(self.weight, x)
                 y = (y if self.bias is None else y + self.bias).float()

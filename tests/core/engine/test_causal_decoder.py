@@ -11,11 +11,12 @@ tokens and the same scores; int8 is tested for agreement with float32.
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from ragdesk.core.engine.generators import CausalLMGenerator, PassageText
+from ragdesk.core.engine.lean_causal_context import LeanCausalContext
 from ragdesk.core.engine.rag_sequence import rag_sequence_generate
 from ragdesk.core.engine.rag_token import rag_token_generate
 from ragdesk.core.types import Hit
@@ -235,6 +236,10 @@ def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
         hits = _hits(tiny_models, 10 + seed)
         ps = [PassageText(h.title, h.text) for h in hits]
         ca, cb = lean.prepare(QUESTION, ps), int8.prepare(QUESTION, ps)
+        # bfloat16 attends in bfloat16 (its keys and values are cached so), the others not
+        cached = torch.bfloat16 if precision == "bfloat16" else torch.float32
+        base = cast(LeanCausalContext, cb).base
+        assert {t.dtype for t in (*base.k, *base.v)} == {cached}
         la, lb = ca.first_logits, cb.first_logits
         ra, rb = ca.rows(torch.arange(len(ps)), NEW), cb.rows(torch.arange(len(ps)), NEW)
         for _ in range(NEW):
