@@ -247,20 +247,33 @@ def test_only_model_features_skips_the_closed_book_pass_and_keeps_the_answers(
             == [r["prediction"] for r in rows["every"]])
 
 
+def _summary_first_line(capsys: pytest.CaptureFixture[str], **config: object) -> str:
+    """The first line `eval` prints for a summary of ``config`` (the run's settings)."""
+    from ragdesk.cli.eval_cmd import _print_summary
+
+    settings = {"retrieval_only": False, "mode": "token", "decoding": None, "style": "short",
+                "grounded": True, "precision": None, "snapshot": "s", "passages": 10,
+                "pack": "p", "retriever": "dense", "n_docs": 5, "temperature": 1.0, **config}
+    _print_summary({"config": settings, "n": 2, "em": 0.5, "f1": 0.5,
+                    "top_k_accuracy": {"5": 0.5},
+                    "timings": {"retrieval_per_question_ms": 1.0, "question_encoding_s": 0.1,
+                                "search_s": 0.1, "total_s": 1.0}})
+    return capsys.readouterr().out.splitlines()[0]
+
+
 @pytest.mark.parametrize(("mode", "decoding", "named"), [
     ("together", None, "Read together;"), ("token", None, "RAG-Token;"),
     ("sequence", "fast", "RAG-Sequence, fast decoding;")])
 def test_the_summary_names_the_reading_mode_as_every_front_end_does(
         mode: str, decoding: str | None, named: str,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from ragdesk.cli.eval_cmd import _print_summary
-
-    config = {"retrieval_only": False, "mode": mode, "decoding": decoding, "style": "short",
-              "grounded": True, "precision": None, "snapshot": "s", "passages": 10,
-              "pack": "p", "retriever": "dense", "n_docs": 5, "temperature": 1.0}
-    _print_summary({"config": config, "n": 2, "em": 0.5, "f1": 0.5,
-                    "top_k_accuracy": {"5": 0.5},
-                    "timings": {"retrieval_per_question_ms": 1.0, "question_encoding_s": 0.1,
-                                "search_s": 0.1, "total_s": 1.0}})
-    first = capsys.readouterr().out.splitlines()[0]
+    first = _summary_first_line(capsys, mode=mode, decoding=decoding)
     assert named in first and "RAG-Together" not in first
+
+
+@pytest.mark.parametrize(("key", "said"), [
+    ("sparse", "; BM25 retriever;"), ("hybrid", "; hybrid retriever;")])
+def test_the_eval_summary_names_the_retriever_as_ask_does(
+        key: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    first = _summary_first_line(capsys, retrieval_only=True, retriever=key)
+    assert said in first and "sparse" not in first

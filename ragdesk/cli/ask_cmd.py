@@ -17,6 +17,7 @@ from ragdesk.cli.common import (
 )
 from ragdesk.core.cpu import prepare_for_models
 from ragdesk.core.errors import BadInputError
+from ragdesk.core.retriever_names import retriever_in_sentence
 from ragdesk.core.terminal_text import terminal_safe
 from ragdesk.core.units import logprob_text, prior_text
 
@@ -276,8 +277,7 @@ def _print_sources(ans: Answer) -> None:
     what = {"token": "RAG-Token", "together": "passages read together"}.get(
         ans.mode, f"RAG-Sequence ({ans.decoding})")
     if ans.retriever:
-        what += ", " + {"sparse": "BM25", "dense": "dense"}.get(ans.retriever, ans.retriever)
-        what += " retrieval"
+        what += f", {retriever_in_sentence(ans.retriever)} retrieval"
     print(f"\n{what}, {logprob_text(ans.logprob)}, snapshot {terminal_safe(ans.snapshot)}, "
           f"p(z|x) temperature {ans.temperature:.4g}")
     if ans.tokens:

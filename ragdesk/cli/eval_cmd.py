@@ -224,6 +224,7 @@ def _fmt(v: float | None, pct: bool = True) -> str:
 
 def _print_summary(s: dict[str, Any]) -> None:
     from ragdesk.core.export import MODE_NAMES
+    from ragdesk.core.retriever_names import retriever_in_sentence
 
     c = s["config"]
     ans = s.get("answerable")
@@ -234,8 +235,9 @@ def _print_summary(s: dict[str, Any]) -> None:
         what += f"; {c['style']} answers" + ("; grounded" if c["grounded"] else "")
         if c.get("precision"):
             what += f"; generator in {c['precision']}"
+    retriever = retriever_in_sentence(c["retriever"])
     print(f"{s['n']:,} questions; snapshot {c['snapshot']!r} ({c['passages']:,} passages); "
-          f"pack {c['pack']}; {c['retriever']} retriever; {what}; {c['n_docs']} passages per "
+          f"pack {c['pack']}; {retriever} retriever; {what}; {c['n_docs']} passages per "
           f"answer; retrieval temperature {c['temperature']:.4g}")
     headers = ["", "all"] + ([f"answerable ({ans['n']:,})"] if ans else [])
     rows = []

@@ -24,7 +24,7 @@ class ActionSpec(Generic[T]):
     shortcut: Shortcut = None
     icon: str | None = None
     tip: str | None = None
-    menu: str | None = None  # "&Answer" or "&Answer/Show &passage"; None: shortcut only
+    menu: str | None = None  # "&Answer" or "&Answer/Show p&assage"; None: shortcut only
     separator_before: bool = False
     enabled: bool = True
 
@@ -55,7 +55,7 @@ def build_actions(window: QWidget, target: T,
 def build_menus(bar: QMenuBar, titles: Sequence[str], specs: Iterable[ActionSpec[T]],
                 actions: dict[str, QAction]) -> dict[str, QMenu]:
     """The menus in ``titles`` order, filled from the rows that name them; submenus are
-    made on first use ("&Answer/Show &passage")."""
+    made on first use ("&Answer/Show p&assage")."""
     menus: dict[str, QMenu] = {t: bar.addMenu(t) for t in titles}
     for spec in specs:
         if spec.menu is None:
@@ -77,3 +77,33 @@ def _menu(menus: dict[str, QMenu], path: str) -> QMenu:
 def in_menu(specs: Iterable[ActionSpec[T]], menu: str,
             actions: dict[str, QAction]) -> list[QAction]:
     return [actions[s.name] for s in specs if s.menu == menu]
+
+
+def mnemonic(text: str) -> str | None:
+    """The letter Alt+letter picks ``text`` by (lower case), None without one ("&&" is a
+    literal "&")."""
+    i = text.find("&")
+    while 0 <= i < len(text) - 1:
+        if text[i + 1] != "&":
+            return text[i + 1].lower()
+        i = text.find("&", i + 2)
+    return None
+
+
+def add_mnemonics(menu: QMenu) -> None:
+    """Give each entry of ``menu`` without a mnemonic (a dock's show/hide action is named
+    after the dock's title, which has none) the first letter no other entry has taken: the
+    first letters of its words before the rest."""
+    entries = [a for a in menu.actions() if not a.isSeparator()]
+    taken = {m for a in entries if (m := mnemonic(a.text())) is not None}
+    for a in entries:
+        text = a.text()
+        if mnemonic(text) is not None:
+            continue
+        starts = [i for i, ch in enumerate(text)
+                  if ch.isalnum() and (i == 0 or not text[i - 1].isalnum())]
+        rest = [i for i, ch in enumerate(text) if ch.isalnum() and i not in starts]
+        at = next((i for i in starts + rest if text[i].lower() not in taken), None)
+        if at is not None:
+            a.setText(f"{text[:at]}&{text[at:]}")
+            taken.add(text[at].lower())

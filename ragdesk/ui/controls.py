@@ -37,11 +37,11 @@ from ragdesk.core.options import (
     pack_mode_choices,
     with_pack_mode,
 )
+from ragdesk.core.retriever_names import retriever_in_sentence, retriever_title
 from ragdesk.ui.answer_fields import ANSWER_LABELS, TokenCountSpin
 from ragdesk.ui.infos import PackInfo
 
 DECODING_NAMES: dict[str, str] = {"thorough": "Thorough", "fast": "Fast"}
-RETRIEVER_NAMES: dict[str, str] = {"dense": "Dense", "sparse": "BM25", "hybrid": "Hybrid"}
 STYLE_NAMES: dict[str, str] = {"short": "Short answer", "sentence": "Full sentence"}
 # Qt item data cannot hold None reliably, so the three grounding choices travel as strings.
 GROUNDING = (("auto", "Automatic"), ("on", "Always"), ("off", "Never"))
@@ -51,10 +51,12 @@ GROUNDING_KEYS = {v: k for k, v in GROUNDING_VALUES.items()}
 TIPS = {
     "pack": "The question encoder and generator that answer",
     "retriever": (
-        "<b>Dense</b>: the question encoder's inner product with the passage vectors "
-        "(DPR).<br/><b>BM25</b>: word matches only.<br/><b>Hybrid</b>: dense and BM25 "
+        f"<b>{retriever_title('dense')}</b>: the question encoder's inner product with the "
+        f"passage vectors (DPR).<br/><b>{retriever_title('sparse')}</b>: word matches only."
+        f"<br/><b>{retriever_title('hybrid')}</b>: dense and {retriever_in_sentence('sparse')} "
         "candidates re-ranked together; the best top-20 accuracy on the starter snapshot. "
-        "BM25 and hybrid index a snapshot's words the first time they are used."),
+        f"{retriever_title('sparse')} and {retriever_in_sentence('hybrid')} index a "
+        "snapshot's words the first time they are used."),
     "mode": (
         "<b>RAG-Token</b> may draw each token from a different passage.<br/>"
         "<b>RAG-Sequence</b> writes the whole answer from one passage at a time and "
@@ -175,7 +177,7 @@ class ControlsPanel(QWidget):
     def _build_form(self, pack: str) -> QFormLayout:
         self.pack = _combo([(pack, pack)], TIPS["pack"])
         self.pack.currentIndexChanged.connect(self._on_pack)
-        self.retriever = _combo([(r, RETRIEVER_NAMES[r]) for r in RETRIEVERS],
+        self.retriever = _combo([(r, retriever_title(r)) for r in RETRIEVERS],
                                 TIPS["retriever"])
         self.mode = _combo([(m, MODE_NAMES[m]) for m in MODES], TIPS["mode"])
         self.decoding = _combo([(d, DECODING_NAMES[d]) for d in DECODINGS], TIPS["decoding"])

@@ -121,7 +121,7 @@ class Conversation(QObject):
                 title="Answering")
         # Passages chosen elsewhere: the card's K is how many were chosen, not the setting.
         shown = params if docs is None else params.replace(n_docs=max(1, len(docs)))
-        card = AnswerCard(op.id, question, shown, snapshot)
+        card = AnswerCard(op.id, question, shown, snapshot, chosen_passages=docs is not None)
         ask = _Ask(op, card, in_chat, time.monotonic())
         op.started(lambda: self._started(ask)).stream(lambda item: self._streamed(ask, item))
         op.success(lambda answer: self._finished(ask, answer))

@@ -51,6 +51,25 @@ class ExploreDocks:
     def dock(self, title: str) -> QDockWidget | None:
         return self._docks.get(title)
 
+    def open_titles(self) -> list[str]:
+        """The views open now (in front or behind another tab), for the next start."""
+        return [t for t, d in self._docks.items() if not d.isHidden()]
+
+    def reopen(self, titles: object) -> None:
+        """Open again the views that were open at the last quit, where the window's restored
+        state had them: their docks did not exist when that state was restored. Not brought
+        forward: the tab that was in front at the quit stays there."""
+        if not isinstance(titles, list):
+            return
+        for title in titles:
+            if not isinstance(title, str) or title not in self._views or title in self._docks:
+                continue
+            act = self._views[title][0]
+            act.blockSignals(True)  # toggled would bring the view forward
+            act.setChecked(True)
+            act.blockSignals(False)
+            self._build(title, saved_place=True).setVisible(True)
+
     def toggle(self, title: str, on: bool) -> None:
         """Show (``on``) or hide a view. A view that is open but behind another tab is
         brought forward instead of hidden: its shortcut means "show me" until it is in front,
@@ -77,11 +96,24 @@ class ExploreDocks:
         # setFocus.
         QTimer.singleShot(0, dock, lambda: _focus_view(dock))
 
-    def _build(self, title: str) -> QDockWidget:
+    def _build(self, title: str, *, saved_place: bool = False) -> QDockWidget:
         act, factory = self._views[title]
         dock = QDockWidget(title, self.window)
         dock.setObjectName("Explore-" + re.sub(r"\W+", "-", title))
         dock.setWidget(factory(self.context))
+        # Where the restored window state had it (False: that state never held it).
+        if not (saved_place and self.window.restoreDockWidget(dock)):
+            self._place_beside_passage(dock)
+        dock.visibilityChanged.connect(
+            lambda vis, a=act, d=dock: a.setChecked(vis or not d.isHidden()))
+        dock.visibilityChanged.connect(lambda vis, d=dock: _clicked_forward(d, vis))
+        self._docks[title] = dock
+        answer = self.context.state.selected_answer
+        if answer is not None:
+            self.context.state.answerSelected.emit(answer)  # the new view shows it too
+        return dock
+
+    def _place_beside_passage(self, dock: QDockWidget) -> None:
         # The new tab would widen the whole right-hand area to its own preferred width, taking
         # it from the left-hand docks (the conversations sidebar went down to its minimum, and
         # stayed there in the saved layout): every side dock keeps the width it had. Views
@@ -94,14 +126,6 @@ class ExploreDocks:
             widths[dock] = widths[self.tab_with]
         if restore:  # after the layout has taken the new tab in, on its next pass
             QTimer.singleShot(0, self.tab_with, self._restore)
-        dock.visibilityChanged.connect(
-            lambda vis, a=act, d=dock: a.setChecked(vis or not d.isHidden()))
-        dock.visibilityChanged.connect(lambda vis, d=dock: _clicked_forward(d, vis))
-        self._docks[title] = dock
-        answer = self.context.state.selected_answer
-        if answer is not None:
-            self.context.state.answerSelected.emit(answer)  # the new view shows it too
-        return dock
 
     def _restore(self) -> None:
         widths, self._restore_widths = self._restore_widths or {}, None

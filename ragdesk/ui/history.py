@@ -25,7 +25,7 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import Background, op_background
-from ragdesk.ui.chat.card import AnswerCard
+from ragdesk.ui.chat.card import CHOSEN_PASSAGES_KEY, AnswerCard
 from ragdesk.ui.chat.view import ChatView
 from ragdesk.ui.conversation import Conversation
 from ragdesk.ui.conversations_sidebar import ConversationsSidebar
@@ -140,7 +140,7 @@ class History(QObject):
         for card in self.chat.cards:
             if keep_running and card.answer is None and card.state.active:
                 self._leaving[card.request_id] = (self._target, self._pack(),
-                                                  card.params.to_settings())
+                                                  card.stored_options())
             self.conversation.forget(card)
         self.chat.clear()
         self.selection.clear()
@@ -198,7 +198,8 @@ class History(QObject):
         a = stored.answer
         params = AnswerOptions.from_settings(stored.options)
         # Negative ids: the ops' ids (positive) name the cards of questions asked now.
-        card = AnswerCard(-stored.id, a.question, params, a.snapshot)
+        card = AnswerCard(-stored.id, a.question, params, a.snapshot,
+                          chosen_passages=stored.options.get(CHOSEN_PASSAGES_KEY) is True)
         self._wire_card(card)
         self.chat.add_card(card)
         card.finish(a)
@@ -219,7 +220,7 @@ class History(QObject):
     def save(self, card: AnswerCard) -> None:
         """Store a finished answer of the chat in the conversation shown."""
         if card.answer is not None:
-            self._store(card.answer, self._target, self._pack(), card.params.to_settings(),
+            self._store(card.answer, self._target, self._pack(), card.stored_options(),
                         card.request_id)
 
     def _left_finished(self, rid: int, answer: Answer) -> None:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QDialog, QDockWidget, QMainWindow, QVBoxLayout, QW
 from ragdesk.core.options import AnswerOptions
 from ragdesk.core.types import Hit
 from ragdesk.ui import help_dialogs
-from ragdesk.ui.actions import build_actions, build_menus, in_menu
+from ragdesk.ui.actions import add_mnemonics, build_actions, build_menus, in_menu
 from ragdesk.ui.article_view import ArticleView
 from ragdesk.ui.backend import Backend
 from ragdesk.ui.background import op_background
@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
         self._connect()
         if apply_theme:
             self.apply_theme(str(self.settings.get("theme", "system")))
-        restore_layout(self, self.settings)
+        restore_layout(self, self.settings, self.explore)
         self.update_status()
 
     # ---- construction ----------------------------------------------------------------------
@@ -176,6 +176,7 @@ class MainWindow(QMainWindow):
         install_explore_views(self.explore)
         view.addSeparator()
         self.theme_actions = theme_menu(view.addMenu("&Theme"), self.apply_theme)
+        add_mnemonics(view)
 
     def _connect(self) -> None:
         c, s = self.composer, self.state
@@ -363,7 +364,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings_writer.flush_params()
-        self.settings_writer.write(layout_values(self))
+        self.settings_writer.write(layout_values(self, self.explore))
         # Gone from the screen at once; the workers finish their current step meanwhile.
         self.hide()
         self.shutdown()

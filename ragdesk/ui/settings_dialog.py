@@ -45,15 +45,16 @@ from ragdesk.core.preferences import (
     save_preferences,
     validate,
 )
+from ragdesk.core.retriever_names import RETRIEVER_TITLES
 from ragdesk.core.settings import Settings
 from ragdesk.ui.answer_fields import ANSWER_LABELS, TokenCountSpin
 from ragdesk.ui.background import Background
+from ragdesk.ui.controls import DECODING_NAMES
 from ragdesk.ui.dialogs import fit_height, start_folder
 from ragdesk.ui.theme import THEMES, theme_name
 
 DEVICES = ("cpu", "auto", "cuda", "mps")
-CHOICE_NAMES = {**MODE_NAMES, "thorough": "Thorough", "fast": "Fast", "dense": "Dense",
-                "sparse": "BM25", "hybrid": "Hybrid"}
+CHOICE_NAMES = {**MODE_NAMES, **DECODING_NAMES, **RETRIEVER_TITLES}
 ANSWER_TIPS = {"mode": "For model packs with no reading mode of their own; a pack that has one "
                        "reads in it until another is picked for it in the controls"}
 

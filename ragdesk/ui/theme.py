@@ -106,10 +106,29 @@ def control_edge(palette: QPalette | None = None) -> QColor:
     return QColor(_CONTROL_EDGE[is_dark(palette)])
 
 
+def luminance(c: QColor) -> float:
+    """WCAG 2 relative luminance of an opaque colour."""
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+
+    return (0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF())
+            + 0.0722 * channel(c.blueF()))
+
+
+def contrast_ratio(a: QColor, b: QColor) -> float:
+    """WCAG 2 contrast ratio, 1 (same) to 21 (black on white)."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+_DARK_TEXT, _LIGHT_TEXT = QColor("#111111"), QColor("#f5f5f5")
+
+
 def readable_text_on(bg: QColor) -> QColor:
-    # Relative luminance decides black or white text (WCAG's formula, close enough here).
-    lum = 0.2126 * bg.redF() + 0.7152 * bg.greenF() + 0.0722 * bg.blueF()
-    return QColor("#111111") if lum > 0.5 else QColor("#f5f5f5")
+    """Near-black or near-white text, whichever contrasts more with ``bg``."""
+    if contrast_ratio(_DARK_TEXT, bg) >= contrast_ratio(_LIGHT_TEXT, bg):
+        return QColor(_DARK_TEXT)
+    return QColor(_LIGHT_TEXT)
 
 
 def light_palette() -> QPalette:

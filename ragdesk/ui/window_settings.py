@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QByteArray, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication
@@ -15,6 +16,9 @@ from ragdesk.core.options import PACK_MODES_KEY, AnswerOptions, pack_mode_choice
 from ragdesk.core.settings import Settings
 from ragdesk.ui.ops import Lane, Op, OpRunner
 from ragdesk.ui.reports import ErrorReport
+
+if TYPE_CHECKING:
+    from ragdesk.ui.explore_docks import ExploreDocks
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,9 @@ class SettingsWriter(QObject):
 
 
 FIRST_SIZE = QSize(1320, 860)
+# The titles of the explore views open at the quit: their docks are built on first use, so
+# the saved window state alone cannot bring them back.
+EXPLORE_KEY = "explore_views"
 
 
 def first_size(window: QMainWindow) -> QSize:
@@ -77,7 +84,7 @@ def first_size(window: QMainWindow) -> QSize:
     return FIRST_SIZE.boundedTo(QSize(free.width() - 16, free.height() - 40))
 
 
-def restore_layout(window: QMainWindow, settings: Settings) -> None:
+def restore_layout(window: QMainWindow, settings: Settings, explore: ExploreDocks) -> None:
     geo = settings.get("window_geometry")
     state = settings.get("window_state")
     if isinstance(geo, str) and geo:
@@ -86,6 +93,7 @@ def restore_layout(window: QMainWindow, settings: Settings) -> None:
         window.resize(first_size(window))
     if isinstance(state, str) and state:
         window.restoreState(QByteArray.fromBase64(state.encode("ascii")))
+        explore.reopen(settings.get(EXPLORE_KEY))
         return
     first_layout(window)
 
@@ -100,6 +108,7 @@ def first_layout(window: QMainWindow) -> None:
                            Qt.Orientation.Vertical)
 
 
-def layout_values(window: QMainWindow) -> dict[str, object]:
+def layout_values(window: QMainWindow, explore: ExploreDocks) -> dict[str, object]:
     return {"window_geometry": bytes(window.saveGeometry().toBase64().data()).decode("ascii"),
-            "window_state": bytes(window.saveState().toBase64().data()).decode("ascii")}
+            "window_state": bytes(window.saveState().toBase64().data()).decode("ascii"),
+            EXPLORE_KEY: explore.open_titles()}

@@ -80,6 +80,26 @@ def test_shows_the_current_settings_and_environment_overrides(
     assert dlg.threads.specialValueText() == "Automatic"
 
 
+def test_the_choices_are_named_as_the_controls_name_them(
+        qtbot: Any, data: Path, runner: OpRunner) -> None:
+    """Mode, decoding and retriever: one name each, here and in the controls panel (the
+    sparse retriever is BM25 in both)."""
+    from ragdesk.core.options import AnswerOptions
+    from ragdesk.ui.controls import ControlsPanel
+
+    dlg = make_dialog(qtbot, data, runner)
+    panel = ControlsPanel(AnswerOptions(), "starter")
+    qtbot.addWidget(panel)
+
+    def names(combo: Any) -> dict[str, str]:
+        return {combo.itemData(i): combo.itemText(i) for i in range(combo.count())}
+
+    for key, combo in (("mode", panel.mode), ("decoding", panel.decoding),
+                       ("retriever", panel.retriever)):
+        assert names(dlg.answer_combos[key]) == names(combo), key
+    assert names(panel.retriever)["sparse"] == "BM25"
+
+
 def test_invalid_values_are_shown_beside_their_fields_and_nothing_is_saved(
         qtbot: Any, data: Path, runner: OpRunner, tmp_path: Path) -> None:
     before = on_disk(data)

@@ -20,27 +20,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ragdesk.ui.theme import install_theme
+from ragdesk.ui.theme import contrast_ratio, install_theme
 
 NON_TEXT = 3.0
 
 
-def _luminance(c: QColor) -> float:
-    def channel(v: float) -> float:
-        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
-
-    return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(
-        c.blueF())
-
-
-def _ratio(a: QColor, b: QColor) -> float:
-    hi, lo = sorted((_luminance(a), _luminance(b)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
-
-
 def _contrasting(image: QImage, rect: QRect, background: QColor) -> int:
     """How many pixels of ``rect`` stand out from ``background`` by at least 3:1."""
-    return sum(_ratio(image.pixelColor(x, y), background) >= NON_TEXT
+    return sum(contrast_ratio(image.pixelColor(x, y), background) >= NON_TEXT
                for x in range(rect.left(), rect.right() + 1)
                for y in range(rect.top(), rect.bottom() + 1))
 
@@ -98,7 +85,7 @@ def test_the_control_edge_colour_has_3_to_1_on_window_and_base(qapp: QApplicatio
     pal = QApplication.palette()
     for role in (QPalette.ColorRole.Window, QPalette.ColorRole.Base,
                  QPalette.ColorRole.AlternateBase):
-        assert _ratio(control_edge(pal), pal.color(role)) >= NON_TEXT, role
+        assert contrast_ratio(control_edge(pal), pal.color(role)) >= NON_TEXT, role
 
 
 def test_the_theme_choices_are_named_alike_with_mnemonics(qtbot: Any, window: Any) -> None:

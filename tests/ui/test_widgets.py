@@ -134,6 +134,26 @@ def test_heat_ramp_grows_away_from_the_background(theme: str) -> None:
     assert values == sorted(values) and values[-1] - values[0] > 0.5
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_numbers_in_heat_cells_read_on_every_shade_of_the_ramp(theme: str) -> None:
+    """A cell's number, near-black or near-white, keeps 4:1 (WCAG 2) on every shade. Around
+    the middle of the ramp neither reaches 4.5:1; the approximation of luminance the choice
+    was once made with went down to 3.3:1 there."""
+    from ragdesk.ui.theme import (
+        contrast_ratio,
+        dark_palette,
+        heat_ramp,
+        light_palette,
+        readable_text_on,
+    )
+
+    stops = heat_ramp(light_palette() if theme == "light" else dark_palette())
+    for i in range(101):
+        bg = heat_color(i / 100, stops=stops)
+        ratio = contrast_ratio(readable_text_on(bg), bg)
+        assert ratio >= 4.0, (i, bg.name())
+
+
 def test_inspector_shows_passage_numbers_and_highlights_answer_words(qtbot) -> None:  # type: ignore[no-untyped-def]
     answer = make_answer(n_tokens=12, seed=0)
     ins = PassageInspector()

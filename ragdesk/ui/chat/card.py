@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from ragdesk.core.export import MODE_NAMES
 from ragdesk.core.options import AnswerOptions
+from ragdesk.core.retriever_names import retriever_in_sentence
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 from ragdesk.core.units import logprob_text, plural
 from ragdesk.ui.card_state import CardState
@@ -42,6 +43,13 @@ CLOSEST_PASSAGES = ("Closest passages (none of them seems to hold the answer; th
                     "sources):")
 
 
+# "Ask from here" on the retrieval map answers from the passages the user put the query
+# among, not from those retrieved for the question: the card says so, or it would read like
+# any other answer to the question.
+CHOSEN_PASSAGES = "Asked from the passages you chose on the retrieval map"
+# Stored with the answer's options, so that the mark comes back with the conversation.
+CHOSEN_PASSAGES_KEY = "chosen_passages"
+
 EMPTY_ANSWER = (
     "The model produced an empty answer: it ended the answer before its first word. Small "
     "generators do this when the retrieved passages (below) do not contain the answer, or "
@@ -61,12 +69,14 @@ class AnswerCard(QFrame):
     guessShown = Signal(object, bool)  # card, whether an abstained answer's guess is shown
 
     def __init__(self, request_id: int, question: str, params: AnswerOptions,
-                 snapshot: str | None, parent: QWidget | None = None) -> None:
+                 snapshot: str | None, parent: QWidget | None = None, *,
+                 chosen_passages: bool = False) -> None:
         super().__init__(parent)
         self.request_id = request_id
         self.question = question
         self.params = params
         self.snapshot = snapshot
+        self.chosen_passages = chosen_passages
         self.answer: Answer | None = None
         self.state = CardState.WAITING
         self.selected = False
@@ -82,9 +92,11 @@ class AnswerCard(QFrame):
 
         lay.addLayout(self._header(question))
 
-        self.status_label = QLabel()
-        self.status_label.setObjectName("CardStatus")
-        self.status_label.setWordWrap(True)
+        self.chosen_label = _wrapped_label("ChosenPassages", CHOSEN_PASSAGES)
+        self.chosen_label.setVisible(chosen_passages)
+        lay.addWidget(self.chosen_label)
+
+        self.status_label = _wrapped_label("CardStatus")
         lay.addWidget(self.status_label)
 
         self.text = TokenText(params.mode)
@@ -102,9 +114,7 @@ class AnswerCard(QFrame):
         lay.addWidget(self.verdict)
         self.summary: SourceSummary | None = None
 
-        self.chips_caption = QLabel(CLOSEST_PASSAGES)
-        self.chips_caption.setObjectName("ChipsCaption")
-        self.chips_caption.setWordWrap(True)
+        self.chips_caption = _wrapped_label("ChipsCaption", CLOSEST_PASSAGES)
         self.chips_caption.setVisible(False)
         lay.addWidget(self.chips_caption)
 
@@ -113,12 +123,16 @@ class AnswerCard(QFrame):
         self.chips_box.setVisible(False)
         lay.addWidget(self.chips_box)
 
-        self.meta_label = QLabel()
-        self.meta_label.setObjectName("CardMeta")
-        self.meta_label.setWordWrap(True)
+        self.meta_label = _wrapped_label("CardMeta")
         lay.addWidget(self.meta_label)
         self._set_status("Waiting for the engine…")
         self._update_meta()
+
+    def stored_options(self) -> dict[str, object]:
+        """The options stored with the answer: what :meth:`AnswerOptions.from_settings`
+        reads, and whether its passages were chosen on the map."""
+        return {**self.params.to_settings(),
+                **({CHOSEN_PASSAGES_KEY: True} if self.chosen_passages else {})}
 
     def _header(self, question: str) -> QHBoxLayout:
         head = QHBoxLayout()
@@ -310,10 +324,11 @@ class AnswerCard(QFrame):
             parts.append(f"K = {len(a.docs)}: all the snapshot holds ({p.n_docs} asked)")
         else:
             parts.append(f"K = {p.n_docs}")
-        # What really retrieved (a snapshot still computing its vectors answers with BM25).
+        # What really retrieved (a snapshot still computing its vectors answers with BM25);
+        # passages chosen on the map were retrieved by none.
         used = a.retriever if a is not None and a.retriever else p.retriever
-        if used != "dense":
-            label = "BM25" if used == "sparse" else used
+        if used != "dense" and not self.chosen_passages:
+            label = retriever_in_sentence(used)
             if used != p.retriever:
                 label += " (dense index not ready yet)"
             parts.append(label)
@@ -342,3 +357,11 @@ class AnswerCard(QFrame):
     def mousePressEvent(self, event: QMouseEvent) -> None:
         self.activated.emit(self)
         super().mousePressEvent(event)
+
+
+def _wrapped_label(name: str, text: str = "") -> QLabel:
+    """A line of the card that wraps, styled by its object name (ragdesk.qss)."""
+    label = QLabel(text)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    return label

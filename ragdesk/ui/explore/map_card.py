@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 from ragdesk.core import projection as projmod
 from ragdesk.core.projection import MapData, MapPoint, Projection, VectorSnapshot
+from ragdesk.core.retriever_names import RETRIEVER_TITLES, retriever_in_sentence
 from ragdesk.core.types import RetrievedDoc
-from ragdesk.ui.controls import RETRIEVER_NAMES
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class CardPassages:
 
 def differs_text(retriever: str | None, k: int) -> str:
     """What the map says when its passages are not the answer card's."""
-    name = RETRIEVER_NAMES.get(retriever or "")
-    how = (f"This answer's passages came from {name} retrieval"
-           if name and retriever != "dense" else "This answer read other passages")
+    other = retriever if retriever in RETRIEVER_TITLES and retriever != "dense" else None
+    how = (f"This answer's passages came from {retriever_in_sentence(other)} retrieval"
+           if other else "This answer read other passages")
     last = f"–d{k}" if k > 1 else ""
     card = f"The card's [1]–[{k}] are the squares" if k > 1 else "The card's [1] is the square"
     return (f"{how}; the map searches by dense vectors, so its passages (d1{last}) are not "

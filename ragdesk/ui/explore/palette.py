@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QPalette
 
-from ragdesk.ui.theme import mix, passage_color
+from ragdesk.ui.theme import contrast_ratio, luminance, mix, passage_color
 
 QUERY_COLOUR = QColor("#d62728")
 # WCAG 2 AA for normal text; labels are small, so there is no large-text allowance.
@@ -36,21 +36,6 @@ def ink(pal: QPalette, alpha: int = 255) -> QColor:
 
 def muted(pal: QPalette) -> QColor:
     return pal.color(QPalette.ColorRole.PlaceholderText)
-
-
-def luminance(c: QColor) -> float:
-    """WCAG 2 relative luminance of an opaque colour."""
-    def channel(v: float) -> float:
-        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
-
-    return (0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF())
-            + 0.0722 * channel(c.blueF()))
-
-
-def contrast_ratio(a: QColor, b: QColor) -> float:
-    """WCAG 2 contrast ratio, 1 (same) to 21 (black on white)."""
-    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
-    return (la + 0.05) / (lb + 0.05)
 
 
 def readable(colour: QColor, on: QColor, ratio: float = TEXT_CONTRAST) -> QColor:

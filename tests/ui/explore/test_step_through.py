@@ -183,8 +183,7 @@ def test_the_source_named_in_a_step_reads_on_either_theme(qtbot, theme: str) -> 
 
     from PySide6.QtGui import QPalette
 
-    from ragdesk.ui.explore.palette import contrast_ratio
-    from ragdesk.ui.theme import dark_palette, light_palette
+    from ragdesk.ui.theme import contrast_ratio, dark_palette, light_palette
 
     ans = synthetic_answer("token", 10, k=5, seed=1)
     w = StepThrough([ans])
