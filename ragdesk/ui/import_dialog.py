@@ -205,15 +205,7 @@ class ImportDialog(QDialog):
         self.encoder = QComboBox()
         self.encoder.setEditable(True)
         self.encoder.setMinimumContentsLength(28)
-        for e in encoders:
-            self.encoder.addItem(self._name(e), e)
-            self.encoder.setItemData(self.encoder.count() - 1, e, Qt.ItemDataRole.ToolTipRole)
-        if default_encoder:
-            i = self.encoder.findData(default_encoder)
-            if i < 0:
-                self.encoder.insertItem(0, self._name(default_encoder), default_encoder)
-                i = 0
-            self.encoder.setCurrentIndex(i)
+        self.offer_encoders(encoders, default_encoder)
         self.encoder_browse = QPushButton(icon("folder"), "Fol&der…")
         self.encoder_browse.clicked.connect(self._browse_encoder)
         erow.addWidget(self.encoder, 1)
@@ -221,6 +213,32 @@ class ImportDialog(QDialog):
         enc_label = QLabel("Passage &encoder")
         enc_label.setBuddy(self.encoder)
         form.addRow(enc_label, erow)
+
+    def offer_encoders(self, encoders: Sequence[str], default_encoder: str | None,
+                       names: Mapping[str, str] | None = None) -> None:
+        """List ``encoders`` (those not listed yet) and choose ``default_encoder`` when no
+        encoder is chosen or typed. Called again when the packs are listed: the dialog may
+        open before they are (the window is still reading the catalog), and what the user
+        chose or typed in the meantime stays."""
+        self._names.update(names or {})
+        typed, index = self.encoder.currentText(), self.encoder.currentIndex()
+        for e in encoders:
+            if self.encoder.findData(e) < 0:
+                self.encoder.addItem(self._name(e), e)
+                self.encoder.setItemData(self.encoder.count() - 1, e,
+                                         Qt.ItemDataRole.ToolTipRole)
+        if typed.strip():
+            # The first item added to an empty list becomes current and replaces the text.
+            if index < 0 and self.encoder.currentText() != typed:
+                self.encoder.setCurrentIndex(-1)
+                self.encoder.setEditText(typed)
+            return
+        if default_encoder:
+            i = self.encoder.findData(default_encoder)
+            if i < 0:
+                self.encoder.insertItem(0, self._name(default_encoder), default_encoder)
+                i = 0
+            self.encoder.setCurrentIndex(i)
 
     def _name(self, ref: str) -> str:
         """An encoder as everything else names it: the hub id its snapshots record."""

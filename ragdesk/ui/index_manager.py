@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from ragdesk.core.units import human_bytes, plural, shown_time
 from ragdesk.ui.dialogs import JobPanel, confirm
 from ragdesk.ui.import_dialog import ImportDialog, ImportSpec, short_model
-from ragdesk.ui.infos import VARIANTS, FolderImportSummary, SnapshotInfo
+from ragdesk.ui.infos import VARIANTS, FolderImportSummary, PackInfo, SnapshotInfo
 from ragdesk.ui.library import Library
 from ragdesk.ui.ops import FailureHandler, Lane, OpRunner
 from ragdesk.ui.reports import ErrorReport
@@ -120,6 +120,7 @@ class IndexManagerDialog(QDialog):
 
         self._follow_jobs(ops)
         state.snapshotsChanged.connect(self.set_snapshots)
+        state.packsChanged.connect(self._packs_listed)
         # Wide enough for the encoder's hub id beside the sizes where the screen allows.
         screen = parent.screen().availableGeometry() if parent.screen() else None
         self.resize(min(1160, screen.width() - 80) if screen else 980, 440)
@@ -257,7 +258,9 @@ class IndexManagerDialog(QDialog):
 
     # ---- actions ---------------------------------------------------------------------------
 
-    def open_import(self, reimport: SnapshotInfo | None = None) -> ImportDialog:
+    def _encoder_choices(self, reimport: SnapshotInfo | None
+                         ) -> tuple[list[str], str | None, dict[str, str]]:
+        """The packs' passage encoders, the one to choose first, and their hub ids."""
         pack = self.state.pack_info()
         encoders = [p.passage_encoder for p in self.state.packs if p.passage_encoder]
         default = pack.passage_encoder if pack else None
@@ -265,8 +268,19 @@ class IndexManagerDialog(QDialog):
             default = self._built_with(reimport) or default
         names = {p.passage_encoder: p.passage_encoder_name for p in self.state.packs
                  if p.passage_encoder and p.passage_encoder_name}
+        return list(dict.fromkeys(encoders)), default, names
+
+    def _packs_listed(self, _packs: Sequence[PackInfo]) -> None:
+        # The packs are listed after the window opens: an import dialog opened sooner lists
+        # them (and chooses the pack's encoder) when they arrive.
+        d = self.import_dialog
+        if d is not None and d.isVisible():
+            d.offer_encoders(*self._encoder_choices(d.reimport))
+
+    def open_import(self, reimport: SnapshotInfo | None = None) -> ImportDialog:
+        encoders, default, names = self._encoder_choices(reimport)
         self.import_dialog = ImportDialog(
-            self, taken=[s.name for s in self.snapshots], encoders=list(dict.fromkeys(encoders)),
+            self, taken=[s.name for s in self.snapshots], encoders=encoders,
             default_encoder=default, reimport=reimport, names=names)
         self.import_dialog.accepted.connect(
             lambda: self.start_import(self.import_dialog.spec()) if self.import_dialog else None)

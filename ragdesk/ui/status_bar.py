@@ -26,12 +26,14 @@ JOB_LINE_MS = 8_000
 
 
 class StatusLine:
-    def __init__(self, bar: QStatusBar, state: AppState, ops: OpRunner) -> None:
+    def __init__(self, bar: QStatusBar, state: AppState, ops: OpRunner, *,
+                 line_ms: int = JOB_LINE_MS) -> None:
         self.state = state
+        # How long a job's line stays (read at each line): the tests shorten the user's 8 s.
+        self.line_ms = line_ms
         self.text = ElidedLabel(READY)
         self._fade = QTimer(bar)
         self._fade.setSingleShot(True)
-        self._fade.setInterval(JOB_LINE_MS)
         self._fade.timeout.connect(lambda: self.text.setText(READY))
         self.text.setObjectName("StatusText")
         bar.addWidget(self.text, 1)
@@ -57,7 +59,7 @@ class StatusLine:
 
     def _show_for_a_while(self, text: str) -> None:
         self.show(text)
-        self._fade.start()
+        self._fade.start(self.line_ms)
 
     def update(self) -> None:
         info = self.state.snapshot(self.state.active_snapshot)

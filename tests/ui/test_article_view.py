@@ -151,7 +151,7 @@ def test_a_late_article_does_not_replace_a_newer_choice(
     with qtbot.waitSignal(view.loaded, timeout=TIMEOUT_MS):
         view.show_passage(doc_of(snapshot, 25), lambda: article_around(snapshot, 25))
     gate.set()
-    qtbot.wait(200)
+    qtbot.waitUntil(lambda: not runner.busy(), timeout=TIMEOUT_MS)  # the late one delivered
     article = view.article()
     assert article is not None and article.title == "After"
 

@@ -111,7 +111,9 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     qtbot.waitUntil(lambda: (cat.find_snapshot("vital-articles") is not None
                              and cat.get_snapshot("vital-articles").stage == "sparse"),
                     timeout=60_000)
-    qtbot.wait(300)  # the question keeps waiting: the generator is not ready yet
+    # A fixed wait, for what must not happen in it: the question keeps waiting (the generator
+    # is not ready yet).
+    qtbot.wait(300)
     assert card.state in ("waiting", "running") and not card.tokens
     assert no_error(window)
 

@@ -41,6 +41,9 @@ def import_through_manager(qtbot: Any, w: Any, folder: Path, name: str = "docs")
     dlg.source.setText(str(folder))
     assert dlg.name.text() == "my-docs"  # from the folder's name
     dlg.name.setText(name)
+    # The packs are listed as the window opens, under load after the dialog did: without the
+    # pack's encoder, Import would refuse.
+    qtbot.waitUntil(lambda: dlg.encoder_ref() != "", timeout=30_000)
     with qtbot.waitSignal(w.ops.events(Lane.JOBS).finished, timeout=JOB_TIMEOUT_MS):
         qtbot.mouseClick(dlg.buttons.button(QDialogButtonBox.StandardButton.Ok),
                          Qt.MouseButton.LeftButton)

@@ -26,6 +26,7 @@ from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.resources import stylesheet
 from ragdesk.ui.texts import unbroken
 from tests.ui.fakes import make_answer
+from tests.ui.settle import settle
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -236,12 +237,12 @@ def test_elided_label_ends_in_an_ellipsis_not_a_cut_letter(qtbot: Any) -> None:
 
 def test_status_bar_shows_the_jobs_phase_whole(qtbot: Any, window: Any) -> None:
     window.resize(1280, 720)
-    qtbot.wait(50)
+    settle(qtbot, window)
     job = SimpleNamespace(id=1, title="Building the starter snapshot", cancellable=True)
     window.status.job.start(job)
     window.status.job.update_progress(
         job, ProgressUpdate(4_032, 12_324, "encoding passages", 51.0, 165.0))
-    qtbot.wait(50)
+    settle(qtbot, window)
     title = window.status.job.title
     assert title.text() == "encoding passages"
     assert QFontMetrics(title.font()).horizontalAdvance(title.text()) <= title.width()
@@ -304,7 +305,7 @@ def test_colour_bar_stays_whole_in_a_narrow_pane(qtbot: Any) -> None:
     panel.resize(330, 260)
     panel.show()
     qtbot.waitExposed(panel)
-    qtbot.wait(150)
+    settle(qtbot, panel)
     bar = panel.colour_bar
     assert bar.isVisible() and bar.geometry().right() < panel.width()
     rect = bar.bar_rect()
@@ -331,7 +332,7 @@ def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
     qtbot.addWidget(d)
     d.show()
     qtbot.waitExposed(d)
-    qtbot.wait(50)
+    settle(qtbot, d)
     # Shown at the height its texts need, not the default 480 px with the rest spread out.
     layout = d.layout()
     assert layout is not None
@@ -342,7 +343,7 @@ def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
     d.job_panel.update_progress(job, ProgressUpdate(4_032, 12_324, "encoding passages",
                                                     51.0, 165.0))
     QApplication.sendPostedEvents(d, QEvent.Type.LayoutRequest)
-    qtbot.wait(100)
+    settle(qtbot, d)
     wrapped = [lab for lab in d.findChildren(QLabel) if lab.wordWrap() and lab.text()]
     assert len(wrapped) >= 4
     for lab in wrapped:
@@ -438,7 +439,7 @@ def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
     view.resize(300, 160)  # shorter than the empty state: it scrolls
     view.show()
     qtbot.waitExposed(view)
-    qtbot.wait(100)
+    settle(qtbot, view)
     bar = view.verticalScrollBar()
     assert bar.maximum() > 0 and bar.value() == 0
 
@@ -455,7 +456,7 @@ def test_a_card_taller_than_the_pane_keeps_its_question_in_view(qtbot: Any) -> N
     for i in range(2):
         card = view.add_card(AnswerCard(i + 1, f"question {i}", AnswerOptions(), None))
         card.finish(make_answer(k=5, n_tokens=3, seed=i))
-        qtbot.wait(100)
+        settle(qtbot, view)
     last, bar = view.cards[-1], view.verticalScrollBar()
     assert last.height() > view.viewport().height()
     # Followed down to the newest card's top (its question and answer), not past it.
@@ -466,9 +467,9 @@ def test_docks_leave_the_conversation_room(qtbot: Any, window: Any) -> None:
     from PySide6.QtCore import Qt
 
     window.resize(1280, 720)
-    qtbot.wait(50)
+    settle(qtbot, window)
     window.resizeDocks([window.inspector_dock], [1000], Qt.Orientation.Horizontal)
-    qtbot.wait(100)
+    settle(qtbot, window)
     assert window.centralWidget().width() >= 380
     empty = window.chat.empty
     assert empty.width() <= window.chat.viewport().width()
@@ -483,7 +484,7 @@ def test_colour_bar_sits_next_to_a_short_answers_grid(qtbot: Any) -> None:
     panel.show()
     qtbot.waitExposed(panel)
     panel.map.set_data(answer.tokens, answer.docs)
-    qtbot.wait(100)
+    settle(qtbot, panel)
     grid_right = panel.scroller.x() + panel.map.grid_rect().right()
     assert 0 < panel.colour_bar.x() - grid_right < 60
     for k in range(5):  # room to spare: every label whole
@@ -524,3 +525,38 @@ def test_menus_come_from_the_action_table(window: Any) -> None:
             assert want in entries(menus[top]), spec.name
         act = window.actions_by_name[spec.name]
         assert act in window.actions()  # its shortcut works with the menu bar hidden
+
+
+def test_every_menu_entry_has_its_own_mnemonic(window: Any) -> None:
+    """Alt+letter reaches every entry of every menu, submenus too, and no two entries of one
+    menu share a letter. Not the Index menu's snapshots: their names are the user's."""
+    from ragdesk.ui.actions import mnemonic
+
+    snapshots = set(window.index_menu.group.actions())
+
+    def check(menu: Any, path: str) -> None:
+        entries = [a for a in menu.actions() if not a.isSeparator() and a not in snapshots
+                   and a.text() != "Active snapshot"]  # the snapshots' heading
+        letters = [mnemonic(a.text()) for a in entries]
+        assert None not in letters, (path, [a.text() for a in entries])
+        assert len(set(letters)) == len(letters), (path, [a.text() for a in entries])
+        for a in entries:
+            if a.menu() is not None:
+                check(a.menu(), f"{path}/{a.text()}")
+
+    menus = list(window.menuBar().actions())
+    assert len({mnemonic(a.text()) for a in menus}) == len(menus)
+    for a in menus:
+        check(a.menu(), a.text())
+    view = next(a.menu() for a in menus if a.text() == "&View")
+    docks = [d.toggleViewAction().text() for d in window.docks()]
+    assert docks == ["&Controls", "&Passage", "Posterior &heat map", "C&onversations"]
+    assert {d.toggleViewAction() for d in window.docks()} <= set(view.actions())
+
+
+def test_a_doubled_ampersand_is_no_mnemonic() -> None:
+    from ragdesk.ui.actions import mnemonic
+
+    assert mnemonic("R&&D notes") is None
+    assert mnemonic("R&&D &notes") == "n"
+    assert mnemonic("S&top") == "t"

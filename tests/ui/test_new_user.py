@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QLabel
 
 from tests.ui.conftest import write_jsonl
 from tests.ui.probes import no_error
+from tests.ui.settle import settle
 
 if TYPE_CHECKING:
     from ragdesk.core.session import Session
@@ -66,13 +67,13 @@ def test_opening_the_explore_views_leaves_the_conversations_sidebar_its_width(
     from tests.ui.conftest import SharedModelsBackend, open_window
 
     window.resize(1180, 720)
-    qtbot.wait(100)
+    settle(qtbot, window)
     sidebar = window.sidebar_dock
     before, right = sidebar.width(), window.inspector_dock.width()
     for act, _factory in window.explore._views.values():
         act.setChecked(True)
     qtbot.waitUntil(lambda: all(d.isVisible() for d in window.explore._docks.values()))
-    qtbot.wait(100)
+    settle(qtbot, window)
     # The right-hand area grows only as far as the new views' minimum width makes it (the
     # conversation is at its own minimum here, so that much comes from the left).
     needed = max(d.minimumSizeHint().width() for d in window.explore._docks.values())
@@ -87,7 +88,7 @@ def test_opening_the_explore_views_leaves_the_conversations_sidebar_its_width(
     again = open_window(qtbot, ui_data, SharedModelsBackend)
     try:
         again.resize(1180, 720)
-        qtbot.wait(100)
+        settle(qtbot, again)
         assert again.sidebar_dock.width() >= kept - 4
     finally:
         again.shutdown()
@@ -193,7 +194,7 @@ def test_a_queued_question_shows_its_whole_text(qtbot: Any) -> None:
                             f"of 12,324 · 51.0/s · about {14 - n} min left. This question runs "
                             "as soon as the passages are searchable and the generator is "
                             "ready.")
-            qtbot.wait(20)
+            settle(qtbot, view)
         label = card.status_label
         fm = QFontMetrics(label.font())
         need = fm.boundingRect(QRect(0, 0, label.contentsRect().width(), 0),

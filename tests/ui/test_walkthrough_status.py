@@ -17,6 +17,7 @@ from ragdesk.ui.setup_resume import RESUMING
 from ragdesk.ui.state import AppState
 from ragdesk.ui.status_bar import StatusLine
 from ragdesk.ui.theme import install_theme
+from tests.ui.settle import settle
 
 
 @dataclass
@@ -55,7 +56,7 @@ def test_the_resume_notice_is_whole_beside_the_jobs_progress(qtbot: Any) -> None
         line.show(RESUMING)
         window.show()
         qtbot.waitExposed(window)
-        qtbot.wait(30)
+        settle(qtbot, window)
         assert "BM25 for now" in line.snapshot.text()
         assert not line.text.is_elided(), line.text.text()
     finally:

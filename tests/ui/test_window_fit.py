@@ -15,6 +15,7 @@ from ragdesk.core.types import Answer, RetrievedDoc
 from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.window_settings import first_layout
 from tests.ui.fakes import make_answer
+from tests.ui.settle import settle
 
 # Titles as long as the starter snapshot's: "[2] William Shakespeare" was shortened to
 # "[2] William Shake…" at 1280x720.
@@ -45,10 +46,10 @@ def _show_answer(window: Any, answer: Answer) -> AnswerCard:
 def test_the_heat_map_shows_all_five_rows_at_1280x720(qtbot: Any, window: Any,
                                                       size: tuple[int, int]) -> None:
     window.resize(*size)
-    qtbot.wait(50)
+    settle(qtbot, window)
     first_layout(window)
     _show_answer(window, _answer())
-    qtbot.wait(200)
+    settle(qtbot, window)
     panel, hm = window.heatmap, window.heatmap.map
     view = panel.scroller.viewport()
     assert hm.k == 5
@@ -70,11 +71,11 @@ def test_with_the_default_docks_the_window_narrows_to_1000_px(qtbot: Any, window
         text="x", score=1.0, prob=answer.docs[2].prob, snapshot="demo")
     _show_answer(window, answer)
     window.selection.show_passage(2)
-    qtbot.wait(100)
+    settle(qtbot, window)
     assert all(d.isVisible() and not d.isFloating() for d in window.docks())
     assert window.minimumSizeHint().width() <= 1000, window.minimumSizeHint()
     window.resize(960, 700)  # half of a 1920 screen
-    qtbot.wait(200)
+    settle(qtbot, window)
     assert window.width() <= 1000
     assert window.centralWidget().width() >= 380  # the conversation keeps its room
     ins = window.inspector
@@ -100,7 +101,7 @@ def test_the_cards_heat_map_button_shows_and_focuses_the_map(qtbot: Any, window:
     window.question.setFocus()
     qtbot.waitUntil(lambda: window.question.hasFocus(), timeout=2_000)
     dock.setFloating(floating)
-    qtbot.wait(100)
+    settle(qtbot, window, dock)
     assert dock.isVisible()  # already shown: before, the button then did nothing visible
     qtbot.mouseClick(card.heat_button, Qt.MouseButton.LeftButton)
     hm = window.heatmap.map

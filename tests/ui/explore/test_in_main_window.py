@@ -70,6 +70,8 @@ def test_views_follow_the_selected_answer(qtbot, window) -> None:  # type: ignor
     from_here = sig.args[1]
     assert [d.id for d in from_here.docs] == hits_ids
     assert from_here.question == answer.question
-    # Selecting that answer keeps the map where the user dragged it.
-    qtbot.wait(200)
+    # Selecting that answer keeps the map where the user dragged it: looked at once the map
+    # has heard of it and drawn whatever it would (a redraw would be busy until applied).
+    qtbot.waitUntil(lambda: window.state.selected_answer is from_here and not view.is_busy(),
+                    timeout=TIMEOUT_MS)
     np.testing.assert_array_equal(view.current_query(), dragged)

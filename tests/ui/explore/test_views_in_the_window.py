@@ -21,6 +21,7 @@ from ragdesk.ui.selection import GUESS_HIDDEN_TEXT
 from tests.ui.explore.helpers import synthetic_answer
 from tests.ui.fakes import make_answer
 from tests.ui.probes import ANSWER_TIMEOUT_MS, ask
+from tests.ui.settle import settle
 
 TIMEOUT_MS = ANSWER_TIMEOUT_MS
 LONG_WORD = " Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch-railway-station"
@@ -59,7 +60,7 @@ def test_stepping_through_an_answer_keeps_the_window_width(qtbot: Any, window: A
     dock = _open(qtbot, window, STEPS_TITLE)
     steps = dock.widget()
     assert isinstance(steps, StepThrough)
-    qtbot.wait(100)
+    settle(qtbot, window)
     width, dock_width = window.width(), dock.width()
     answer = _long_answer(mode)
     window.state.select_answer(answer)
@@ -68,7 +69,7 @@ def test_stepping_through_an_answer_keeps_the_window_width(qtbot: Any, window: A
     keys = [Qt.Key.Key_Right] * 5 + [Qt.Key.Key_End, Qt.Key.Key_Home, Qt.Key.Key_End]
     for key in keys:
         qtbot.keyClick(steps, key)
-        qtbot.wait(20)  # the layout settles
+        settle(qtbot, window)
         assert (window.width(), dock.width()) == (width, dock_width), (mode, key)
     assert steps.step() == steps.step_count >= 10
     panel = steps.panels[0]
@@ -190,7 +191,7 @@ def test_the_second_view_keeps_the_docks_width_and_the_map_hint_shows_whole(
         qtbot: Any, window: Any, size: tuple[int, int]) -> None:
     window.resize(*size)
     ask(qtbot, window, "who wrote the origin of species?")
-    qtbot.wait(100)
+    settle(qtbot, window)
     width, right = window.width(), window.inspector_dock.width()
     central = window.centralWidget().width()
     map_dock = _open(qtbot, window, MAP_TITLE)
@@ -198,17 +199,17 @@ def test_the_second_view_keeps_the_docks_width_and_the_map_hint_shows_whole(
     assert isinstance(view, RetrievalMap)
     qtbot.waitUntil(lambda: view.map_data() is not None and not view.is_busy(),
                     timeout=TIMEOUT_MS)
-    qtbot.wait(100)
+    settle(qtbot, window)
     assert (map_dock.width(), window.width()) == (right, width)
     steps_dock = _open(qtbot, window, STEPS_TITLE)
-    qtbot.wait(100)
+    settle(qtbot, window)
     assert (steps_dock.width(), window.width()) == (right, width)
     assert window.centralWidget().width() == central
     assert map_dock in window.tabifiedDockWidgets(steps_dock)
 
     # The hint under the map shows whole: no part of it scrolled out of the preview.
     map_dock.raise_()
-    qtbot.wait(100)
+    settle(qtbot, window)
     preview = view.preview
     assert "Drag the ★" in preview.toPlainText()
     assert preview.verticalScrollBar().maximum() == 0
