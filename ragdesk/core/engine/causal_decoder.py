@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ragdesk.core.engine.int8_kernels import outlier_dims
 from ragdesk.core.engine.lean_parts import KVState, Linear, WeightCopies
@@ -88,6 +88,10 @@ class LeanCausalDecoder(ABC):
     model's layers are: ``_make_layer`` returns an object with ``heads_qkv(h, heads,
     kv_heads, d)`` (the layer's queries, keys and values before the rotary embedding) and
     ``finish(h, att)`` (the residual stream after the layer)."""
+
+    # Whether the output layer's few-row products quantize their inputs to int8 as well
+    # (Int8Head) in bfloat16: chosen per model by the answers it gives (docs/benchmarks.md).
+    int8_head_inputs: ClassVar[bool] = True
 
     def __init__(self, model: Any, precision: str = "float32", int8_rows: bool = True,
                  stored_copies: Mapping[str, torch.Tensor] | None = None) -> None:
@@ -164,7 +168,10 @@ class LeanCausalDecoder(ABC):
             # layers' small matrices gain only for one row
             for layer in self.layers:
                 layer.add_int8_rows(1)
-            self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
+            if self.int8_head_inputs:
+                self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
+            else:
+                self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
         self._taken = self._weights_version()
         self._openings = []  # computed with the weights before
 

@@ -86,6 +86,10 @@ class _QwenLayer(Projections):
 class Qwen2Decoder(LeanCausalDecoder):
     """The weights of one ``Qwen2ForCausalLM``, read in place (float32) or repacked."""
 
+    # int8 inputs to the output layer cost the reader pack right answers where the starter's
+    # Gemma lost none; its one-row steps read the int8 weight with bfloat16 inputs
+    int8_head_inputs = False
+
     def _scaling(self, cfg: Any) -> float:
         return float(self.head_dim ** -0.5)
 

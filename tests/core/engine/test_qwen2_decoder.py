@@ -184,3 +184,17 @@ def test_bfloat16_agrees_with_float32(qwen_parts: Any, tiny_models: Any) -> None
     a = torch.softmax(fast.prepare(QUESTION, passages).first_logits, -1)
     b = torch.softmax(exact.prepare(QUESTION, passages).first_logits, -1)
     assert float((a - b).abs().sum(-1).max()) < 0.1  # total variation, bf16 rounding
+
+
+def test_the_output_layer_reads_int8_rows_with_bfloat16_inputs(qwen_parts: Any) -> None:
+    """In bfloat16 the Qwen2 decoder's output layer reads its int8 copy for a few rows, with
+    the inputs left in bfloat16 (the Gemma decoder quantizes them too, where the CPU can)."""
+    from ragdesk.core.engine.causal_decoder import LM_HEAD_INT8_ROWS
+    from ragdesk.core.engine.int8_kernels import Int8Head, Int8Rows, int8_rows_available
+
+    if not int8_rows_available():
+        pytest.skip("no int8-rows kernel in this torch build")
+    dec = _generator(*qwen_parts, precision="bfloat16").lean_decoder
+    assert isinstance(dec, Qwen2Decoder)
+    assert isinstance(dec.lm_head.rows, Int8Rows) and not isinstance(dec.lm_head.rows, Int8Head)
+    assert dec.lm_head.rows_up_to == LM_HEAD_INT8_ROWS
