@@ -79,6 +79,12 @@ def in_menu(specs: Iterable[ActionSpec[T]], menu: str,
     return [actions[s.name] for s in specs if s.menu == menu]
 
 
+def literal(text: str) -> str:
+    """``text`` shown as written in a menu (a user's name for something may hold "&", which
+    Qt would take for a mnemonic)."""
+    return text.replace("&", "&&")
+
+
 def mnemonic(text: str) -> str | None:
     """The letter Alt+letter picks ``text`` by (lower case), None without one ("&&" is a
     literal "&")."""

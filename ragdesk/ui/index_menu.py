@@ -10,6 +10,7 @@ from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu
 
 from ragdesk.core.units import plural
+from ragdesk.ui.actions import literal
 from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.state import AppState
 from ragdesk.ui.texts import elide
@@ -49,7 +50,7 @@ class IndexMenu(QObject):
         label = f"{s.name}    {plural(s.passages, 'passage')}"
         if s.unusable_reason:
             label += f"  —  {elide(s.unusable_reason, 100)}"
-        act = self.menu.addAction(label)
+        act = self.menu.addAction(literal(label))
         act.setCheckable(True)
         act.setChecked(s.name == self.state.active_snapshot)
         act.setEnabled(s.searchable and not s.unusable_reason)
