@@ -18,10 +18,6 @@ def rate_text(r: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def share_text(x: float | None) -> str:
-    return share_or_dash(x)
-
-
 def step_line(u: TrainingUpdate) -> str:
     """"Step 12 of 46 · loss 0.4321 · held-out top-5 28.4%", as far as it is known."""
     parts = []
@@ -30,7 +26,7 @@ def step_line(u: TrainingUpdate) -> str:
     if u.loss is not None:
         parts.append(f"loss {u.loss:.4f}")
     if u.top_k is not None:
-        parts.append(f"held-out top-{u.k} {share_text(u.top_k)}")
+        parts.append(f"held-out top-{u.k} {share_or_dash(u.top_k)}")
     return "  ·  ".join(parts)
 
 
@@ -43,7 +39,7 @@ def check_text(check: QuestionCheck) -> str:
 def result_text(r: TuneResult) -> str:
     """The measure, and after a run without a gain that it had none: not read as success."""
     line = (f"Held-out top-{r.k} ({plural(r.held_out, 'question')}): "
-            f"{share_text(r.top_k_before)} → {share_text(r.top_k_after)} after "
+            f"{share_or_dash(r.top_k_before)} → {share_or_dash(r.top_k_after)} after "
             f"{plural(r.steps, 'step')} on {plural(r.trained_on, 'question')}.")
     note = r.no_gain_note()
     return line if note is None else f"{line}<br><b>No gain.</b> {note}"

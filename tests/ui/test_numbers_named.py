@@ -20,7 +20,6 @@ from ragdesk.ui.heatmap import PosteriorHeatMap
 from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.inspector import PassageInspector
 from ragdesk.ui.settings_dialog import SettingsDialog
-from ragdesk.ui.tune_texts import share_text
 from tests.ui.fakes import make_answer
 
 PROBS = [0.948, 0.021, 0.012, 0.011, 0.008]
@@ -96,8 +95,15 @@ def test_the_heat_maps_scale_and_tooltips_read_in_percent_like_its_cells(qtbot: 
 
 
 def test_tuning_results_write_percent_without_a_space() -> None:
-    assert share_text(0.284) == "28.4%"
-    assert share_text(None) == "–"
+    from ragdesk.core.progress import TrainingUpdate
+    from ragdesk.core.training.tune import TuneResult
+    from ragdesk.ui.tune_texts import result_text, step_line
+
+    u = TrainingUpdate(done=0, total=0, message="", rate=None, eta_s=None, k=5, top_k=0.284)
+    assert step_line(u).endswith("held-out top-5 28.4%")
+    r = TuneResult(pack="t", base_pack="starter", snapshot="s", k=5, top_k_before=None,
+                   top_k_after=0.284, steps=3, trained_on=8, held_out=2, folder=Path("f"))
+    assert "(2 questions): – → 28.4% after" in result_text(r)
 
 
 def _form_labels(widget: QWidget) -> dict[str, QWidget]:
