@@ -415,15 +415,13 @@ class StallMeter:
 def test_event_loop_keeps_ticking_during_an_answer_and_an_import(  # type: ignore[no-untyped-def]
         qtbot, window, tiny_models, tmp_path, capsys) -> None:
     w = window
-    # 64 tokens whatever the tiny model says: a shorter answer was over in 40-60 ms, before
-    # the meter had ticked 10 times (a flaky failure that measured nothing).
+    # 64 tokens whatever the tiny model says, and as many answers as it takes for the meter
+    # to tick 10 times: one such answer could be over in 40-60 ms, which measured nothing
     w.controls.max_len.setValue(64)
     w.controls._min_new_tokens = 64
     # free decoding: a grounded answer may stop at a dead end before its minimum length
     w.controls.grounded.setCurrentIndex(w.controls.grounded.findData("off"))
     with StallMeter() as answer_meter:
-        # as many answers as it takes for the meter to tick 10 times: a fast machine answered
-        # 64 tokens in 50 ms, which measured nothing
         for _ in range(10):
             type_question(qtbot, w, "what is the tallest mountain on earth?")
             with qtbot.waitSignal(w.conversation.answerFinished, timeout=ANSWER_TIMEOUT_MS):
