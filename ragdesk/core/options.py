@@ -84,6 +84,12 @@ def check_style(style: str) -> str:
     return style
 
 
+def style_or_default(style: str | None) -> Style:
+    """An answer's recorded style (None or unknown for answers from older versions) as the
+    prompts take it."""
+    return next((s for s in STYLES if s == style), DEFAULT_STYLE)
+
+
 def check_retriever_name(name: str) -> None:
     _one_of("retriever", name, RETRIEVERS)
 

@@ -60,6 +60,16 @@ class AnswerToken:
         return max(range(len(self.posterior)), key=self.posterior.__getitem__)
 
 
+@dataclass(frozen=True)
+class ReadingState:
+    """The generator's residual stream after ``layer`` (0-based), averaged over the answer's
+    tokens as read after the prompt they were quoted from (the confidence model's probe
+    reads it; see ragdesk.core.engine.reading_state)."""
+
+    layer: int
+    values: list[float]
+
+
 @dataclass
 class Answer:
     question: str
@@ -93,9 +103,12 @@ class Answer:
     # The other candidate's text when both were read: the memory answer of an answer from the
     # passages, or the passages' answer of one from memory (for evaluation and the inspector).
     other_text: str | None = None
+    # For evaluation (fitting the probe) only: hundreds of numbers, so never in to_json().
+    reading_state: ReadingState | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, object]:
         d = asdict(self)
+        del d["reading_state"]
         for t, tok in zip(d["tokens"], self.tokens, strict=True):
             t["source"] = tok.source
         return d

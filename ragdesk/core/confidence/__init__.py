@@ -1,7 +1,13 @@
 """Honest answers: a calibrated P(right) for every answer, "not found in this snapshot" below
 a measured threshold, and shown sources that hold what they are cited for."""
 
-from ragdesk.core.confidence.features import CLOSED_BOOK, FEATURES, answer_features, holders
+from ragdesk.core.confidence.features import (
+    CLOSED_BOOK,
+    FEATURES,
+    READING_PROBE,
+    answer_features,
+    holders,
+)
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence, fit_logistic
 from ragdesk.core.confidence.sources import SourceSummary, assign_sources, summarize_sources
 from ragdesk.core.confidence.store import confidence_model, generator_key, write_snapshot_model
@@ -17,6 +23,7 @@ from ragdesk.core.confidence.wording import (
 __all__ = [
     "CLOSED_BOOK",
     "FEATURES",
+    "READING_PROBE",
     "ConfidenceModel",
     "SourceSummary",
     "after_streamed",

@@ -1,10 +1,11 @@
 """What the confidence model reads: a handful of numbers the engine has for free.
 
-Every feature but two comes from the answer, its tokens' sources and the retrieved passages'
-scores; the two others are the answer read once more without passages (a short pass, see
-:mod:`ragdesk.core.engine.closed_book`). They follow selective question answering (Kamath, Jia &
-Liang 2020): the reader's own likelihood, the retriever's certainty, and whether the passages
-hold the answer at all.
+Every feature but three comes from the answer, its tokens' sources and the retrieved
+passages' scores; two are the answer read once more without passages (a short pass, see
+:mod:`ragdesk.core.engine.closed_book`), and the last is a probe of the reader's state as it
+reads the answer after its passage (:mod:`ragdesk.core.confidence.probe`, set by the engine).
+They follow selective question answering (Kamath, Jia & Liang 2020): the reader's own
+likelihood, the retriever's certainty, and whether the passages hold the answer at all.
 """
 
 from __future__ import annotations
@@ -44,11 +45,15 @@ FEATURES: tuple[str, ...] = (
     "token_source_max",   # mean over tokens of the largest p(z|x,y_i,y_<i)
     "closed_book_lp",     # log p(y|x) with an empty passage: the answer from the question alone
     "closed_book_lp_per_token",  # the same per token of the answer's text
+    "reading_probe",      # the probe of the reader's middle-layer state (confidence.probe)
 )
 
 _READING = FEATURES[FEATURES.index("best_passage_lp"):FEATURES.index("closed_book_lp")]
+# The feature of the pass that reads the answer again after its passage (half the layers).
+READING_PROBE = "reading_probe"
 # The features of the closed-book pass, the one that costs a forward of its own.
-CLOSED_BOOK: tuple[str, ...] = FEATURES[FEATURES.index("closed_book_lp"):]
+CLOSED_BOOK: tuple[str, ...] = FEATURES[FEATURES.index("closed_book_lp"):
+                                        FEATURES.index(READING_PROBE)]
 
 # Words that say nothing about whether a passage is about the question.
 _STOP = frozenset((

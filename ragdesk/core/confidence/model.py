@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ragdesk.core.confidence.features import FEATURES
+from ragdesk.core.confidence.probe import Probe
 
 FORMAT = 1
 
@@ -42,6 +43,9 @@ class ConfidenceModel:
     # P(right) of the answer kept of the two (features: KEPT_FEATURES, both candidates'
     # P(right) and what links them); None: the kept answer's own P(right) stands.
     kept: ConfidenceModel | None = None
+    # The linear probe of the reader's state whose score is the ``reading_probe`` feature;
+    # None: answers skip the pass that reads that state.
+    probe: Probe | None = None
 
     def predict(self, features: Mapping[str, float]) -> float:
         z = self.intercept
@@ -78,6 +82,8 @@ class ConfidenceModel:
         for key, part in (("memory", self.memory), ("kept", self.kept)):
             if part is not None:
                 out[key] = part.to_json()
+        if self.probe is not None:
+            out["probe"] = self.probe.to_json()
         return out
 
     @classmethod
@@ -103,9 +109,13 @@ class ConfidenceModel:
             parts[key] = None if raw is None else cls.from_json(raw)
         if parts["kept"] is not None and parts["memory"] is None:
             raise ValueError("a confidence model with a kept part needs a memory part")
+        probe = d.get("probe")
+        if probe is not None and not isinstance(probe, dict):
+            raise ValueError("a confidence model's probe must be an object")
         return cls(names, cols[0], cols[1], cols[2], float(d["intercept"]),
                    float(d["threshold"]), dict(d.get("fitted_on") or {}), tuple(modes),
-                   parts["memory"], parts["kept"])
+                   parts["memory"], parts["kept"],
+                   None if probe is None else Probe.from_json(probe))
 
 
 def _sigmoid(z: float) -> float:

@@ -19,19 +19,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.confidence import (
     CLOSED_BOOK,
+    READING_PROBE,
     ConfidenceModel,
     answer_features,
     assign_sources,
     confidence_model,
+    summarize_sources,
 )
 from ragdesk.core.confidence.memory import judge_memory, memory_features
 from ragdesk.core.engine.attribution import TokenCallback
 from ragdesk.core.engine.closed_book import closed_book
+from ragdesk.core.engine.contracts import PassageText
 from ragdesk.core.engine.generators import Generator
 from ragdesk.core.engine.memory_answer import memory_answer
 from ragdesk.core.engine.rag_sequence import rag_sequence
 from ragdesk.core.engine.rag_together import read_together
 from ragdesk.core.engine.rag_token import rag_token
+from ragdesk.core.engine.reading_state import reading_state
 from ragdesk.core.engine.request import AnswerRequest
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.free_cores import fit_threads
@@ -262,6 +266,17 @@ class Engine:
             ans.features = answer_features(ans, prior.logprob, prior.tokens)
         else:
             ans.features = answer_features(ans, None)
+        probe = model.probe if model is not None else None
+        if self.every_feature or probe is not None:
+            t0 = time.perf_counter()
+            with self._lock:
+                ans.reading_state = reading_state(
+                    self.generator, ans.question, [PassageText(d.title, d.text) for d in ans.docs],
+                    summarize_sources(ans).primary, ans.text, ans.mode, ans.style,
+                    probe.layer if probe is not None else None)
+            ans.timings["reading_state_s"] = time.perf_counter() - t0
+            if probe is not None and ans.reading_state is not None:
+                ans.features[READING_PROBE] = probe.score(ans.reading_state.values)
         if model is not None:
             ans.confidence = model.predict(ans.features)
             ans.abstained = bool(abstain) and model.abstains(ans.confidence)

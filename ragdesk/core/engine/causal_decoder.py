@@ -264,11 +264,14 @@ class LeanCausalDecoder(ABC):
 
     def forward(self, tokens: torch.Tensor, state: KVState,
                 positions: torch.Tensor | None = None,
-                tree_mask: torch.Tensor | None = None) -> torch.Tensor:
+                tree_mask: torch.Tensor | None = None,
+                layers: int | None = None) -> torch.Tensor:
         """Feed ``tokens`` [R, T] after what ``state`` holds; returns hidden states [R, T, d]
         (before the final norm). ``positions`` [R, T] default to consecutive positions after
         each row's last; ``tree_mask`` [T, T] (True: attend) replaces causality among the new
-        tokens (a prefix tree fed as one sequence)."""
+        tokens (a prefix tree fed as one sequence); ``layers``: run only the first that many
+        (the residual stream there; the state's later layers are left unwritten, so such a
+        state serves no further step)."""
         import torch
 
         r, t = tokens.shape
@@ -285,7 +288,7 @@ class LeanCausalDecoder(ABC):
         h = self._embed(tokens)
         rope = self._rope(positions, h)
         q_dim, d = self.heads * self.head_dim, self.head_dim
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(self.layers[:layers]):
             q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
@@ -373,6 +376,24 @@ class LeanCausalDecoder(ABC):
         head.length = n
         head.next_position = torch.full_like(head.next_position, n)
         return n
+
+    def hidden_after(self, prompt: Sequence[int], answer: Sequence[int], layers: int,
+                     device: Any = None) -> torch.Tensor:
+        """The residual stream after the first ``layers`` layers at each token of ``answer``
+        read after ``prompt`` [len(answer), d]. A kept opening's keys and values serve the
+        prompt's start; this sequence is not kept as one, its later layers being unrun."""
+        import torch
+
+        if not prompt or not answer:
+            raise ValueError("the prompt and the answer need at least one token each")
+        self._follow_weights()
+        state = KVState.empty(1, len(self.layers), self.kv_heads, len(prompt) + len(answer),
+                              self.head_dim, self.kv_dtype, device)
+        reused = self._reuse_opening(tuple(prompt), state, device)
+        rest = [*prompt[reused:], *answer]
+        h = self.forward(torch.tensor([rest], dtype=torch.long, device=device), state,
+                         layers=layers)
+        return h[0, -len(answer):]
 
     def forget_opening(self) -> None:
         self._openings = []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ragdesk.core.engine.contracts import PassageText
 from ragdesk.core.engine.generators import Generator
-from ragdesk.core.options import DEFAULT_STYLE, STYLES, Style
+from ragdesk.core.options import style_or_default
 
 _NO_PASSAGE = PassageText("", "")
 
@@ -42,7 +42,6 @@ def closed_book(generator: Generator, question: str, text: str,
         return NOTHING
     import torch
 
-    chosen: Style = next((s for s in STYLES if s == style), DEFAULT_STYLE)
-    ctx = generator.prepare(question, [_NO_PASSAGE], chosen)
+    ctx = generator.prepare(question, [_NO_PASSAGE], style_or_default(style))
     lp = ctx.score(0, torch.tensor([ids], dtype=torch.long))[0]
     return ClosedBook(float(lp.sum()), len(ids))

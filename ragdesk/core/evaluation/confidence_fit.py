@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragdesk.core.confidence.features import FEATURES
+from ragdesk.core.confidence.features import FEATURES, READING_PROBE
 from ragdesk.core.confidence.memory import (
     KEPT_FEATURES,
     MEMORY_FEATURES,
@@ -29,7 +29,9 @@ from ragdesk.core.confidence.memory import (
     kept_features,
 )
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence
+from ragdesk.core.confidence.probe import Probe, row_state
 from ragdesk.core.evaluation.metrics import exact_match
+from ragdesk.core.evaluation.probe_fit import fit_probe
 from ragdesk.core.evaluation.selective import (
     auroc,
     choose_threshold,
@@ -186,6 +188,9 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
         raise ValueError("the answers are all right or all wrong; nothing to tell apart")
     answerable: list[bool | None] = [
         a if isinstance(a := r.get("answerable"), bool) else None for r in rows]
+    probe = _probe_part(rows, feats, right, folds) if READING_PROBE in names else None
+    if probe is None:
+        names = [n for n in names if n != READING_PROBE]
     cv = cross_validated(feats, right, l2, folds, names)
     threshold, figures = _figures(cv, right, answerable, folds)
     fitted_on: dict[str, object] = {
@@ -194,11 +199,35 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
     memory = _memory_part(rows, feats, cv, right, answerable, l2, folds)
     if memory is not None:
         threshold, fitted_on["with_memory"] = memory.threshold, memory.fitted_on
-    model = fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
-                           fitted_on=fitted_on, modes=modes)
+    model = dataclasses.replace(
+        fit_confidence(feats, right.tolist(), threshold=threshold, l2=l2, names=names,
+                       fitted_on=fitted_on, modes=modes), probe=probe)
     if memory is None:
         return model
     return dataclasses.replace(model, memory=memory.part, kept=memory.kept)
+
+
+def _probe_part(rows: Sequence[Mapping[str, object]], feats: list[dict[str, float]],
+                right: np.ndarray, folds: int) -> Probe | None:
+    """The reading probe, where most rows hold a reading state of one layer and size; each
+    row's ``reading_probe`` feature becomes its out-of-fold score (rows without a state: the
+    mean, as a model reads a missing feature). None: too few states to fit one."""
+    found = [(i, st) for i, r in enumerate(rows) if (st := row_state(r)) is not None]
+    held = [i for i, _ in found]
+    shapes = {(st.layer, len(st.values)) for _, st in found}
+    if len(held) < len(rows) // 2 or len(shapes) != 1:
+        return None
+    outcomes = right[held]
+    if outcomes.min() == outcomes.max() or len(held) < 2 * folds:
+        return None
+    matrix = np.array([st.values for _, st in found], dtype=np.float64)
+    probe, scores = fit_probe(matrix, outcomes, found[0][1].layer, folds)
+    fill = float(scores.mean())
+    for f in feats:
+        f[READING_PROBE] = fill
+    for i, score in zip(held, scores, strict=True):
+        feats[i][READING_PROBE] = float(score)
+    return probe
 
 
 def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, bool]:
@@ -206,6 +235,9 @@ def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, b
     evaluation row that has ``features``: the passages' answer, or the one from memory where
     the row holds it and the model's memory part keeps it (the engine's rule)."""
     feats = {k: as_float(v) for k, v in as_object(row["features"]).items()}
+    state = row_state(row)
+    if model.probe is not None and state is not None and state.layer == model.probe.layer:
+        feats[READING_PROBE] = model.probe.score(state.values)
     p = model.predict(feats)
     memory_text = _texts(row)[1]
     if (model.memory is None or memory_text is None

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from ragdesk.core.confidence.probe import encode_state
 from ragdesk.core.confidence.sources import summarize_sources
 from ragdesk.core.evaluation.metrics import (
     DEFAULT_KS,
@@ -32,7 +33,7 @@ from ragdesk.core.evaluation.questions import Question
 from ragdesk.core.evaluation.selective import selective_summary
 from ragdesk.core.posterior import entropy
 from ragdesk.core.progress import CancelToken, Progress, ProgressCallback
-from ragdesk.core.types import Hit, Passage, RetrievedDoc
+from ragdesk.core.types import Hit, Passage, ReadingState, RetrievedDoc
 
 PASSAGE_CHUNK = 2000
 
@@ -82,16 +83,22 @@ class QuestionResult:
     # the prediction is the reader's answer from memory; ``other``: the candidate not kept
     from_memory: bool = False
     other: str | None = None
+    reading_state: ReadingState | None = None  # what the confidence model's probe reads
 
     def to_json(self) -> dict[str, object]:
-        return {"line": self.line, "question": self.question, "answers": self.answers,
-                "prediction": self.prediction, "em": self.em, "f1": self.f1,
-                "confidence": self.confidence, "abstained": self.abstained,
-                "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
-                "source": self.source, "from_memory": self.from_memory, "other": self.other,
-                "docs": self.docs, "timings": self.timings,
-                "top1_prob": self.top1_prob, "token_entropy": self.token_entropy,
-                "features": self.features}
+        out: dict[str, object] = {
+            "line": self.line, "question": self.question, "answers": self.answers,
+            "prediction": self.prediction, "em": self.em, "f1": self.f1,
+            "confidence": self.confidence, "abstained": self.abstained,
+            "answerable": self.answerable, "first_hit_rank": self.first_hit_rank,
+            "source": self.source, "from_memory": self.from_memory, "other": self.other,
+            "docs": self.docs, "timings": self.timings,
+            "top1_prob": self.top1_prob, "token_entropy": self.token_entropy,
+            "features": self.features}
+        if self.reading_state is not None:
+            out["reading_state"] = {"layer": self.reading_state.layer,
+                                    "float32": encode_state(self.reading_state.values)}
+        return out
 
 
 @dataclass
@@ -343,6 +350,8 @@ class _Run:
         other = getattr(ans, "other_text", None)
         r.other = other if isinstance(other, str) else None
         r.features = {k: float(v) for k, v in (getattr(ans, "features", {}) or {}).items()}
+        state = getattr(ans, "reading_state", None)
+        r.reading_state = state if isinstance(state, ReadingState) else None
         if toks and used:
             r.source = summarize_sources(ans).primary
 

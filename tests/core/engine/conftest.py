@@ -49,6 +49,19 @@ def causal_gen(tiny_models: Any) -> Any:
     return CausalLMGenerator(model, tok, "tiny-gpt2")
 
 
+@pytest.fixture(scope="module")
+def gemma_parts(tiny_models: Any) -> tuple[Any, Any]:
+    """The tiny ``Gemma3ForCausalLM`` (the starter's architecture) and its tokenizer."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if tiny_models.gemma3 is None:
+        pytest.skip("this transformers has no Gemma 3")
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_models.gemma3), use_safetensors=True)
+    tok = AutoTokenizer.from_pretrained(str(tiny_models.gemma3))
+    assert type(model).__name__ == "Gemma3ForCausalLM"
+    return model, tok
+
+
 @pytest.fixture(scope="session")
 def rag_token_ref(tiny_models: Any) -> Any:
     from transformers import RagTokenForGeneration

@@ -35,18 +35,6 @@ def _generator(model: Any, tok: Any, **kw: Any) -> CausalLMGenerator:
 
 
 @pytest.fixture(scope="module")
-def gemma_parts(tiny_models: Any) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if tiny_models.gemma3 is None:
-        pytest.skip("this transformers has no Gemma 3")
-    model = AutoModelForCausalLM.from_pretrained(str(tiny_models.gemma3), use_safetensors=True)
-    tok = AutoTokenizer.from_pretrained(str(tiny_models.gemma3))
-    assert type(model).__name__ == "Gemma3ForCausalLM"
-    return model, tok
-
-
-@pytest.fixture(scope="module")
 def lean(gemma_parts: Any) -> CausalLMGenerator:
     gen = _generator(*gemma_parts)
     assert gen.lean_decoder is not None and gen.precision == "float32"

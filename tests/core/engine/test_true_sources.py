@@ -14,13 +14,18 @@ import pytest
 from ragdesk.core.confidence import (
     CLOSED_BOOK,
     FEATURES,
+    READING_PROBE,
     ConfidenceModel,
     assign_sources,
     summarize_sources,
     write_snapshot_model,
 )
+from ragdesk.core.confidence.probe import Probe
 from ragdesk.core.engine.api import Engine
 from ragdesk.core.engine.closed_book import closed_book
+from ragdesk.core.engine.contracts import PassageText
+from ragdesk.core.engine.generators import CausalLMGenerator
+from ragdesk.core.engine.reading_state import middle_layer, reading_state
 from ragdesk.core.matching import answer_tokens
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
@@ -122,11 +127,11 @@ class _Library:
 
 
 def _model(threshold: float, bias: float, reads: tuple[str, ...] = (),
-           modes: tuple[str, ...] = ()) -> ConfidenceModel:
+           modes: tuple[str, ...] = (), probe: Probe | None = None) -> ConfidenceModel:
     n = len(FEATURES)
     weights = tuple(1e-9 if f in reads else 0.0 for f in FEATURES)
     return ConfidenceModel(FEATURES, (0.0,) * n, (1.0,) * n, weights, bias, threshold,
-                           modes=modes)
+                           modes=modes, probe=probe)
 
 
 @pytest.mark.parametrize("bias,abstains", [(-3.0, True), (3.0, False)])
@@ -140,7 +145,7 @@ def test_the_engine_judges_answers_with_the_snapshots_model(
                                   snapshot_name="snap")
     assert ans.confidence == pytest.approx(1 / (1 + math.exp(-bias)))
     assert ans.abstained is abstains
-    assert set(ans.features) == set(FEATURES)
+    assert set(ans.features) == set(FEATURES) - {READING_PROBE}  # GPT-2 has no lean decoder
     kept = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
                                    snapshot_name="snap", abstain=False)
     assert not kept.abstained and kept.text == ans.text  # the guess is the same either way
@@ -187,7 +192,45 @@ def test_the_closed_book_pass_runs_only_when_its_features_are_read_or_collected(
                                   snapshot_name="snap")
     assert ans.text.strip()
     assert ("closed_book_s" in ans.timings) is runs
-    assert set(ans.features) == (set(FEATURES) if runs else set(FEATURES) - set(CLOSED_BOOK))
+    plain = set(FEATURES) - {READING_PROBE}
+    assert set(ans.features) == (plain if runs else plain - set(CLOSED_BOOK))
     if runs:
         prior = closed_book(causal_gen, case.question, ans.text, ans.style)
         assert ans.features["closed_book_lp"] == pytest.approx(prior.logprob, abs=1e-5)
+
+
+@pytest.mark.parametrize("with_probe,every_feature", [(True, False), (False, True),
+                                                      (False, False)])
+def test_the_probe_reads_the_quoted_passages_row_when_a_model_has_one(
+        gemma_parts: Any, make_cases: Any, tmp_path: Path, with_probe: bool,
+        every_feature: bool) -> None:
+    import numpy as np
+
+    model, tok = gemma_parts
+    gen = CausalLMGenerator(model, tok, "tiny-gemma3")
+    layers = gen.model.config.num_hidden_layers
+    weights = np.random.default_rng(0).normal(size=gen.model.config.hidden_size)
+    probe = Probe(middle_layer(layers), tuple(map(float, weights)), 0.25)
+    write_snapshot_model(tmp_path, gen.name, _model(
+        0.5, 0.0, reads=(READING_PROBE,), probe=probe if with_probe else None))
+    engine = Engine(None, gen, library=_Library(_Snap(tmp_path, "snap")),  # type: ignore[arg-type]
+                    every_feature=every_feature)
+    case = make_cases(4)
+    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                  snapshot_name="snap")
+    assert ans.text.strip()
+    runs = with_probe or every_feature
+    assert ("reading_state_s" in ans.timings) is runs
+    assert (ans.reading_state is not None) is runs
+    assert (READING_PROBE in ans.features) is with_probe
+    assert "reading_state" not in ans.to_json()  # hundreds of numbers: evaluation only
+    if ans.reading_state is None:
+        return
+    expected = reading_state(gen, case.question, [PassageText(d.title, d.text)
+                                                  for d in ans.docs],
+                             summarize_sources(ans).primary, ans.text, ans.mode, ans.style)
+    assert expected is not None and ans.reading_state.layer == expected.layer
+    assert ans.reading_state.values == pytest.approx(expected.values, abs=1e-5)
+    if with_probe:
+        assert ans.features[READING_PROBE] == pytest.approx(probe.score(expected.values),
+                                                            abs=1e-4)

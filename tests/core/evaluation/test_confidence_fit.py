@@ -6,22 +6,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragdesk.core.confidence import CLOSED_BOOK, FEATURES, ConfidenceModel
+from ragdesk.core.confidence import CLOSED_BOOK, FEATURES, READING_PROBE, ConfidenceModel
 from ragdesk.core.confidence.memory import MEMORY_FEATURES
 from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, fit_on_results
 from ragdesk.core.evaluation.selective import auroc, choose_threshold, given_figures
+
+# What rows without a reading state are fitted on (the probe's feature needs states).
+PLAIN = tuple(n for n in FEATURES if n != READING_PROBE)
 
 
 def _rows(seed: int, n: int) -> list[dict[str, object]]:
     """Rows whose outcome follows two of the features, the rest noise; one question in
     three unanswerable and never right; a few rows without features (not answered)."""
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n, len(FEATURES)))
+    x = rng.normal(size=(n, len(PLAIN)))
     answerable = rng.random(n) < 2 / 3
     right = (rng.random(n) < 1 / (1 + np.exp(-(1.5 * x[:, 0] + 0.7 * x[:, 3] - 2.5)))) \
         & answerable
     rows: list[dict[str, object]] = [
-        {"features": dict(zip(FEATURES, map(float, r), strict=True)), "em": float(ok),
+        {"features": dict(zip(PLAIN, map(float, r), strict=True)), "em": float(ok),
          "answerable": bool(a)} for r, ok, a in zip(x, right, answerable, strict=True)]
     return [*rows, {"features": None, "em": 0.0, "answerable": True}]
 
@@ -37,7 +40,7 @@ def test_fit_and_threshold_equal_a_scikit_learn_reference() -> None:
     rows = _rows(0, 600)
     model = fit_on_results(rows, source="synthetic")
     kept = rows[:-1]
-    x = np.array([[r["features"][n] for n in FEATURES] for r in kept])  # type: ignore[index]
+    x = np.array([[r["features"][n] for n in PLAIN] for r in kept])  # type: ignore[index]
     y = np.array([r["em"] == 1.0 for r in kept])
     answerable = [bool(r["answerable"]) for r in kept]
 
@@ -70,7 +73,7 @@ def test_a_model_without_the_closed_book_features_reads_only_the_others() -> Non
     from sklearn.linear_model import LogisticRegression
 
     rows = _rows(2, 500)
-    names = [n for n in FEATURES if n not in CLOSED_BOOK]
+    names = [n for n in PLAIN if n not in CLOSED_BOOK]
     model = fit_on_results(rows, source="synthetic", names=names)
     assert model.names == tuple(names)
     assert not model.reads_any(CLOSED_BOOK)
@@ -145,7 +148,7 @@ def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will
                         for r in rows])
     m_right = np.array([(r["prediction"] if r["from_memory"] else r["other"]) == "paris"
                         for r in rows])
-    x = np.array([[r["features"][n] for n in FEATURES] for r in rows])  # type: ignore[index]
+    x = np.array([[r["features"][n] for n in PLAIN] for r in rows])  # type: ignore[index]
     assert model.fitted_on["right"] == int(p_right.sum())
     p_cv = _cv_reference(x, p_right)
     # The memory part reads the passages' P(right) as answering meets it: held out.

@@ -1,0 +1,57 @@
+"""The reader's state as it reads its own answer, for the confidence model's probe.
+
+The answer's tokens are read once more (teacher-forced) after the prompt they were quoted
+from: the row of the passage the answer is attributed to, or the one prompt that holds every
+passage when they were read together. What is kept is the residual stream after the
+generator's middle layer, averaged over the answer's tokens: middle layers are where linear
+probes find most of what a model "knows" about a statement's truth (see
+:mod:`ragdesk.core.confidence.probe`). Later layers are not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ragdesk.core.engine.contracts import PassageText
+from ragdesk.core.engine.generators import CausalLMGenerator, Generator, normalize_question
+from ragdesk.core.options import style_or_default
+from ragdesk.core.types import ReadingState
+
+
+def middle_layer(n_layers: int) -> int:
+    return n_layers // 2
+
+
+def reading_state(generator: Generator, question: str, passages: Sequence[PassageText],
+                  source: int | None, text: str, mode: str, style: str | None,
+                  layer: int | None = None) -> ReadingState | None:
+    """The state after ``layer`` (default: the middle one) of ``text`` read after the prompt
+    of ``passages[source]`` (mode "together": after the prompt of all of them), each prompt
+    as :meth:`CausalLMGenerator.prepare` or ``prepare_together`` builds it; None where there
+    is nothing to read (no text, no source) or no lean decoder to read it."""
+    if not text.strip() or not isinstance(generator, CausalLMGenerator):
+        return None
+    decoder = generator.lean_decoder
+    if decoder is None:
+        return None
+    depth = middle_layer(len(decoder.layers)) if layer is None else layer
+    if not 0 <= depth < len(decoder.layers):
+        return None
+    answer = generator.tokenizer(generator.inert.text(text),
+                                 add_special_tokens=False)["input_ids"]
+    if not answer:
+        return None
+    import torch
+
+    chosen = style_or_default(style)
+    recased = normalize_question(question, passages)  # as the prompts read it
+    if mode == "together":
+        prompt = generator.together_ids(recased, passages, chosen)
+    elif source is not None and 0 <= source < len(passages):
+        prompt = generator.input_ids(recased, passages[source], chosen)
+    else:
+        return None
+    with torch.inference_mode():
+        h = decoder.hidden_after(prompt, answer, depth + 1, generator.device)
+        values = h.float().mean(dim=0).cpu().tolist()
+    return ReadingState(depth, values)
