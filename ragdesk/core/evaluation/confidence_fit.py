@@ -30,6 +30,7 @@ from ragdesk.core.confidence.memory import (
 )
 from ragdesk.core.confidence.model import ConfidenceModel, fit_confidence
 from ragdesk.core.confidence.probe import Probe, row_state
+from ragdesk.core.evaluation.folds import interleaved
 from ragdesk.core.evaluation.metrics import exact_match
 from ragdesk.core.evaluation.probe_fit import fit_probe
 from ragdesk.core.evaluation.selective import (
@@ -46,13 +47,10 @@ L2 = 1.0
 
 def cross_validated(rows: Sequence[Mapping[str, float]], right: np.ndarray,
                     l2: float, folds: int, names: Sequence[str]) -> np.ndarray:
-    """Each answer's P(right) from a model fitted without its fold (fixed, interleaved
-    folds: reproducible, and each holds every part of the file)."""
+    """Each answer's P(right) from a model fitted without its fold (:func:`.folds.interleaved`)."""
     out = np.zeros(len(rows))
     idx = np.arange(len(rows))
-    for f in range(folds):
-        test = idx % folds == f
-        train = ~test
+    for test, train in interleaved(len(rows), folds):
         if right[train].min() == right[train].max():
             out[test] = float(right[train].mean())
             continue

@@ -11,6 +11,7 @@ import numpy as np
 
 from ragdesk.core.confidence.model import fit_logistic
 from ragdesk.core.confidence.probe import Probe
+from ragdesk.core.evaluation.folds import interleaved
 
 # A strong penalty: hundreds of dimensions against about a hundred right answers.
 PROBE_L2 = 30.0
@@ -31,11 +32,8 @@ def fit_probe(states: np.ndarray, right: np.ndarray, layer: int, folds: int,
     without its fold (the interleaved folds of the confidence model's cross-validation)."""
     if states.ndim != 2 or len(states) != len(right) or len(states) < 2 * folds:
         raise ValueError("need one reading state per outcome, a few hundred of them")
-    idx = np.arange(len(states))
     out = np.zeros(len(states))
-    for f in range(folds):
-        test = idx % folds == f
-        train = ~test
+    for test, train in interleaved(len(states), folds):
         if right[train].min() == right[train].max():
             continue  # nothing to tell apart: the fold's scores stay neutral
         fold = _fit(states[train], right[train], layer, l2)

@@ -134,6 +134,18 @@ def _model(threshold: float, bias: float, reads: tuple[str, ...] = (),
                            modes=modes, probe=probe)
 
 
+def _judged(gen: Any, folder: Path, model: ConfidenceModel, every_feature: bool,
+            case: Any) -> Answer:
+    """The case's answer from an engine whose snapshot in ``folder`` holds ``model``."""
+    write_snapshot_model(folder, gen.name, model)
+    engine = Engine(None, gen, library=_Library(_Snap(folder, "snap")),  # type: ignore[arg-type]
+                    every_feature=every_feature)
+    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
+                                  snapshot_name="snap")
+    assert ans.text.strip()
+    return ans
+
+
 @pytest.mark.parametrize("bias,abstains", [(-3.0, True), (3.0, False)])
 def test_the_engine_judges_answers_with_the_snapshots_model(
         causal_gen: Any, make_cases: Any, tmp_path: Path, bias: float, abstains: bool) -> None:
@@ -184,13 +196,8 @@ def test_a_model_judges_only_answers_read_in_the_modes_it_was_fitted_on(
 def test_the_closed_book_pass_runs_only_when_its_features_are_read_or_collected(
         causal_gen: Any, make_cases: Any, tmp_path: Path, every_feature: bool,
         reads: tuple[str, ...], runs: bool) -> None:
-    write_snapshot_model(tmp_path, causal_gen.name, _model(0.5, 0.0, reads=reads))
-    engine = Engine(None, causal_gen, library=_Library(_Snap(tmp_path, "snap")),  # type: ignore[arg-type]
-                    every_feature=every_feature)
     case = make_cases(2)
-    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
-                                  snapshot_name="snap")
-    assert ans.text.strip()
+    ans = _judged(causal_gen, tmp_path, _model(0.5, 0.0, reads=reads), every_feature, case)
     assert ("closed_book_s" in ans.timings) is runs
     plain = set(FEATURES) - {READING_PROBE}
     assert set(ans.features) == (plain if runs else plain - set(CLOSED_BOOK))
@@ -211,14 +218,10 @@ def test_the_probe_reads_the_quoted_passages_row_when_a_model_has_one(
     layers = gen.model.config.num_hidden_layers
     weights = np.random.default_rng(0).normal(size=gen.model.config.hidden_size)
     probe = Probe(middle_layer(layers), tuple(map(float, weights)), 0.25)
-    write_snapshot_model(tmp_path, gen.name, _model(
-        0.5, 0.0, reads=(READING_PROBE,), probe=probe if with_probe else None))
-    engine = Engine(None, gen, library=_Library(_Snap(tmp_path, "snap")),  # type: ignore[arg-type]
-                    every_feature=every_feature)
     case = make_cases(4)
-    ans = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
-                                  snapshot_name="snap")
-    assert ans.text.strip()
+    ans = _judged(gen, tmp_path, _model(0.5, 0.0, reads=(READING_PROBE,),
+                                        probe=probe if with_probe else None),
+                  every_feature, case)
     runs = with_probe or every_feature
     assert ("reading_state_s" in ans.timings) is runs
     assert (ans.reading_state is not None) is runs
