@@ -185,7 +185,7 @@ def test_citation_chips_fit_the_card(qtbot: Any, width: int) -> None:
     card.show()
     qtbot.waitExposed(card)
     card.finish(answer)
-    qtbot.wait(50)
+    settle(qtbot, card)
     box = card.chips_box
     assert box.width() <= width
     elided = 0

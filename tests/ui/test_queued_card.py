@@ -13,6 +13,8 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QApplication, QLabel
 
+from tests.ui.settle import settle
+
 # What the card said at the first start under Xvfb: the engine, then the setup's stages as
 # its progress line describes them (ui.conversation's queue notice).
 NOTICES = (
@@ -65,7 +67,7 @@ def test_a_queued_cards_notice_is_whole_as_it_changes(qtbot: Any, theme: str,
     label = card.status_label
     for notice in NOTICES:
         card.set_queued(notice)
-        qtbot.wait(30)
+        settle(qtbot, view)
         need = _text_height(label)
         assert label.height() >= need, (notice[:40], label.height(), need)
         # Inside the card, above the facts line, none of it under the card's border.
@@ -88,7 +90,7 @@ def test_a_short_card_does_not_fill_a_tall_pane(qtbot: Any) -> None:
     view.show()
     qtbot.waitExposed(view)
     card = view.add_card(AnswerCard(1, "who wrote hamlet", AnswerOptions(), None))
-    qtbot.wait(30)
+    settle(qtbot, view)
     # Its last line, the facts, ends a margin above its bottom border.
     layout = card.layout()
     assert layout is not None

@@ -20,6 +20,7 @@ from ragdesk.ui import settings_dialog
 from ragdesk.ui.background import op_background
 from ragdesk.ui.ops import OpRunner
 from ragdesk.ui.settings_dialog import SettingsDialog
+from tests.ui.settle import settle
 
 TIMEOUT_MS = 10_000
 
@@ -169,8 +170,8 @@ def test_cancel_saves_nothing(qtbot: Any, data: Path, runner: OpRunner) -> None:
     dlg = make_dialog(qtbot, data, runner)
     dlg.answer_spins["n_docs"].setValue(3)
     click(qtbot, dlg, QDialogButtonBox.StandardButton.Cancel)
-    qtbot.wait(50)
-    assert not dlg.isVisible() and on_disk(data) == before
+    qtbot.waitUntil(lambda: not dlg.isVisible(), timeout=TIMEOUT_MS)
+    assert on_disk(data) == before
 
 
 def test_saving_keeps_every_note_whole(qtbot: Any, data: Path, runner: OpRunner) -> None:
@@ -184,7 +185,7 @@ def test_saving_keeps_every_note_whole(qtbot: Any, data: Path, runner: OpRunner)
     with qtbot.waitSignal(dlg.applied, timeout=TIMEOUT_MS):
         dlg.buttons.button(QDialogButtonBox.StandardButton.Apply).click()
     assert dlg.status.isVisible() and dlg.status.text().startswith("Saved")
-    qtbot.wait(50)  # the layout's own pass
+    settle(qtbot, dlg)
     wrapped = [lb for lb in dlg.findChildren(QLabel)
                if lb.isVisible() and lb.wordWrap() and lb.text()]
     assert any(lb.objectName() == "note_data_dir" for lb in wrapped)
