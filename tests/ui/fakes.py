@@ -6,6 +6,7 @@ import math
 import random
 
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
+from ragdesk.ui.infos import SnapshotInfo
 
 DOCS = [
     ("Charles Darwin", "Charles Robert Darwin was an English naturalist, geologist and "
@@ -47,3 +48,10 @@ def make_answer(question: str = "who wrote the origin of species?", k: int = 5,
     return Answer(question=question, text=text, token_ids=[t.id for t in tokens],
                   tokens=tokens, docs=docs, logprob=-4.25, mode=mode, decoding="fast",
                   snapshot=snapshot, timings={"total_s": 0.42})
+
+
+def snap(name: str, *, active: bool = False, reason: str | None = None,
+         state: str = "ready") -> SnapshotInfo:
+    """A snapshot as the catalog lists it, for the menus and the state."""
+    return SnapshotInfo(name=name, state=state, passages=10, encoder="e", family="dpr", dim=8,
+                        created="2026-01-01T00:00", active=active, unusable_reason=reason)

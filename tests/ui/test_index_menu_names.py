@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QMenu
 from ragdesk.ui.actions import mnemonic
 from ragdesk.ui.index_menu import IndexMenu
 from ragdesk.ui.state import AppState
-from tests.ui.test_state import snap
+from tests.ui.fakes import snap
 
 
 def test_a_snapshot_name_with_an_ampersand_is_shown_as_written(qapp: Any) -> None:

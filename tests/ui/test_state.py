@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragdesk.ui.infos import SnapshotInfo
 from ragdesk.ui.ops import Lane
 from ragdesk.ui.state import AppState
-from tests.ui.fakes import make_answer
-
-
-def snap(name: str, *, active: bool = False, reason: str | None = None,
-         state: str = "ready") -> SnapshotInfo:
-    return SnapshotInfo(name=name, state=state, passages=10, encoder="e", family="dpr", dim=8,
-                        created="2026-01-01T00:00", active=active, unusable_reason=reason)
+from tests.ui.fakes import make_answer, snap
 
 
 def test_the_active_snapshot_follows_the_catalog_unless_chosen(qapp: Any) -> None:
