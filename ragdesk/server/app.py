@@ -37,7 +37,7 @@ from ragdesk.core.safe_json import loads_bounded
 from ragdesk.core.streamed_text import StreamedText
 from ragdesk.server import answering, discovery
 from ragdesk.server.config import ANY_HOST, MODEL_ID, ServerConfig
-from ragdesk.server.headers import is_json_type, origin_of, split_host
+from ragdesk.server.headers import SCHEME_PORTS, is_json_type, origin_of, split_host
 from ragdesk.server.host import EngineHost, EngineUnavailable, QueueFull
 from ragdesk.server.shapes import (
     AskRequest,
@@ -122,7 +122,8 @@ class _Guard:
         # (docker -p 8080:8765) is this server's too
         seen = None if origin is None else origin_of(origin)
         if origin is not None and (seen is None or not self._allowed(seen[0])
-                                   or seen[1] != (80 if host[1] is None else host[1])):
+                                   or seen[1] != (SCHEME_PORTS["http"] if host[1] is None
+                                                  else host[1])):
             return _error(403, "Requests from other sites' pages are refused (the Origin "
                           "is not this server).", "invalid_request_error",
                           code="origin_not_allowed")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ragdesk.server.config import normal_host
 
 # the port an Origin without one names, by its scheme (only these two may ask)
-_SCHEME_PORTS = {"http": 80, "https": 443}
+SCHEME_PORTS = {"http": 80, "https": 443}
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -31,13 +31,13 @@ def origin_of(origin: str) -> tuple[str, int] | None:
     the port its scheme's (80, 443) where none is written; None for any other form."""
     scheme, sep, rest = origin.strip().partition("://")
     scheme = scheme.lower()
-    if not sep or scheme not in _SCHEME_PORTS or any(c in rest for c in "/?#@"):
+    if not sep or scheme not in SCHEME_PORTS or any(c in rest for c in "/?#@"):
         return None
     parts = split_host(rest)
     if parts is None:
         return None
     name, port = parts
-    return name, port if port is not None else _SCHEME_PORTS[scheme]
+    return name, port if port is not None else SCHEME_PORTS[scheme]
 
 
 def is_json_type(value: str) -> bool:
