@@ -275,8 +275,13 @@ class Engine:
                     summarize_sources(ans).primary, ans.text, ans.mode, ans.style,
                     probe.layer if probe is not None else None)
             ans.timings["reading_state_s"] = time.perf_counter() - t0
-            if probe is not None and ans.reading_state is not None:
-                ans.features[READING_PROBE] = probe.score(ans.reading_state.values)
+            state = ans.reading_state
+            if probe is not None and state is not None:
+                if len(state.values) == len(probe.weights):
+                    ans.features[READING_PROBE] = probe.score(state.values)
+                else:  # a model file made for another generator: judged without the probe
+                    log.warning("the confidence model's probe reads %d numbers; %s gives %d",
+                                len(probe.weights), self.generator.name, len(state.values))
         if model is not None:
             ans.confidence = model.predict(ans.features)
             ans.abstained = bool(abstain) and model.abstains(ans.confidence)

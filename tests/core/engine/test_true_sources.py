@@ -237,3 +237,15 @@ def test_the_probe_reads_the_quoted_passages_row_when_a_model_has_one(
     if with_probe:
         assert ans.features[READING_PROBE] == pytest.approx(probe.score(expected.values),
                                                             abs=1e-4)
+
+
+def test_a_probe_of_another_width_is_passed_over_not_an_error(
+        gemma_parts: Any, make_cases: Any, tmp_path: Path) -> None:
+    model, tok = gemma_parts
+    gen = CausalLMGenerator(model, tok, "tiny-gemma3")
+    layer = middle_layer(gen.model.config.num_hidden_layers)
+    probe = Probe(layer, (1.0,) * (gen.model.config.hidden_size + 3), 0.0)
+    ans = _judged(gen, tmp_path, _model(0.5, 0.0, reads=(READING_PROBE,), probe=probe),
+                  False, make_cases(4))
+    assert ans.reading_state is not None and READING_PROBE not in ans.features
+    assert ans.confidence == pytest.approx(0.5)  # judged on the other features alone
