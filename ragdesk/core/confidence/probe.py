@@ -2,9 +2,9 @@
 
 The generator's residual stream after its middle layer, averaged over the answer's tokens as
 it reads them after the passage it quotes (:mod:`ragdesk.core.engine.reading_state`), holds
-more about whether the answer is right than the answer's probabilities do (linear probes of
-middle layers: Azaria & Mitchell 2023, "The Internal State of an LLM Knows When It's Lying";
-Kadavath et al. 2022). One logistic regression over that vector gives one number, the
+something about whether the answer is right that the answer's probabilities do not (linear
+probes of middle layers: Azaria & Mitchell 2023, "The Internal State of an LLM Knows When It's
+Lying"; Kadavath et al. 2022). One logistic regression over that vector gives one number, the
 ``reading_probe`` feature, which the confidence model weighs beside the others.
 
 It is fitted with the confidence model (:mod:`ragdesk.core.evaluation.probe_fit`).
