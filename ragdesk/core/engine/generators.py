@@ -372,14 +372,20 @@ class CausalLMGenerator(Generator):
             return LeanCausalContext(self, self.lean_decoder, ids)
         return CausalContext(self, ids, logits_to_keep=self._logits_to_keep)
 
+    def prompts(self, question: str, passages: Sequence[PassageText],
+                style: Style = DEFAULT_STYLE, together: bool = False) -> list[list[int]]:
+        """The inputs :meth:`prepare` reads (one per passage) or, ``together``, the one
+        :meth:`prepare_together` reads."""
+        # recased from all K passages at once, so that every prompt reads the same question
+        question = normalize_question(question, passages)
+        if together:
+            return [self.together_ids(question, passages, style)]
+        return [self.input_ids(question, p, style) for p in passages]
+
     def prepare(self, question: str, passages: Sequence[PassageText],
                 style: Style = DEFAULT_STYLE) -> PassageContext:
         """``question``: checked (:class:`.request.AnswerRequest`)."""
-        # recased from all K passages at once, so that every prompt reads the same question
-        question = normalize_question(question, passages)
-        ids = [self.input_ids(question, p, style) for p in passages]
-        return self._context(ids)
-
+        return self._context(self.prompts(question, passages, style))
 
     def together_ids(self, question: str, passages: Sequence[PassageText],
                      style: Style = DEFAULT_STYLE) -> list[int]:
@@ -403,9 +409,7 @@ class CausalLMGenerator(Generator):
 
     def prepare_together(self, question: str, passages: Sequence[PassageText],
                          style: Style = DEFAULT_STYLE) -> PassageContext:
-        question = normalize_question(question, passages)
-        ids = [self.together_ids(question, passages, style)]
-        return self._context(ids)
+        return self._context(self.prompts(question, passages, style, together=True))
 
     def prepare_memory(self, question: str, passages: Sequence[PassageText] = (),
                        style: Style = DEFAULT_STYLE) -> PassageContext:

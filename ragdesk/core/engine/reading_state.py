@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragdesk.core.engine.contracts import PassageText
-from ragdesk.core.engine.generators import CausalLMGenerator, Generator, normalize_question
+from ragdesk.core.engine.generators import CausalLMGenerator, Generator
 from ragdesk.core.options import style_or_default
 from ragdesk.core.types import ReadingState
 
@@ -26,8 +26,8 @@ def reading_state(generator: Generator, question: str, passages: Sequence[Passag
                   source: int | None, text: str, mode: str, style: str | None,
                   layer: int | None = None) -> ReadingState | None:
     """The state after ``layer`` (default: the middle one) of ``text`` read after the prompt
-    of ``passages[source]`` (mode "together": after the prompt of all of them), each prompt
-    as :meth:`CausalLMGenerator.prepare` or ``prepare_together`` builds it; None where there
+    of ``passages[source]`` (mode "together": after the prompt of all of them), as
+    :meth:`CausalLMGenerator.prompts` builds them for answering; None where there
     is nothing to read (no text, no source) or no lean decoder to read it."""
     if not text.strip() or not isinstance(generator, CausalLMGenerator):
         return None
@@ -44,11 +44,10 @@ def reading_state(generator: Generator, question: str, passages: Sequence[Passag
     import torch
 
     chosen = style_or_default(style)
-    recased = normalize_question(question, passages)  # as the prompts read it
     if mode == "together":
-        prompt = generator.together_ids(recased, passages, chosen)
+        prompt = generator.prompts(question, passages, chosen, together=True)[0]
     elif source is not None and 0 <= source < len(passages):
-        prompt = generator.input_ids(recased, passages[source], chosen)
+        prompt = generator.prompts(question, passages, chosen)[source]
     else:
         return None
     with torch.inference_mode():

@@ -18,7 +18,6 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ragdesk.core.engine.generators import normalize_question
 from ragdesk.core.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -166,9 +165,7 @@ def _causal_logprobs(gen: Any, question: str, passages: Sequence[PassageText],
 
     device = next(gen.model.parameters()).device
     t = len(target)
-    # the question as the engine's prompt shows it: recased from all K passages at once
-    shown = normalize_question(question, passages)
-    rows = [gen.input_ids(shown, p) + list(target[:-1]) for p in passages]
+    rows = [prompt + list(target[:-1]) for prompt in gen.prompts(question, passages)]
     length = max(len(r) for r in rows)
     pad = gen.settings.pad_token_id
     input_ids = torch.full((len(rows), length), pad, dtype=torch.long)
