@@ -40,6 +40,10 @@ class Probe:
         return self.intercept + float(np.dot(np.asarray(state, dtype=np.float64),
                                              np.asarray(self.weights, dtype=np.float64)))
 
+    def reads(self, state: ReadingState) -> bool:
+        """Whether ``state`` is what this probe was fitted on: its layer and its width."""
+        return state.layer == self.layer and len(state.values) == len(self.weights)
+
     def to_json(self) -> dict[str, Any]:
         return {"layer": self.layer, "weights": [float(f"{w:.{_DIGITS}g}") for w in self.weights],
                 "intercept": self.intercept}
@@ -55,6 +59,11 @@ class Probe:
         if not all(math.isfinite(v) for v in (*weights, intercept)):
             raise ValueError("reading probe holds a non-finite number")
         return cls(layer, weights, intercept)
+
+
+def state_json(state: ReadingState) -> dict[str, object]:
+    """A reading state as an evaluation row (``eval --out``) keeps it: see :func:`row_state`."""
+    return {"layer": state.layer, "float32": encode_state(state.values)}
 
 
 def row_state(row: Mapping[str, object]) -> ReadingState | None:

@@ -277,7 +277,7 @@ class Engine:
             ans.timings["reading_state_s"] = time.perf_counter() - t0
             state = ans.reading_state
             if probe is not None and state is not None:
-                if len(state.values) == len(probe.weights):
+                if probe.reads(state):
                     ans.features[READING_PROBE] = probe.score(state.values)
                 else:  # a model file made for another generator: judged without the probe
                     log.warning("the confidence model's probe reads %d numbers; %s gives %d",

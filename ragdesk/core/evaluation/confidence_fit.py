@@ -234,7 +234,7 @@ def rescore(model: ConfidenceModel, row: Mapping[str, object]) -> tuple[float, b
     the row holds it and the model's memory part keeps it (the engine's rule)."""
     feats = {k: as_float(v) for k, v in as_object(row["features"]).items()}
     state = row_state(row)
-    if model.probe is not None and state is not None and state.layer == model.probe.layer:
+    if model.probe is not None and state is not None and model.probe.reads(state):
         feats[READING_PROBE] = model.probe.score(state.values)
     p = model.predict(feats)
     memory_text = _texts(row)[1]

@@ -19,7 +19,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ragdesk.core.confidence.probe import encode_state
+from ragdesk.core.confidence.probe import state_json
 from ragdesk.core.confidence.sources import summarize_sources
 from ragdesk.core.evaluation.metrics import (
     DEFAULT_KS,
@@ -96,8 +96,7 @@ class QuestionResult:
             "top1_prob": self.top1_prob, "token_entropy": self.token_entropy,
             "features": self.features}
         if self.reading_state is not None:
-            out["reading_state"] = {"layer": self.reading_state.layer,
-                                    "float32": encode_state(self.reading_state.values)}
+            out["reading_state"] = state_json(self.reading_state)
         return out
 
 
