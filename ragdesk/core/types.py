@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Answer:
     reading_state: ReadingState | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, object]:
-        d = asdict(self)
+        d = asdict(replace(self, reading_state=None))  # not deep-copied only to be dropped
         del d["reading_state"]
         for t, tok in zip(d["tokens"], self.tokens, strict=True):
             t["source"] = tok.source

@@ -24,6 +24,11 @@ DOCS = [
     ("HMS Beagle", "HMS Beagle was a Cherokee-class 10-gun brig-sloop of the Royal Navy."),
 ]
 
+# Titles too long for a chip or a heat map's row label: they must shorten, not overflow.
+LONG_TITLES = ["List of Byzantine emperors and the dynasties that ruled Constantinople",
+               "Roman Empire", "Fall of the Western Roman Empire in the fifth century",
+               "Edward Gibbon", "The History of the Decline and Fall of the Roman Empire"]
+
 
 def make_answer(question: str = "who wrote the origin of species?", k: int = 5,
                 n_tokens: int = 9, seed: int = 0, mode: str = "token",

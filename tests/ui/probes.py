@@ -14,6 +14,8 @@ from PySide6.QtWidgets import QMessageBox, QWidget
 from ragdesk.core.types import Answer
 
 ANSWER_TIMEOUT_MS = 180_000
+# An import or quantization of a tiny snapshot, on a machine loaded by other tests.
+JOB_TIMEOUT_MS = 300_000
 
 
 def type_question(qtbot: Any, window: Any, text: str) -> None:

@@ -18,9 +18,8 @@ from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.infos import DOCUMENTS_FILE
 from ragdesk.ui.ops import Lane
 from tests.documents.conftest import QUESTION, make_folder
-from tests.ui.probes import action, ask, no_error
+from tests.ui.probes import JOB_TIMEOUT_MS, action, ask, no_error
 
-JOB_TIMEOUT_MS = 300_000
 PDF_TITLE = "Wildlife Report 2026"
 
 

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QEvent, QRectF
+from PySide6.QtCore import QEvent
 from PySide6.QtGui import QFont, QFontMetrics, QFontMetricsF, QTextLayout
 from PySide6.QtWidgets import QApplication, QPushButton, QWidget
 
@@ -21,17 +21,12 @@ from ragdesk.ui.chat.card import AnswerCard
 from ragdesk.ui.chat.empty_state import EmptyState
 from ragdesk.ui.dialogs import describe_progress
 from ragdesk.ui.elided import ElidedLabel
-from ragdesk.ui.heatmap import LABEL_FLOOR_PX, PosteriorHeatMap, label_width
-from ragdesk.ui.heatmap_panel import HeatMapPanel
 from ragdesk.ui.resources import stylesheet
 from ragdesk.ui.texts import unbroken
-from tests.ui.fakes import make_answer
+from tests.ui.fakes import LONG_TITLES, make_answer
 from tests.ui.settle import settle
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-# ---- words and numbers --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("n", "noun", "want"), [
@@ -110,9 +105,6 @@ def test_one_token_is_singular_on_the_card_and_in_the_status_bar(qtbot: Any,
     assert window.status.text.fullText().endswith(" 1 token")
 
 
-# ---- wrapping and eliding -------------------------------------------------------------------
-
-
 def _lines(text: str, width: float, font: QFont) -> list[str]:
     layout = QTextLayout(text, font)
     layout.beginLayout()
@@ -164,11 +156,6 @@ def _plain_button_width(like: QPushButton) -> int:
     w = b.sizeHint().width()
     b.deleteLater()
     return w
-
-
-LONG_TITLES = ["List of Byzantine emperors and the dynasties that ruled Constantinople",
-               "Roman Empire", "Fall of the Western Roman Empire in the fifth century",
-               "Edward Gibbon", "The History of the Decline and Fall of the Roman Empire"]
 
 
 @pytest.mark.parametrize("width", [300, 420, 700])
@@ -250,78 +237,6 @@ def test_status_bar_shows_the_jobs_phase_whole(qtbot: Any, window: Any) -> None:
     assert window.status.job.detail.text() == "33%  ·  about 2 min 45 s left"
 
 
-# ---- the heat map -----------------------------------------------------------------------------
-
-
-def test_label_width_uses_the_room_beside_the_grid() -> None:
-    assert label_width(200, 300, 800) == 200  # fits: the whole label
-    assert label_width(200, 500, 800) == 200
-    assert label_width(200, 700, 800) == LABEL_FLOOR_PX  # the grid needs the room: shorten
-    assert label_width(200, 650, 800) == LABEL_FLOOR_PX
-    assert label_width(200, 620, 800) == 180  # what is left, above the floor
-    assert label_width(90, 2000, 800) == 90  # narrower than the floor: never shortened
-    assert label_width(200, 5000, None) == 200
-    assert label_width(200, 5000, 300) == 120  # a narrow pane: 40% of it for the labels
-
-
-def test_heat_map_labels_are_whole_while_streaming_and_with_room(qtbot: Any) -> None:
-    answer = make_answer(k=5, n_tokens=6, seed=5)
-    docs = [RetrievedDoc(id=d.id, title=t, text=d.text, score=d.score, prob=d.prob,
-                         snapshot=d.snapshot) for d, t in zip(answer.docs, LONG_TITLES,
-                                                              strict=True)]
-    hm = PosteriorHeatMap()
-    qtbot.addWidget(hm)
-    hm.set_available_width(1600)
-    hm.set_data([], None)
-    for tok in answer.tokens:  # streaming: the passages are not known yet
-        hm.append_token(tok)
-    assert [hm.row_label_text(k) for k in range(5)] == [f"[{k + 1}]" for k in range(5)]
-    hm.set_data(answer.tokens, docs)
-    for k in range(5):
-        assert hm.row_label_text(k) == f"[{k + 1}] {LONG_TITLES[k]}"
-        hm.set_selected_passage(k)  # the selected row is bold, and still whole
-        assert hm.row_label_text(k) == f"[{k + 1}] {LONG_TITLES[k]}"
-    # A narrow view: the long labels shorten so that the grid fits beside them, and to the
-    # floor and no further.
-    hm.set_available_width(500)
-    short = [hm.row_label_text(k) for k in range(5)]
-    assert short[1] == "[2] Roman Empire"
-    assert short[0].endswith("…") and short[0] != f"[1] {LONG_TITLES[0]}"
-    assert hm.sizeHint().width() <= 500
-    fm = QFontMetricsF(hm.font())
-    assert all(fm.horizontalAdvance(s) <= hm._label_w + 1 for s in short)
-    for tok in make_answer(k=5, n_tokens=40, seed=6).tokens:  # a long answer: the floor
-        hm.append_token(tok)
-    hm._relayout()
-    assert abs(hm._label_w - LABEL_FLOOR_PX) < 1
-    assert hm.grid_rect().x() > LABEL_FLOOR_PX
-
-
-def test_colour_bar_stays_whole_in_a_narrow_pane(qtbot: Any) -> None:
-    answer = make_answer(k=5, n_tokens=12, seed=5)
-    panel = HeatMapPanel()
-    qtbot.addWidget(panel)
-    panel.map.set_data(answer.tokens, answer.docs)
-    panel.resize(330, 260)
-    panel.show()
-    qtbot.waitExposed(panel)
-    settle(qtbot, panel)
-    bar = panel.colour_bar
-    assert bar.isVisible() and bar.geometry().right() < panel.width()
-    rect = bar.bar_rect()
-    fm = QFontMetricsF(panel.map._small_font())
-    widest = max(fm.horizontalAdvance(t) for t in bar.labels())
-    assert rect.right() + 4 + widest <= bar.width()
-    assert rect.top() - fm.ascent() / 2 >= 0
-    assert rect.bottom() + fm.height() / 2 <= bar.height()
-    # The map scrolls under a narrow pane; the scale does not scroll with it.
-    assert panel.map.width() > panel.scroller.viewport().width()
-    assert QRectF(bar.geometry()).intersects(QRectF(panel.scroller.geometry())) is False
-
-
-# ---- dialogs -----------------------------------------------------------------------------------
-
-
 def test_first_run_dialog_grows_when_the_progress_panel_appears(qtbot: Any,
                                                                 window: Any) -> None:
     from PySide6.QtWidgets import QLabel
@@ -358,76 +273,6 @@ def test_an_empty_answer_says_why_and_what_to_try(qtbot: Any) -> None:
     text = card.status_label.text()
     assert text.startswith("The model produced an empty answer")
     assert "passages" in text and "Try" in text
-
-
-def test_legend_wraps_instead_of_dropping_passages(qtbot: Any) -> None:
-    from ragdesk.ui.chat.legend import Legend
-
-    legend = Legend()
-    qtbot.addWidget(legend)
-    legend.set_counts(10, [3, 1, 0, 0, 2, 0, 0, 1, 0, 5])
-    label, rects = legend.layout_rects(260)
-    assert len(rects) == 10 and all(r.right() <= 260 for r in rects)
-    assert legend.heightForWidth(260) > legend.heightForWidth(2000)
-    boxes = [label, *rects]
-    assert not any(a.intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
-    assert legend.minimumSizeHint().width() <= 260
-
-
-# ---- the retrieval map -------------------------------------------------------------------------
-
-
-def test_place_label_keeps_labels_on_the_canvas_and_apart() -> None:
-    from PySide6.QtCore import QPointF
-
-    from ragdesk.ui.explore.map_canvas import place_label
-
-    bounds = QRectF(20, 4, 300, 200)
-    taken: list[QRectF] = []
-    # Marks in a corner, at an edge and in a tight bunch: the first places on the right
-    # would run off the canvas or cover each other.
-    for c in [QPointF(315, 10), QPointF(318, 120), QPointF(25, 200), QPointF(150, 100),
-              QPointF(156, 104), QPointF(160, 98), QPointF(152, 110)]:
-        box = place_label(c, 8, 64, 18, taken, bounds)
-        assert bounds.contains(box), (c, box)
-        assert not any(box.intersects(t) for t in taken), (c, box)
-        taken.append(box)
-
-
-@pytest.mark.parametrize("size", [(420, 820), (1000, 600)])
-def test_map_fills_its_canvas_and_labels_do_not_collide(qtbot: Any,
-                                                        size: tuple[int, int]) -> None:
-    from ragdesk.core.projection import ProjectionCache
-    from ragdesk.ui.explore import RetrievalMap
-    from tests.ui.explore.helpers import array_snapshot
-
-    snap = array_snapshot()
-    w = RetrievalMap(snap, k=5, n_neighbours=150, cache=ProjectionCache())
-    qtbot.addWidget(w)
-    w.resize(*size)
-    w.show()
-    qtbot.waitExposed(w)
-    with qtbot.waitSignal(w.mapReady, timeout=20_000):
-        w.show_question("a question", snap.embeddings()[3] * 0.9)
-    qtbot.waitUntil(lambda: not w.is_busy(), timeout=20_000)
-    canvas = w.canvas
-    # A tall view (a side dock) puts the passages under the map, not beside it.
-    tall = size[0] < size[1]
-    assert (canvas.width() > w.width() * 0.9) == tall
-    canvas.grab()  # paints, which places the labels
-    boxes = canvas.label_boxes()
-    assert len(boxes) == 6  # five ranks and the query
-    bounds = canvas.label_bounds()
-    assert all(bounds.contains(b) for b in boxes)
-    overlaps = sum(a.intersects(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
-    assert overlaps == 0
-    # The passages span most of the canvas along the side that limits the scale.
-    xs = [canvas.to_widget(p.xy).x() for p in canvas.points()]
-    ys = [canvas.to_widget(p.xy).y() for p in canvas.points()]
-    fill = max((max(xs) - min(xs)) / canvas.width(), (max(ys) - min(ys)) / canvas.height())
-    assert fill > 0.75
-    # The hint is text that wraps and scrolls, not a one-line placeholder.
-    assert "Drag the ★" in w.preview.toPlainText()
 
 
 def test_empty_state_is_read_from_its_top_in_a_short_pane(qtbot: Any) -> None:
@@ -476,21 +321,6 @@ def test_docks_leave_the_conversation_room(qtbot: Any, window: Any) -> None:
     assert all(b.text() in empty.EXAMPLES for b in empty.buttons)  # room for each, whole
 
 
-def test_colour_bar_sits_next_to_a_short_answers_grid(qtbot: Any) -> None:
-    answer = make_answer(k=5, n_tokens=3, seed=5)
-    panel = HeatMapPanel()
-    qtbot.addWidget(panel)
-    panel.resize(1000, 300)
-    panel.show()
-    qtbot.waitExposed(panel)
-    panel.map.set_data(answer.tokens, answer.docs)
-    settle(qtbot, panel)
-    grid_right = panel.scroller.x() + panel.map.grid_rect().right()
-    assert 0 < panel.colour_bar.x() - grid_right < 60
-    for k in range(5):  # room to spare: every label whole
-        assert panel.map.row_label_text(k).endswith(answer.docs[k].title)
-
-
 def test_max_length_of_one_is_one_token(qtbot: Any) -> None:
     from ragdesk.ui.controls import ControlsPanel
 
@@ -500,63 +330,3 @@ def test_max_length_of_one_is_one_token(qtbot: Any) -> None:
     assert panel.max_len.text() == "1 token"
     panel.max_len.setValue(2)
     assert panel.max_len.text() == "2 tokens"
-
-
-def test_menus_come_from_the_action_table(window: Any) -> None:
-    from ragdesk.ui.window_actions import ACTIONS, MENUS
-
-    bar = window.menuBar()
-    titles = [a.text() for a in bar.actions()]
-    assert titles == list(MENUS)
-
-    def entries(menu: Any) -> set[str]:
-        out: set[str] = set()
-        for a in menu.actions():
-            out.add(a.text())
-            if a.menu() is not None:
-                out |= {f"{a.text()}/{t}" for t in entries(a.menu())}
-        return out
-
-    menus = {a.text(): a.menu() for a in bar.actions()}
-    for spec in ACTIONS:
-        if spec.menu is not None:
-            top, _, sub = spec.menu.partition("/")
-            want = f"{sub}/{spec.text}" if sub else spec.text
-            assert want in entries(menus[top]), spec.name
-        act = window.actions_by_name[spec.name]
-        assert act in window.actions()  # its shortcut works with the menu bar hidden
-
-
-def test_every_menu_entry_has_its_own_mnemonic(window: Any) -> None:
-    """Alt+letter reaches every entry of every menu, submenus too, and no two entries of one
-    menu share a letter. Not the Index menu's snapshots: their names are the user's."""
-    from ragdesk.ui.actions import mnemonic
-
-    snapshots = set(window.index_menu.group.actions())
-
-    def check(menu: Any, path: str) -> None:
-        entries = [a for a in menu.actions() if not a.isSeparator() and a not in snapshots
-                   and a.text() != "Active snapshot"]  # the snapshots' heading
-        letters = [mnemonic(a.text()) for a in entries]
-        assert None not in letters, (path, [a.text() for a in entries])
-        assert len(set(letters)) == len(letters), (path, [a.text() for a in entries])
-        for a in entries:
-            if a.menu() is not None:
-                check(a.menu(), f"{path}/{a.text()}")
-
-    menus = list(window.menuBar().actions())
-    assert len({mnemonic(a.text()) for a in menus}) == len(menus)
-    for a in menus:
-        check(a.menu(), a.text())
-    view = next(a.menu() for a in menus if a.text() == "&View")
-    docks = [d.toggleViewAction().text() for d in window.docks()]
-    assert docks == ["&Controls", "&Passage", "Posterior &heat map", "C&onversations"]
-    assert {d.toggleViewAction() for d in window.docks()} <= set(view.actions())
-
-
-def test_a_doubled_ampersand_is_no_mnemonic() -> None:
-    from ragdesk.ui.actions import mnemonic
-
-    assert mnemonic("R&&D notes") is None
-    assert mnemonic("R&&D &notes") == "n"
-    assert mnemonic("S&top") == "t"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ragdesk.ui.ops import Lane
-from tests.ui.test_app import JOB_TIMEOUT_MS
+from tests.ui.probes import JOB_TIMEOUT_MS
 
 WARNING = ("recall@20 is 0.551, below the target 0.95: the best tried search setting "
            "(nprobe=256, rerank=1000) misses 45% of the top-20 passages exact search finds.")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QColor, QPalette
 
-from ragdesk.ui.theme import contrast_ratio, luminance, mix, passage_color
+from ragdesk.ui.theme import contrast_ratio, mix, passage_color, readable_text_on
 
 QUERY_COLOUR = QColor("#d62728")
 # WCAG 2 AA for normal text; labels are small, so there is no large-text allowance.
@@ -40,11 +40,11 @@ def muted(pal: QPalette) -> QColor:
 
 def readable(colour: QColor, on: QColor, ratio: float = TEXT_CONTRAST) -> QColor:
     """``colour`` as text on ``on``: unchanged when it already reads, else moved towards
-    black (on a light background) or white (on a dark one) just far enough, so the hue that
-    ties it to its passage stays."""
+    the near-black or near-white that reads on ``on`` (the theme's one rule) just far
+    enough, so the hue that ties it to its passage stays."""
     if contrast_ratio(colour, on) >= ratio:
         return QColor(colour)
-    target = QColor("black") if luminance(on) > 0.18 else QColor("white")
+    target = readable_text_on(on)
     for step in range(1, 21):
         # In 8 bits a channel, as it is drawn and written into HTML ("#4a739f"): rounding
         # after the check could take the ratio back under the bar.

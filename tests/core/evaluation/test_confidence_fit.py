@@ -6,13 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragdesk.core.confidence import CLOSED_BOOK, FEATURES, READING_PROBE, ConfidenceModel
+from ragdesk.core.confidence import CLOSED_BOOK, ConfidenceModel
 from ragdesk.core.confidence.memory import MEMORY_FEATURES
 from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, fit_on_results
 from ragdesk.core.evaluation.selective import auroc, choose_threshold, given_figures
-
-# What rows without a reading state are fitted on (the probe's feature needs states).
-PLAIN = tuple(n for n in FEATURES if n != READING_PROBE)
+from tests.core.evaluation.fit_rows import PLAIN
 
 
 def _rows(seed: int, n: int) -> list[dict[str, object]]:

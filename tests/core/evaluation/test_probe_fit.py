@@ -13,8 +13,8 @@ from ragdesk.core.confidence.probe import Probe, decode_state, encode_state, row
 from ragdesk.core.evaluation.confidence_fit import FOLDS, fit_on_results, rescore
 from ragdesk.core.evaluation.probe_fit import PROBE_L2
 from ragdesk.core.evaluation.selective import auroc
+from tests.core.evaluation.fit_rows import PLAIN
 
-PLAIN = tuple(n for n in FEATURES if n != READING_PROBE)
 LAYER, DIM = 5, 12
 
 
