@@ -26,6 +26,12 @@ _QUANTIZE_ROWS = 256
 # (docs/benchmarks.md)
 HEAD_OUTLIER_DIMS = 32
 
+# An Int8Head's int8 inputs are handed to oneDNN as uint8 with this zero point (the same
+# integers, shifted): with signed int8 inputs oneDNN uses AMX where the CPU has it, but on
+# one with AVX512-VNNI and no AMX it falls back to a reference kernel about 250x slower,
+# seconds for one row of the starter's output layer (docs/benchmarks.md).
+_INPUT_ZERO = 128
+
 
 class Int8Rows:
     """A weight [N, K] as int8 with one bfloat16 scale per row (:func:`quantize_rows`),
@@ -108,10 +114,10 @@ class Int8Head:
         x = x.float()
         outside = x * self.kept
         step = _step(outside)
-        qx = torch.round(outside / step).to(torch.int8)
+        qx = torch.round(outside / step).add_(_INPUT_ZERO).to(torch.uint8)
         y: torch.Tensor = torch.ops.onednn.qlinear_pointwise(
-            qx, step, 0, self.packed, self.scales, self.zeros, None, 1.0, 0, torch.float32,
-            "none", [], "")
+            qx, step, _INPUT_ZERO, self.packed, self.scales, self.zeros, None, 1.0, 0,
+            torch.float32, "none", [], "")
         return y.add_(torch.mm(self.columns, x[:, self.dims].t()).t())
 
     def error_bound(self, x: torch.Tensor) -> torch.Tensor:
@@ -154,11 +160,11 @@ def int8_head_available() -> bool:
         return False
     try:
         w = torch.full((4, 64), 127, dtype=torch.int8)
-        x = torch.full((2, 64), 127, dtype=torch.int8)
+        x = torch.full((2, 64), 127 + _INPUT_ZERO, dtype=torch.uint8)
         packed = torch.ops.onednn.qlinear_prepack(w, None)
         got = torch.ops.onednn.qlinear_pointwise(
-            x, 1.0, 0, packed, torch.ones(4), torch.zeros(4, dtype=torch.int32), None, 1.0,
-            0, torch.float32, "none", [], "")
+            x, 1.0, _INPUT_ZERO, packed, torch.ones(4), torch.zeros(4, dtype=torch.int32),
+            None, 1.0, 0, torch.float32, "none", [], "")
         return bool(float(got[1, 3]) == 127.0 * 127.0 * 64)
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
