@@ -76,6 +76,24 @@ def test_the_product_is_within_its_bound_of_a_float64_reference() -> None:
 
 
 @needs_kernel
+def test_inputs_at_both_ends_of_the_int8_range_multiply_exactly() -> None:
+    """Integer inputs whose largest magnitude is 127 are their own int8 values (step 1):
+    the product then has no input rounding, so -127 and +127 (handed to oneDNN shifted by
+    its zero point) must give the float64 sums of the int8 weights to float32 rounding."""
+    w = _weight(200, 64, seed=3)
+    head = _head(w, [0])
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-127, 128, (3, 64), generator=g).float()
+    x[:, 0] = 0.0  # the one float32 dim stays out of the int8 product
+    x[0, 5], x[1, 9], x[2, 11] = -127.0, 127.0, -127.0
+    x[2, 12] = 127.0
+    got = head(x).double()
+    deq = head.rows.dequantized().double()
+    want = x.double() @ deq.t()
+    assert float((got - want).abs().max()) <= 1e-6 * float(want.abs().max())
+
+
+@needs_kernel
 def test_leaving_the_large_dims_out_of_the_int8_scale_keeps_the_products_close() -> None:
     w = _weight(2000, 128)
     big = [7, 64, 100]
