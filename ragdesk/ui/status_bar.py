@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 import logging
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from ragdesk.core.pack_choice import fallback_note
@@ -34,6 +34,8 @@ class StatusLine:
         self.text = ElidedLabel(READY)
         self._fade = QTimer(bar)
         self._fade.setSingleShot(True)
+        # a coarse timer may end the line up to 5 % early; one timer of seconds costs nothing
+        self._fade.setTimerType(Qt.TimerType.PreciseTimer)
         self._fade.timeout.connect(lambda: self.text.setText(READY))
         self.text.setObjectName("StatusText")
         bar.addWidget(self.text, 1)

@@ -192,5 +192,5 @@ def test_the_checks_done_line_leaves_the_status_bar(qtbot: Any, window: Any, tmp
     qtbot.waitUntil(lambda: label.fullText() == "Ready", timeout=15_000)
     at = max(i for i, (_, t) in enumerate(shown) if t == done)
     assert [t for _, t in shown[at:]] == [done, "Ready"]
-    # Not before the delay (a coarse Qt timer may fire up to 5% early).
+    # Not before the delay (the timer is a precise one; 5% covers the clocks read around it).
     assert shown[at + 1][0] - shown[at][0] >= 0.95 * 0.600
