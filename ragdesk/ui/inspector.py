@@ -74,11 +74,12 @@ def passage_share(answer: Answer, k: int) -> tuple[int, float]:
     return n, sum(t.posterior[k] for t in toks) / len(toks)
 
 
-def opening_passage(answer: Answer) -> int:
+def opening_passage(answer: Answer, guess_hidden: bool = False) -> int:
     """The passage the inspector opens on: the one with the largest share of the answer
     (rank 1 may have given it nothing); an answer the snapshot does not hold opens on the
-    closest passage."""
-    if answer.abstained:
+    closest passage while its guess is hidden, and on the guess's source once it is shown,
+    as the card's source bar then says."""
+    if answer.abstained and guess_hidden:
         return 0
     summary = summarize(answer)
     return summary.primary if summary is not None and summary.primary is not None else 0
@@ -299,7 +300,7 @@ class PassageInspector(QWidget):
         self.picker.setEnabled(bool(answer and answer.docs))
         self.k = None
         if answer is not None and answer.docs:
-            self.show_passage(opening_passage(answer), notify=False)  # select nothing
+            self.show_passage(opening_passage(answer, guess_hidden), notify=False)
         else:
             self._show_empty()
 

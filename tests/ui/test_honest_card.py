@@ -167,6 +167,23 @@ def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
     assert "background-color" not in window.inspector.body.toHtml()
 
 
+def test_showing_the_guess_opens_the_inspector_on_its_source(qtbot: Any, window: Any) -> None:
+    """With no passage picked, Show the guess moves the inspector from the closest passage
+    to the one the card's source bar now cites, and Hide the guess moves it back."""
+    ans = dataclasses.replace(quoted(make_answer(k=3, n_tokens=2, seed=1), 2),
+                              abstained=True, confidence=0.02)
+    card = AnswerCard(-9, ans.question, AnswerOptions(n_docs=3), "demo")
+    window.wire_card(card)
+    window.chat.add_card(card)
+    card.finish(ans)
+    window.selection.answered(card)
+    assert window.inspector.k == 0
+    card.verdict.guess_button.click()
+    assert window.inspector.k == 2 == summarize_sources(ans).primary
+    card.verdict.guess_button.click()
+    assert window.inspector.k == 0
+
+
 def test_the_not_found_setting_reaches_the_engine_and_is_remembered(
         qtbot: Any, window: Any, monkeypatch: Any) -> None:
     from ragdesk.core.engine import Engine
