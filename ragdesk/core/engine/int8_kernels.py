@@ -28,8 +28,8 @@ HEAD_OUTLIER_DIMS = 32
 
 # An Int8Head's int8 inputs are handed to oneDNN as uint8 with this zero point (the same
 # integers, shifted): with signed int8 inputs oneDNN uses AMX where the CPU has it, but on
-# one with AVX512-VNNI and no AMX it falls back to a reference kernel about 250x slower,
-# seconds for one row of the starter's output layer (docs/benchmarks.md).
+# one with AVX512-VNNI and no AMX it falls back to a reference kernel, which made a decoding
+# step take seconds (docs/benchmarks.md).
 _INPUT_ZERO = 128
 
 
