@@ -140,15 +140,22 @@ def test_the_inspector_opens_on_the_largest_share_in_the_window(qtbot: Any,
     assert window.heatmap.map.words[0].source == 2
 
 
-def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
-        qtbot: Any, window: Any) -> None:
-    ans = dataclasses.replace(quoted(make_answer(k=3, n_tokens=2, seed=1), 1),
+def _abstained_in(window: Any, quoted_from: int, op_id: int) -> tuple[AnswerCard, Answer]:
+    """A finished answer of 3 passages that abstained, quoted from passage ``quoted_from``,
+    shown in the window as the selected card (its guess hidden)."""
+    ans = dataclasses.replace(quoted(make_answer(k=3, n_tokens=2, seed=1), quoted_from),
                               abstained=True, confidence=0.02)
-    card = AnswerCard(-8, ans.question, AnswerOptions(n_docs=3), "demo")
+    card = AnswerCard(op_id, ans.question, AnswerOptions(n_docs=3), "demo")
     window.wire_card(card)
     window.chat.add_card(card)
     card.finish(ans)
     window.selection.answered(card)
+    return card, ans
+
+
+def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
+        qtbot: Any, window: Any) -> None:
+    card, ans = _abstained_in(window, 1, -8)
     assert window.inspector.k == 0
     # the guess is hidden on the card: hidden in the heat map and the inspector too
     assert window.heatmap.map.tokens == [] and "Show the guess" in window.heatmap.caption.text()
@@ -170,13 +177,7 @@ def test_an_abstained_answer_opens_on_the_closest_passage_and_the_map_says_so(
 def test_showing_the_guess_opens_the_inspector_on_its_source(qtbot: Any, window: Any) -> None:
     """With no passage picked, Show the guess moves the inspector from the closest passage
     to the one the card's source bar now cites, and Hide the guess moves it back."""
-    ans = dataclasses.replace(quoted(make_answer(k=3, n_tokens=2, seed=1), 2),
-                              abstained=True, confidence=0.02)
-    card = AnswerCard(-9, ans.question, AnswerOptions(n_docs=3), "demo")
-    window.wire_card(card)
-    window.chat.add_card(card)
-    card.finish(ans)
-    window.selection.answered(card)
+    card, ans = _abstained_in(window, 2, -9)
     assert window.inspector.k == 0
     card.verdict.guess_button.click()
     assert window.inspector.k == 2 == summarize_sources(ans).primary
