@@ -84,17 +84,16 @@ def make_docs(folder: Path) -> None:
     (folder / "tea-notes.md").write_text(TEA_NOTES, encoding="utf-8")
 
 
-def pick_passage(answer: Any, title_part: str | None, guess_shown: bool = False) -> int:
+def pick_passage(card: Any, title_part: str | None) -> int:
+    """The passage of ``card``'s answer whose title holds ``title_part``, else the one the
+    inspector opens on."""
+    from ragdesk.ui.inspector import opening_passage
+
     if title_part:
-        for k, doc in enumerate(answer.docs):
+        for k, doc in enumerate(card.answer.docs):
             if title_part.lower() in doc.title.lower():
                 return k
-    if getattr(answer, "abstained", False) and not guess_shown:
-        return 0  # not found, its guess hidden: the closest passage, as the inspector opens it
-    shares = [0] * len(answer.docs)
-    for t in answer.tokens:
-        shares[t.source] += 1
-    return max(range(len(shares)), key=shares.__getitem__) if shares else 0
+    return opening_passage(card.answer, card.guess_hidden)
 
 
 def import_folder(w: Any, args: argparse.Namespace) -> Any:
@@ -157,14 +156,13 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
             card.verdict.guess_button.click()  # the best guess, one click away
             yield ("sleep", 300)
         if args.each:
-            yield from shoot(w, args, pick_passage(card.answer, args.passage,
-                                                   args.show_guess),
+            yield from shoot(w, args, pick_passage(card, args.passage),
                              args.out.replace(".png", f"-{args.question.index(q) + 1}.png"))
     if args.each:
         w.close()
         QApplication.exit(0)
         return
-    k = pick_passage(w.chat.cards[-1].answer, args.passage, args.show_guess)
+    k = pick_passage(w.chat.cards[-1], args.passage)
     yield from run("key", "--clearmodifiers", f"ctrl+{k + 1}")
     if args.page:
         yield ("until", (lambda: w.inspector.place() is not None, 30, "the cited page"))
