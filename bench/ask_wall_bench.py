@@ -45,15 +45,17 @@ QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudi
 PORT = 8797
 
 
-def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str = "starter"
+def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str | None = "starter"
          ) -> tuple[float, float, float, float, float]:
     """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
     server, the 1-minute load average as it started, the engine's whole answer in seconds:
-    the answer and its confidence's closed-book pass) of one `ragdesk ask --json`."""
+    the answer and its confidence's closed-book pass) of one `ragdesk ask --json`, asking
+    ``pack`` (None: the data directory's chosen pack; `ask` given --pack loads it itself
+    even while a server runs)."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json",
-                          "--pack", pack],
+    named = [] if pack is None else ["--pack", pack]
+    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json", *named],
                          env=env, cwd=cwd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     got = json.loads(out.stdout)
@@ -63,10 +65,11 @@ def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str = "star
     return wall, answer, loading, load, answer + float(t.get("closed_book_s", 0.0))
 
 
-def _start_server(env: dict[str, str], pack: str) -> tuple[subprocess.Popen[bytes], float]:
+def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
+    """`ragdesk serve` with the data directory's chosen pack: one started with --pack tells
+    `ask` that its models are its own, and `ask` then loads the models itself."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT),
-                             "--pack", pack],
+    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:
@@ -83,6 +86,19 @@ def _start_server(env: dict[str, str], pack: str) -> tuple[subprocess.Popen[byte
 def _cwd(before: Path | None, way: str) -> Path:
     """Where `ask` runs: -m puts the working folder first on the path, so it picks the code."""
     return before if before is not None and "before" in way else REPO
+
+
+def _ask_way(question: str, way: str, env: dict[str, str], args: argparse.Namespace
+             ) -> tuple[float, float, float, float, float]:
+    """:func:`_ask` as ``way`` runs it: through the server, the question alone (the server
+    serves the chosen pack), and the answer must have come from there."""
+    through_server = way == "server"
+    got = _ask(question, env, _cwd(args.before, way), None if through_server else args.pack)
+    if through_server and got[2] > 0:
+        raise SystemExit("`ask` loaded the models itself instead of asking the server: make "
+                         f"{args.pack!r} the data directory's chosen pack (the server serves "
+                         "it; `ask` asks the server only for the chosen pack's models)")
+    return got
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,16 +122,16 @@ def main(argv: list[str] | None = None) -> None:
         envs["server"] = base
     load_before = os.getloadavg()[0]
     m = machine()  # before the rounds: its load average is the one at the start
-    server, server_start = _start_server(base, args.pack) if not args.no_server else (None, None)
+    server, server_start = _start_server(base) if not args.no_server else (None, None)
     rows: dict[str, list[tuple[float, float, float, float, float]]] = {
         way: [] for way in envs}
     try:
         for way, env in envs.items():  # untimed: the file cache and the bytecode warm
-            _ask(QUESTIONS[0], env, _cwd(args.before, way), args.pack)
+            _ask_way(QUESTIONS[0], way, env, args)
         for _ in range(args.rounds):
             for q in QUESTIONS:
                 for way, env in envs.items():
-                    rows[way].append(_ask(q, env, _cwd(args.before, way), args.pack))
+                    rows[way].append(_ask_way(q, way, env, args))
                 print(f"{q!r}: " + ", ".join(f"{way} {r[-1]}" for way, r in rows.items()),
                       flush=True)
     finally:
@@ -138,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
             "questions": QUESTIONS, "rounds": args.rounds, "load_before": load_before,
             "load_after": os.getloadavg()[0], "machine": m}
     md = (f"# `ragdesk ask` wall time against the engine's answer time ({args.pack} pack)\n\n"
-          f"{machine_line(m)}; load average {load_before:.2f} before, "
+          f"{machine_line(m)} Load average {load_before:.2f} before, "
           f"{data['load_after']:.2f} after; {len(QUESTIONS)} questions x {args.rounds} rounds, "
           "alternating.\n\n" + md_table(
               ["ask", "wall (median)", "engine's answer (median)",
