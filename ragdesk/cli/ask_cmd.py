@@ -203,9 +203,10 @@ def _print_answer(args: argparse.Namespace, ans: Answer, streamed: bool,
 
 
 def _models_of_the_pack(args: argparse.Namespace) -> bool:
-    """Whether the models come from the pack the session picks (a running server has those
-    loaded; other models or a reduced precision are this command's own business)."""
-    return not (args.pack or args.question_encoder or args.generator or args.precision)
+    """Whether the models come from a pack, named or chosen (a running server may have that
+    one loaded; models named one by one or a reduced precision are this command's own
+    business)."""
+    return not (args.question_encoder or args.generator or args.precision)
 
 
 def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerOptions,
@@ -213,8 +214,9 @@ def _ask_running_server(args: argparse.Namespace, ctx: AppContext, opts: AnswerO
     """Answer through `ragdesk serve` on this data directory when one is ready; None: there
     is none (or it refused before answering), load the models here."""
     from ragdesk.cli.ask_remote import ask_remote, find_server, note
+    from ragdesk.core.pack_choice import chosen_pack
 
-    found = find_server(ctx.data.root)
+    found = find_server(ctx.data.root, args.pack or chosen_pack(ctx.settings))
     if found is None:
         return None
     url, headers = found

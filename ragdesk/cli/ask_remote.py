@@ -38,8 +38,10 @@ ANSWER_TIMEOUT_S = 600.0
 _MAX_BODY = 16 << 20
 
 
-def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
-    """(url, headers) of a ready server on ``data_root`` that ``ask`` may use, else None.
+def find_server(data_root: Path, pack: str) -> tuple[str, dict[str, str]] | None:
+    """(url, headers) of a ready server on ``data_root`` that ``ask`` may use for ``pack``'s
+    models (a server that loaded another pack, or models of its own, answers otherwise),
+    else None.
 
     ``server.json`` may be a killed server's, with anything listening on its port now: the
     key and the question go only to a live process that proves it knows the secret that
@@ -49,7 +51,7 @@ def find_server(data_root: Path) -> tuple[str, dict[str, str]] | None:
     if os.environ.get(NO_SERVER_ENV):
         return None
     info = read(data_root)
-    if info is None or info.custom_models or info.secret is None:
+    if info is None or info.custom_models or info.secret is None or info.pack != pack:
         return None  # no secret: a file no client can check, so it is not trusted
     if not pid_alive(info.pid):
         return None  # a stale file: the server is gone

@@ -120,6 +120,7 @@ def _warn_if_shared(path: Path) -> None:
 
 def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     from ragdesk.core.cpu import prepare_for_models
+    from ragdesk.core.pack_choice import chosen_pack
     from ragdesk.server import ServerConfig, check_bind, discovery
     from ragdesk.server.run import serve
 
@@ -139,14 +140,15 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
         return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
                                    args.generator)
 
-    custom = any(x is not None for x in (args.pack, args.question_encoder, args.generator))
+    custom = args.question_encoder is not None or args.generator is not None
+    served_pack = None if custom else args.pack or chosen_pack(ctx.settings)
 
     def ready(url: str) -> None:
         # `ragdesk ask` on this data directory asks this server instead of loading models,
         # once the server has proved it knows this start's secret
         discovery.publish(data_dir, discovery.ServerInfo(
             url=url, pid=os.getpid(), auth=bool(api_key), snapshot=args.snapshot,
-            custom_models=custom, secret=secret))
+            custom_models=custom, secret=secret, pack=served_pack))
         if args.json:  # for a script that started the server (with --port 0, say)
             print_json({"url": f"{url}/v1", "health": f"{url}/health"})
             sys.stdout.flush()

@@ -38,10 +38,14 @@ class ServerInfo:
     pid: int
     auth: bool  # clients must send an API key
     snapshot: str | None  # the snapshot the server was told to use (None: the active one)
-    # the server was started with models of its own choosing (--pack, --generator, ...): its
-    # answers may differ from what `ask` would load, so `ask` does not use it
+    # the server was started with models of its own choosing (--question-encoder,
+    # --generator): its answers may differ from what `ask` would load, so `ask` does not use it
     custom_models: bool
     secret: str | None = None  # hex; None: a file from a version that proved nothing
+    # the pack whose models the server loaded (its --pack, else the pack chosen when it
+    # started): `ask` uses the server only for that pack. None: models of its own, or a file
+    # from a version that did not say
+    pack: str | None = None
 
 
 def new_secret() -> str:
@@ -105,8 +109,9 @@ def read(data_root: Path) -> ServerInfo | None:
         secret = d.get("secret")
         if secret is not None:
             bytes.fromhex(secret)  # a damaged secret is no secret
+        pack = d.get("pack")
         return ServerInfo(url=str(d["url"]), pid=int(d["pid"]), auth=bool(d["auth"]),
                           snapshot=d.get("snapshot"), custom_models=bool(d["custom_models"]),
-                          secret=secret)
+                          secret=secret, pack=None if pack is None else str(pack))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

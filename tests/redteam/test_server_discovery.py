@@ -29,6 +29,7 @@ from tests.server.test_serve_cli import read_announcement
 
 KEY = "k3y-for-the-test"
 FORGED = "FORGED ANSWER"
+PACK = "starter"  # the pack these servers say they serve, the one `ask` wants
 
 
 class _Impostor(BaseHTTPRequestHandler):
@@ -86,7 +87,7 @@ def _publish(data: Path, url: str, pid: int, *, auth: bool = True) -> None:
 
     discovery.publish(data, discovery.ServerInfo(url=url, pid=pid, auth=auth, snapshot=None,
                                                  custom_models=False,
-                                                 secret=discovery.new_secret()))
+                                                 secret=discovery.new_secret(), pack=PACK))
 
 
 def _dead_pid() -> int:
@@ -114,7 +115,7 @@ def test_a_stale_file_gets_neither_the_key_nor_the_question(
     # the recorded pid is alive (pids are reused; here: this very process)
     _publish(data, f"http://127.0.0.1:{port}", os.getpid())
     monkeypatch.setenv("RAGDESK_API_KEY", KEY)
-    assert find_server(data) is None
+    assert find_server(data, PACK) is None
     main(["--data-dir", str(data), "ask", "what is the secret?", "--max-new-tokens", "2"])
     out = capsys.readouterr()
     assert FORGED not in out.out and "answered by the running server" not in out.err
@@ -129,7 +130,7 @@ def test_a_dead_pid_is_not_even_contacted(tmp_path: Path, impostor: Any,
     port, seen = impostor
     _publish(tmp_path, f"http://127.0.0.1:{port}", _dead_pid())
     monkeypatch.setenv("RAGDESK_API_KEY", KEY)
-    assert find_server(tmp_path) is None
+    assert find_server(tmp_path, PACK) is None
     assert seen == []
 
 
@@ -139,8 +140,8 @@ def test_a_file_without_a_secret_is_not_trusted(tmp_path: Path, impostor: Any) -
 
     port, seen = impostor
     discovery.publish(tmp_path, discovery.ServerInfo(f"http://127.0.0.1:{port}", os.getpid(),
-                                                     False, None, False))
-    assert find_server(tmp_path) is None and seen == []
+                                                     False, None, False, pack=PACK))
+    assert find_server(tmp_path, PACK) is None and seen == []
 
 
 def test_the_proof_needs_this_starts_secret() -> None:
@@ -204,7 +205,7 @@ def test_a_killed_serve_leaves_a_file_that_ask_does_not_trust(
     try:
         read_announcement(proc)
         info = _wait_published(served_data, proc)
-        assert info.secret and info.auth and not info.custom_models
+        assert info.secret and info.auth and not info.custom_models and info.pack == PACK
         if os.name == "posix":
             assert stat.S_IMODE(discovery.path_in(served_data).stat().st_mode) == 0o600
         assert proves_secret(info.url, info.secret)  # the live server proves itself
@@ -218,11 +219,11 @@ def test_a_killed_serve_leaves_a_file_that_ask_does_not_trust(
     httpd = _bind_when_free(int(info.url.rsplit(":", 1)[1]), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     monkeypatch.setenv("RAGDESK_API_KEY", KEY)
-    assert find_server(served_data) is None and seen == []  # its pid is dead: not contacted
+    assert find_server(served_data, PACK) is None and seen == []  # its pid is dead: not contacted
     # the pid may be reused by then: the impostor's (this process's) stands in for that
     discovery.publish(served_data, dataclasses.replace(info, pid=os.getpid()))
     try:
-        assert find_server(served_data) is None
+        assert find_server(served_data, PACK) is None
     finally:
         httpd.shutdown()
         httpd.server_close()

@@ -1,6 +1,7 @@
 """`ragdesk ask` through a running `ragdesk serve` on the same data directory: the same answer
 as asking the server directly, no model loaded by `ask`, and a fall-back to loading the
-models whenever the server cannot stand in (none, stale, other models asked for, opted out)."""
+models whenever the server cannot stand in (none, stale, other models or another pack than
+the one asked for, opted out)."""
 
 from __future__ import annotations
 
@@ -36,15 +37,17 @@ def no_local_models(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return loaded
 
 
-def _publish(data: Path, url: str, *, custom: bool = False) -> None:
-    """server.json as the module's server (this process, its secret) would write it."""
+def _publish(data: Path, url: str, *, custom: bool = False, pack: str | None = "starter"
+             ) -> None:
+    """server.json as the module's server (this process, its secret) would write it, serving
+    ``pack`` (the data directory chooses none: the starter)."""
     import os
 
     from ragdesk.server import discovery
 
     discovery.publish(data, discovery.ServerInfo(url=url, pid=os.getpid(), auth=False,
                                                  snapshot=None, custom_models=custom,
-                                                 secret=SECRET))
+                                                 secret=SECRET, pack=None if custom else pack))
 
 
 def _ask(data: Path, *extra: str) -> int:
@@ -53,12 +56,14 @@ def _ask(data: Path, *extra: str) -> int:
     return main(["--data-dir", str(data), "ask", QUESTION, *ASK, *extra])
 
 
+@pytest.mark.parametrize("named", [False, True])
 def test_ask_uses_the_running_server(server: Any, served_data: Path,
                                      no_local_models: list[str],
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                     capsys: pytest.CaptureFixture[str], named: bool) -> None:
+    """Asked for the pack the server serves: the chosen one, or named with --pack."""
     _publish(served_data, server.url)
     try:
-        assert _ask(served_data, "--json") == 0
+        assert _ask(served_data, "--json", *(["--pack", "starter"] if named else [])) == 0
     finally:
         (served_data / "server.json").unlink()
     out = capsys.readouterr()
@@ -88,7 +93,8 @@ def test_ask_streams_the_servers_tokens_and_prints_its_sources(
     assert no_local_models == []
 
 
-@pytest.mark.parametrize("case", ["no file", "stale", "custom models", "opted out", "--pack"])
+@pytest.mark.parametrize("case", ["no file", "stale", "custom models", "opted out",
+                                  "another pack", "a file naming no pack"])
 def test_ask_loads_its_own_models_when_the_server_cannot_stand_in(
         server: Any, served_data: Path, no_local_models: list[str], case: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,7 +103,6 @@ def test_ask_loads_its_own_models_when_the_server_cannot_stand_in(
     # the test snapshot's tiny encoder fits no built-in pack: past that check, loading is
     # what shows which way `ask` went
     monkeypatch.setattr(packs, "check_pack_matches_snapshot", lambda *a: None)
-    extra: list[str] = []
     if case == "stale":
         _publish(served_data, "http://127.0.0.1:9")  # nothing listens on the discard port
     elif case == "custom models":
@@ -105,11 +110,12 @@ def test_ask_loads_its_own_models_when_the_server_cannot_stand_in(
     elif case == "opted out":
         _publish(served_data, server.url)
         monkeypatch.setenv("RAGDESK_NO_SERVER", "1")
-    elif case == "--pack":
-        _publish(served_data, server.url)
-        extra = ["--pack", "starter"]
+    elif case == "another pack":  # the server loaded the reader; `ask` wants the starter
+        _publish(served_data, server.url, pack="reader-1.5b")
+    elif case == "a file naming no pack":  # an earlier version's server
+        _publish(served_data, server.url, pack=None)
     try:
-        assert _ask(served_data, *extra) != 0
+        assert _ask(served_data) != 0
         assert no_local_models, "ask did not try to load its own models"
     finally:
         (served_data / "server.json").unlink(missing_ok=True)
