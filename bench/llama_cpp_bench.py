@@ -45,7 +45,7 @@ def gguf_path(path: str | None) -> Path:
     return starter.gguf_path(DataDir.resolve(None))
 
 
-PLAIN = "ragdesk, bfloat16 only (no int8 copies)"
+PLAIN = "ragdesk, bfloat16 only (no int8 or 4-bit copies)"
 
 
 def _prompt(gen: Any) -> list[int]:
@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     dec = gen.lean_decoder
     linears = [dec.lm_head] + [lin for layer in dec.layers
                                for lin in (*layer.qkv, *layer.gate_up, layer.o, layer.down)]
-    int8_rows = [lin.rows for lin in linears]
-    # the same decoder with every product in bfloat16: what the int8 copies save, measured
-    # in the same rounds
-    plain = [PLAIN] if any(r is not None for r in int8_rows) else []
+    copies = [(lin.rows, lin.groups) for lin in linears]
+    # the same decoder with every product in bfloat16: what the int8 and 4-bit copies save,
+    # measured in the same rounds
+    plain = [PLAIN] if any(c != (None, None) for c in copies) else []
     sides = ["ragdesk", *plain] + [f"llama.cpp {n} thread{'s' * (n > 1)}" for n in llms]
 
     def one(side: str, steps: int) -> Round:
@@ -133,12 +133,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             return _ragdesk_round(gen, ids, steps)
         if side == PLAIN:
             for lin in linears:
-                lin.rows = None
+                lin.rows = lin.groups = None
             try:
                 return _ragdesk_round(gen, ids, steps)
             finally:
-                for lin, rows in zip(linears, int8_rows, strict=True):
-                    lin.rows = rows
+                for lin, (rows, groups) in zip(linears, copies, strict=True):
+                    lin.rows, lin.groups = rows, groups
         n = int(side.split()[1])
         return _llama_round(llms[n], ids, steps, n)
 

@@ -206,12 +206,14 @@ def _linears(dec: Any) -> list[Any]:
 
 def step_bytes(dec: Any, rows: int, columns: int) -> int:
     """What one step of ``rows`` rows reads: each product's weight in the form it reads it
-    for that many rows (its int8 copy or the bfloat16 weight), and every row's keys and values
+    for that many rows (its 4-bit or int8 copy, or the bfloat16 weight), and every row's keys
+    and values
     over ``columns`` columns in every layer."""
     total = 0
     for lin in [dec.lm_head, *_linears(dec)]:
-        if lin.rows is not None and rows <= lin.rows_up_to:
-            total += lin.rows.nbytes
+        copy = lin.copy_for(rows)
+        if copy is not None:
+            total += copy.nbytes
         else:
             total += int(lin.weight.numel() * lin.weight.element_size())
     kv = int(2 * rows * dec.kv_heads * columns * dec.head_dim * dec.kv_dtype.itemsize)

@@ -63,8 +63,9 @@ def architecture_of(model: object) -> str:
     return str(getattr(model, "lean_architecture", None) or type(model).__name__)
 
 
-# The output layer's products of up to this many rows read its int8 copy: the K = 5 rows of
-# a RAG-Token step gain, more rows run faster in bfloat16 (measured in docs/benchmarks.md).
+# The output layer's products of up to this many rows read its int8 copy (and the products of
+# weights kept in 4 bits their 4-bit copies): the K = 5 rows of a RAG-Token step gain, more
+# rows run faster in bfloat16 (measured in docs/benchmarks.md).
 LM_HEAD_INT8_ROWS = 8
 # Openings kept between prompts (see LeanCausalDecoder._remember_opening); a Qwen2 1.5B
 # opening of 1,000 tokens holds 29 MB of keys and values in bfloat16.
@@ -165,12 +166,15 @@ class LeanCausalDecoder(ABC):
             # the output layer is half of what a decoding step reads: its products of the K
             # rows of a RAG-Token step read the int8 copy, with int8 inputs where the CPU
             # multiplies int8 pairs (the marginals still cover the whole vocabulary); the
-            # layers' small matrices gain only for one row
+            # layers' small matrices gain from an int8 copy only for one row. Weights the
+            # file keeps in 4 bits are read in 4 bits for as many rows as the output layer's
+            # copy (the file's own numbers, not a coarser approximation of them).
             for layer in self.layers:
-                layer.add_int8_rows(1)
-            if self.int8_head_inputs:
+                layer.add_few_row_copies(LM_HEAD_INT8_ROWS)
+            self.lm_head.add_int4_groups(LM_HEAD_INT8_ROWS)
+            if self.lm_head.groups is None and self.int8_head_inputs:
                 self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
-            else:
+            elif self.lm_head.groups is None:
                 self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
         self._taken = self._weights_version()
         self._openings = []  # computed with the weights before

@@ -9,6 +9,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ragdesk.core.engine.int4_kernels import (
+    GROUP,
+    Int4Groups,
+    NotOnAGrid,
+    holds_in_4_bits,
+    int4_groups_available,
+    quantize_groups,
+)
+from ragdesk.core.engine.int4_kernels import fits as int4_fits
 from ragdesk.core.engine.int8_kernels import (
     HEAD_OUTLIER_DIMS,
     Int8Head,
@@ -33,22 +42,24 @@ if TYPE_CHECKING:
 _MM_TRICK_MIN_ELEMENTS = 8 * 1024 * 1024
 _MM_TRICK_MAX_ROWS = 32
 
-# the scopes of a linear layer's copies besides its bfloat16 weight: the int8 rows, and the
-# output layer's int8 head (its large input dims and their columns)
+# the scopes of a linear layer's copies besides its bfloat16 weight: the int8 rows, the
+# output layer's int8 head (its large input dims and their columns) and the 4-bit groups
 ROWS_SCOPE = "rows"
 HEAD_SCOPE = "head"
+GROUPS_SCOPE = "groups"
 
 
 def keeping_order(name: str) -> int:
     """How the copy called ``name`` is made, the kinds most worth keeping on disk first
     (where a file cannot hold them all): 0, found by running the model (the output layer's
-    large dims: a few MB, a pass of the model); 1, quantized (int8 rows: half a weight's
-    bytes, the slowest to make per byte); 2, converted (bfloat16 weights: a weight's size,
-    the fastest per byte). Measured in docs/benchmarks.md."""
+    large dims: a few MB, a pass of the model); 1, quantized (int8 rows and 4-bit groups: a
+    half and a quarter of a weight's bytes, the slowest to make per byte); 2, converted
+    (bfloat16 weights: a weight's size, the fastest per byte). Measured in
+    docs/benchmarks.md."""
     wrapped = f".{name}"
     if f".{HEAD_SCOPE}." in wrapped:
         return 0
-    if f".{ROWS_SCOPE}." in wrapped:
+    if f".{ROWS_SCOPE}." in wrapped or f".{GROUPS_SCOPE}." in wrapped:
         return 1
     return 2
 
@@ -102,11 +113,11 @@ class WeightCopies:
 
 class Linear:
     """``x @ W.T (+ b)`` in float32, or with int8 weights and dynamically quantized inputs;
-    in bfloat16 optionally with an int8 copy of the weight as well (:meth:`add_int8_rows`),
-    which the products of a few rows read."""
+    in bfloat16 optionally with a 4-bit copy (:meth:`add_int4_groups`) or an int8 copy
+    (:meth:`add_int8_rows`) of the weight as well, which the products of a few rows read."""
 
-    __slots__ = ("bias", "copies", "out_features", "packed", "rows", "rows_up_to",
-                 "transposed", "weight")
+    __slots__ = ("bias", "copies", "groups", "groups_up_to", "out_features", "packed", "parts",
+                 "rows", "rows_up_to", "transposed", "weight")
 
     def __init__(self, weights: Sequence[Any], biases: Sequence[Any] | None,
                  precision: str, copies: WeightCopies | None = None) -> None:
@@ -124,6 +135,10 @@ class Linear:
         self.bias: torch.Tensor | None = None
         self.rows: Int8Rows | Int8Head | None = None
         self.rows_up_to = 0
+        self.groups: Int4Groups | None = None
+        self.groups_up_to = 0
+        # the model's own weights, which a 4-bit copy is made from (never copied here)
+        self.parts: tuple[Any, ...] = tuple(weights) if precision == "bfloat16" else ()
         self.copies = copies or WeightCopies()
         # q|k|v and gate|up fused into one product (new memory: not in float32)
         if precision == "int8":
@@ -157,6 +172,33 @@ class Linear:
             self.rows = Int8Rows(got["q"], got["scales"])
             self.rows_up_to = up_to
 
+    def add_int4_groups(self, up_to: int) -> None:
+        """Let products of up to ``up_to`` rows read a 4-bit copy of the weight (a quarter of
+        the bfloat16 weight's bytes) where the model's weights are on a 4-bit grid, as a
+        file's Q4_K blocks leave them (:mod:`.int4_kernels`), torch has the kernel and it
+        takes the weight's shape. Whether they are is kept with the copies, so that a later
+        start does not look again."""
+        import torch
+
+        weight, parts = self.weight, self.parts
+        if (weight is None or weight.dtype != torch.bfloat16 or not parts
+                or not int4_fits(weight) or not int4_groups_available()):
+            return
+        copies = self.copies.scope(GROUPS_SCOPE)
+        on_grid = copies.take({"on_grid": ((1,), torch.uint8)}, lambda: {
+            "on_grid": torch.tensor([holds_in_4_bits(list(parts))], dtype=torch.uint8)})
+        if not int(on_grid["on_grid"][0]):
+            return
+        n, k = int(weight.shape[0]), int(weight.shape[1])
+        try:
+            got = copies.take({"packed": ((n, k // 2), torch.uint8),
+                               "scales_zeros": ((k // GROUP, n, 2), torch.bfloat16)},
+                              lambda: quantize_groups(_fused(parts, torch.float32)))
+        except NotOnAGrid:  # in rows the first look skipped
+            return
+        self.groups = Int4Groups(got["packed"], got["scales_zeros"])
+        self.groups_up_to = up_to
+
     def add_int8_head(self, up_to: int,
                       find_dims: Callable[[int], torch.Tensor]) -> None:
         """:meth:`add_int8_rows`, with the inputs in int8 as well where that kernel runs
@@ -179,6 +221,14 @@ class Linear:
             {"dims": ((n,), torch.long), "columns": ((n_out, n), torch.float32)}, make)
         self.rows = Int8Head(rows, got["dims"], got["columns"])
 
+    def copy_for(self, rows: int) -> Int4Groups | Int8Rows | Int8Head | None:
+        """The copy a product of ``rows`` rows reads (None: the weight itself)."""
+        if self.groups is not None and rows <= self.groups_up_to:
+            return self.groups
+        if self.rows is not None and rows <= self.rows_up_to:
+            return self.rows
+        return None
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         import torch
         import torch.nn.functional as F
@@ -188,8 +238,8 @@ class Linear:
         y: torch.Tensor
         if self.weight is None:
             y = torch.ops.quantized.linear_dynamic(flat, self.packed, reduce_range=False)
-        elif self.rows is not None and flat.shape[0] <= self.rows_up_to:
-            y = self.rows(flat)
+        elif (copy := self.copy_for(int(flat.shape[0]))) is not None:
+            y = copy(flat)
             y = (y if self.bias is None else y + self.bias).float()
         elif self.weight.dtype != torch.float32:  # bfloat16 weights: float32 results
             x = flat.to(self.weight.dtype)  # attention's outputs are bfloat16 already
@@ -281,10 +331,15 @@ class Projections:
             return gu[..., :half], gu[..., half:]
         return self.gate_up[0](h), self.gate_up[1](h)
 
-    def add_int8_rows(self, up_to: int) -> None:
-        """See :meth:`Linear.add_int8_rows`."""
+    def add_few_row_copies(self, up_to: int) -> None:
+        """Copies for the products of a few rows: 4-bit ones for up to ``up_to`` rows where
+        the weights are on a 4-bit grid (:meth:`Linear.add_int4_groups`), else int8 rows for
+        one row (:meth:`Linear.add_int8_rows`; above one row they fall behind the bfloat16
+        product)."""
         for lin in (*self.qkv, *self.gate_up, self.o, self.down):
-            lin.add_int8_rows(up_to)
+            lin.add_int4_groups(up_to)
+            if lin.groups is None:
+                lin.add_int8_rows(1)
 
 
 class KVState:

@@ -43,9 +43,9 @@ log = logging.getLogger(__name__)
 
 COPIES_FILE = "ragdesk-weight-copies.safetensors"
 FORMAT = "1"
-# the starter's copies fit (bfloat16 and int8 of 270M weights, 0.8 GB); of the 1.5B reader's
-# (4.65 GB, two thirds of its converted weights' size again) the int8 ones and the output
-# layer's dims do (1.5 GB), the slowest part of its start to make
+# the starter's copies fit (bfloat16, int8 and 4-bit copies of 270M weights, 0.8 GB); of the
+# 1.5B reader's (about 4.2 GB, more than half its converted weights' size again) the 4-bit
+# and int8 ones do (1.14 GB), the slowest part of its start to make
 MAX_BYTES = 2 << 30
 # room the disk keeps after the copies (a cache must not be what fills it)
 _MIN_FREE_AFTER = 2 << 30

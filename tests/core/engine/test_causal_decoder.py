@@ -203,6 +203,26 @@ def test_decoding_steps_copy_no_cache(lean: Any, tiny_models: Any) -> None:
     assert [t.data_ptr() for t in rows.state.k] == before
 
 
+def _teacher_forced(ca: Any, cb: Any, rows: int, max_variation: float) -> tuple[int, int]:
+    """NEW steps of the ``rows`` rows of two contexts, both fed ``ca``'s greedy tokens (so that
+    one early difference does not count as many): every step's next-token distributions
+    within ``max_variation`` (total variation) of each other; (steps where their choices
+    agree, steps) over the rows."""
+    import torch
+
+    la, lb = ca.first_logits, cb.first_logits
+    ra, rb = ca.rows(torch.arange(rows), NEW), cb.rows(torch.arange(rows), NEW)
+    agree = total = 0
+    for _ in range(NEW):
+        pa, pb = torch.softmax(la, -1), torch.softmax(lb, -1)
+        assert float(0.5 * (pa - pb).abs().sum(-1).max()) < max_variation
+        agree += int((la.argmax(-1) == lb.argmax(-1)).sum())
+        total += la.shape[0]
+        tokens = la.argmax(-1)
+        la, lb = ra.step(tokens), rb.step(tokens)
+    return agree, total
+
+
 @pytest.mark.parametrize("precision", ["int8", "bfloat16"])
 def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
                                                tiny_models: Any, precision: str) -> None:
@@ -228,15 +248,8 @@ def test_reduced_precision_agrees_with_float32(lean: Any, gemma_parts: Any,
         cached = torch.bfloat16 if precision == "bfloat16" else torch.float32
         base = cast(LeanCausalContext, cb).base
         assert {t.dtype for t in (*base.k, *base.v)} == {cached}
-        la, lb = ca.first_logits, cb.first_logits
-        ra, rb = ca.rows(torch.arange(len(ps)), NEW), cb.rows(torch.arange(len(ps)), NEW)
-        for _ in range(NEW):
-            pa, pb = torch.softmax(la, -1), torch.softmax(lb, -1)
-            assert float(0.5 * (pa - pb).abs().sum(-1).max()) < 0.15  # total variation
-            agree += int((la.argmax(-1) == lb.argmax(-1)).sum())
-            total += la.shape[0]
-            tokens = la.argmax(-1)
-            la, lb = ra.step(tokens), rb.step(tokens)
+        same, rows = _teacher_forced(ca, cb, len(ps), max_variation=0.15)
+        agree, total = agree + same, total + rows
     # int8 weights without VNNI keep within ±63 (see cpu.int8_weight_levels): half the levels
     coarse = precision == "int8" and int8_weight_levels() < 127
     assert agree / total >= (0.85 if coarse else 0.9)
@@ -274,6 +287,62 @@ def test_bfloat16_decoding_steps_read_int8_copies(gemma_parts: Any, tiny_models:
     a, b = fast.logits(h), plain.logits(h)
     assert not torch.equal(a, b)
     assert float(0.5 * (torch.softmax(a, -1) - torch.softmax(b, -1)).abs().sum(-1).max()) < 0.05
+
+
+def _on_a_4bit_grid(weight: Any) -> None:
+    """Move ``weight`` (in place) to the nearest point of a 4-bit grid per group of 32 inputs,
+    as a file's Q4_K blocks leave a model's weights."""
+    import torch
+
+    from ragdesk.core.engine.int4_kernels import GROUP
+
+    with torch.no_grad():
+        g = weight.reshape(weight.shape[0], -1, GROUP)
+        low = g.amin(dim=2, keepdim=True)
+        step = (g.amax(dim=2, keepdim=True) - low) / 15
+        g.copy_(low + ((g - low) / step).round() * step)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_weights_kept_in_4_bits_are_read_in_4_bits(gemma_parts: Any, tiny_models: Any,
+                                                    rows: int) -> None:
+    """The attention outputs and MLP projections put on a 4-bit grid (as a Q4_K file keeps
+    them): the bfloat16 default's steps of up to 8 rows read their 4-bit copies, the other
+    weights their int8 ones (one row) or themselves, and the next-token distributions equal
+    those of the same decoder without the 4-bit copies (the same weights in bfloat16) up to
+    bfloat16 rounding."""
+    import copy
+
+    from ragdesk.core.engine.causal_decoder import LM_HEAD_INT8_ROWS
+    from ragdesk.core.engine.int4_kernels import Int4Groups, int4_groups_available
+
+    if not int4_groups_available():
+        pytest.skip("no 4-bit kernel in this torch build")
+    model = copy.deepcopy(gemma_parts[0])
+    for layer in model.model.layers:
+        for proj in (layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj):
+            _on_a_4bit_grid(proj.weight)
+    fast = _generator(model, gemma_parts[1], precision="bfloat16")
+    dec = fast.lean_decoder
+    assert dec is not None
+    for layer in dec.layers:
+        assert isinstance(layer.o.copy_for(LM_HEAD_INT8_ROWS), Int4Groups)
+        assert isinstance(layer.gate_up[0].copy_for(LM_HEAD_INT8_ROWS), Int4Groups)
+        assert layer.o.rows is None and layer.qkv[0].groups is None
+        assert layer.qkv[0].copy_for(1) is not None and layer.qkv[0].copy_for(2) is None
+    assert dec.lm_head.groups is None and dec.lm_head.rows is not None  # random: off the grid
+    plain = _generator(model, gemma_parts[1], precision="bfloat16")
+    plain_dec = plain.lean_decoder
+    assert plain_dec is not None
+    for layer in plain_dec.layers:  # the same weights, the bfloat16 product
+        layer.o.groups = layer.gate_up[0].groups = None
+    agree = total = 0
+    for seed in range(6):
+        ps = [PassageText(h.title, h.text) for h in _hits(tiny_models, 40 + seed, n=rows)]
+        same, steps = _teacher_forced(plain.prepare(QUESTION, ps), fast.prepare(QUESTION, ps),
+                                      rows, max_variation=0.03)
+        agree, total = agree + same, total + steps
+    assert total == 6 * NEW * rows and agree / total >= 0.95
 
 
 def test_unknown_precision_is_refused(gemma_parts: Any) -> None:

@@ -20,6 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from ragdesk.core.engine.causal_decoder import LeanCausalDecoder
+from ragdesk.core.engine.int4_kernels import int4_groups_available
 from ragdesk.core.engine.int8_kernels import int8_rows_available
 from ragdesk.core.engine.lean_parts import WeightCopies
 from ragdesk.core.engine.rag_token import rag_token_generate
@@ -61,6 +62,9 @@ def test_a_second_load_maps_the_first_loads_copies_and_answers_the_same(
     names = set(made.made)
     assert {"lm_head.weight", "layers.0.qkv.weight", "layers.1.down.weight"} <= names
     assert ("lm_head.rows.q" in names) == int8_rows_available()
+    # whether each weight is on a 4-bit grid (these random ones are not), so that the next
+    # start does not look again
+    assert ("layers.0.o.groups.on_grid" in names) == int4_groups_available()
 
     second = _load(gguf)
     taken = _decoder(second).copies
