@@ -101,8 +101,9 @@ def test_ask_through_the_server_prints_no_leading_space(
 
     data = tmp_path / "data"
     data.mkdir()
+    # serving the pack `ask` wants: none is chosen in this data directory, so the starter
     discovery.publish(data, discovery.ServerInfo(dated_server.url, os.getpid(), False, None,
-                                                 False, dated_server.secret))
+                                                 False, dated_server.secret, pack="starter"))
     assert main(["--data-dir", str(data), "ask", "when is the fair?"]) == 0
     out = capsys.readouterr()
     assert "answered by the running server" in out.err
