@@ -45,17 +45,15 @@ QUESTIONS = ["who painted the mona lisa", "who wrote the novel pride and prejudi
 PORT = 8797
 
 
-def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str | None = "starter"
+def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str = "starter"
          ) -> tuple[float, float, float, float, float]:
     """(wall seconds, the engine's answer seconds, its model loading seconds: 0 through a
     server, the 1-minute load average as it started, the engine's whole answer in seconds:
-    the answer and its confidence's closed-book pass) of one `ragdesk ask --json`, asking
-    ``pack`` (None: the data directory's chosen pack; `ask` given --pack loads it itself
-    even while a server runs)."""
+    the answer and its confidence's closed-book pass) of one `ragdesk ask --json`."""
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    named = [] if pack is None else ["--pack", pack]
-    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json", *named],
+    out = subprocess.run([sys.executable, "-m", "ragdesk", "ask", question, "--json",
+                          "--pack", pack],
                          env=env, cwd=cwd, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     got = json.loads(out.stdout)
@@ -65,11 +63,10 @@ def _ask(question: str, env: dict[str, str], cwd: Path = REPO, pack: str | None 
     return wall, answer, loading, load, answer + float(t.get("closed_book_s", 0.0))
 
 
-def _start_server(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], float]:
-    """`ragdesk serve` with the data directory's chosen pack: one started with --pack tells
-    `ask` that its models are its own, and `ask` then loads the models itself."""
+def _start_server(env: dict[str, str], pack: str) -> tuple[subprocess.Popen[bytes], float]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT)],
+    proc = subprocess.Popen([sys.executable, "-m", "ragdesk", "serve", "--port", str(PORT),
+                             "--pack", pack],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     while True:
         try:
@@ -90,14 +87,12 @@ def _cwd(before: Path | None, way: str) -> Path:
 
 def _ask_way(question: str, way: str, env: dict[str, str], args: argparse.Namespace
              ) -> tuple[float, float, float, float, float]:
-    """:func:`_ask` as ``way`` runs it: through the server, the question alone (the server
-    serves the chosen pack), and the answer must have come from there."""
-    through_server = way == "server"
-    got = _ask(question, env, _cwd(args.before, way), None if through_server else args.pack)
-    if through_server and got[2] > 0:
-        raise SystemExit("`ask` loaded the models itself instead of asking the server: make "
-                         f"{args.pack!r} the data directory's chosen pack (the server serves "
-                         "it; `ask` asks the server only for the chosen pack's models)")
+    """:func:`_ask` as ``way`` runs it; through the server, the answer must have come from
+    there (an `ask` that loads the models itself would time the other way twice)."""
+    got = _ask(question, env, _cwd(args.before, way), args.pack)
+    if way == "server" and got[2] > 0:
+        raise SystemExit("`ask` loaded the models itself instead of asking the server "
+                         f"serving {args.pack!r}")
     return got
 
 
@@ -122,7 +117,8 @@ def main(argv: list[str] | None = None) -> None:
         envs["server"] = base
     load_before = os.getloadavg()[0]
     m = machine()  # before the rounds: its load average is the one at the start
-    server, server_start = _start_server(base) if not args.no_server else (None, None)
+    server, server_start = (_start_server(base, args.pack) if not args.no_server
+                            else (None, None))
     rows: dict[str, list[tuple[float, float, float, float, float]]] = {
         way: [] for way in envs}
     try:
