@@ -207,8 +207,7 @@ def _linears(dec: Any) -> list[Any]:
 def step_bytes(dec: Any, rows: int, columns: int) -> int:
     """What one step of ``rows`` rows reads: each product's weight in the form it reads it
     for that many rows (its 4-bit or int8 copy, or the bfloat16 weight), and every row's keys
-    and values
-    over ``columns`` columns in every layer."""
+    and values over ``columns`` columns in every layer."""
     total = 0
     for lin in [dec.lm_head, *_linears(dec)]:
         copy = lin.copy_for(rows)

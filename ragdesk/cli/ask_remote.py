@@ -51,8 +51,10 @@ def find_server(data_root: Path, pack: str) -> tuple[str, dict[str, str]] | None
     if os.environ.get(NO_SERVER_ENV):
         return None
     info = read(data_root)
-    if info is None or info.custom_models or info.secret is None or info.pack != pack:
+    if info is None or info.custom_models or info.secret is None:
         return None  # no secret: a file no client can check, so it is not trusted
+    if info.pack != pack:
+        return None  # another pack's models (None: its own, or a file that did not say)
     if not pid_alive(info.pid):
         return None  # a stale file: the server is gone
     headers = {"Content-Type": "application/json"}

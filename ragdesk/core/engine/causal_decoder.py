@@ -172,10 +172,11 @@ class LeanCausalDecoder(ABC):
             for layer in self.layers:
                 layer.add_few_row_copies(LM_HEAD_INT8_ROWS)
             self.lm_head.add_int4_groups(LM_HEAD_INT8_ROWS)
-            if self.lm_head.groups is None and self.int8_head_inputs:
-                self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
-            elif self.lm_head.groups is None:
-                self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
+            if self.lm_head.groups is None:  # else the file's own 4 bits: no int8 copy
+                if self.int8_head_inputs:
+                    self.lm_head.add_int8_head(LM_HEAD_INT8_ROWS, self._large_dims)
+                else:
+                    self.lm_head.add_int8_rows(LM_HEAD_INT8_ROWS)
         self._taken = self._weights_version()
         self._openings = []  # computed with the weights before
 

@@ -15,6 +15,7 @@ weight that any group of is not on one (a 5-, 6- or 8-bit block, or weights neve
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _block_levels(block: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torc
     return level.reshape(block.shape), step.reshape(shape), low.reshape(shape)
 
 
-def holds_in_4_bits(parts: list[torch.Tensor]) -> bool:
+def holds_in_4_bits(parts: Sequence[torch.Tensor]) -> bool:
     """Whether every part of a weight (the fused parts of q|k|v, say) is on a 4-bit grid in
     the rows looked at: a few rows spread over each part, so that a weight kept in more bits
     is turned down at a small fraction of examining it all."""

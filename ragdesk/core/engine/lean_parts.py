@@ -186,7 +186,7 @@ class Linear:
             return
         copies = self.copies.scope(GROUPS_SCOPE)
         on_grid = copies.take({"on_grid": ((1,), torch.uint8)}, lambda: {
-            "on_grid": torch.tensor([holds_in_4_bits(list(parts))], dtype=torch.uint8)})
+            "on_grid": torch.tensor([holds_in_4_bits(parts)], dtype=torch.uint8)})
         if not int(on_grid["on_grid"][0]):
             return
         n, k = int(weight.shape[0]), int(weight.shape[1])
