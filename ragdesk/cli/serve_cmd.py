@@ -137,8 +137,11 @@ def cmd_serve(args: argparse.Namespace, ctx: AppContext) -> int:
     data_dir = ctx.data.root
 
     def loader() -> Engine:
-        return load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
-                                   args.generator)
+        engine = load_checked_engine(data_dir, args.snapshot, args.pack, args.question_encoder,
+                                     args.generator)
+        # /health says ready once the first request would be answered as fast as the next
+        engine.warm_up(config.answer.options())
+        return engine
 
     custom = args.question_encoder is not None or args.generator is not None
     served_pack = None if custom else args.pack or chosen_pack(ctx.settings)

@@ -3,11 +3,13 @@ request may address it by."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 from ragdesk.core.errors import BadInputError
-from ragdesk.core.options import DEFAULT_OPTIONS
+from ragdesk.core.options import DEFAULT_OPTIONS, AnswerOptions
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -31,6 +33,11 @@ class AnswerDefaults:
     max_new_tokens: int = DEFAULT_OPTIONS.max_new_tokens
     min_new_tokens: int = DEFAULT_OPTIONS.min_new_tokens
     retriever: str = DEFAULT_OPTIONS.retriever
+
+    def options(self) -> AnswerOptions:
+        """What a request that sets none of these is answered with."""
+        given: dict[str, Any] = dataclasses.asdict(self)
+        return dataclasses.replace(DEFAULT_OPTIONS, **given)
 
 
 @dataclass(frozen=True)

@@ -146,8 +146,9 @@ class Conversation(QObject):
             ask.op.cancel()
             ask.forgotten = True
 
-    def preload(self, pack: str) -> None:
-        """Load the models before the first question, so that it is answered at once."""
+    def preload(self, pack: str, params: AnswerOptions) -> None:
+        """Load the models before the first question and answer a made-up one with
+        ``params`` (the engine's warm-up), so that the first question is answered at once."""
         if self._preloaded == pack:
             return
         self._preloaded = pack
@@ -156,7 +157,7 @@ class Conversation(QObject):
             if self.backend.engine_loaded(pack):
                 return False
             ctx.stream(Phase.LOADING_MODELS)
-            self.backend.engine(pack)
+            self.backend.engine(pack).warm_up(params, cancel=ctx.cancel)
             return True
 
         def failed(report: ErrorReport) -> None:

@@ -222,7 +222,7 @@ class MainWindow(QMainWindow):
     def _snapshots_changed(self, snapshots: list[SnapshotInfo]) -> None:
         self.update_status()
         if self.state.usable_snapshots():
-            self.conversation.preload(self.state.pack)
+            self.conversation.preload(self.state.pack, self.params())
         first, self._first_load_done = not self._first_load_done, True
         if first and self.offer_first_run and self.first_run is None \
                 and not any(s.searchable for s in snapshots) and not self.ops.busy(Lane.JOBS):

@@ -17,6 +17,7 @@ from ragdesk.core.options import AnswerOptions
 from ragdesk.core.progress import CancelToken
 from ragdesk.core.types import Answer
 from ragdesk.ui.backend import Backend, OnToken
+from ragdesk.ui.ops import Lane
 
 ARTICLE_WORDS = 150  # two passages per article keeps imports quick
 A_ARTICLES = slice(0, 40)
@@ -152,6 +153,9 @@ def open_window(qtbot: Any, data: Path, backend_cls: type[Backend]) -> Any:
 def window(qtbot: Any, ui_data: Path, tiny_parts: tuple[Any, Any]) -> Iterator[Any]:
     SharedModelsBackend.parts = tiny_parts
     w = open_window(qtbot, ui_data, SharedModelsBackend)
+    # The models' preload ends with a made-up answer (the engine's warm-up): tests start
+    # once it is done, so that its judging and its status lines are not theirs.
+    qtbot.waitUntil(lambda: not w.ops.busy(Lane.ENGINE), timeout=120_000)
     yield w
     if w.backend.gate is not None:
         w.backend.gate.set()

@@ -347,6 +347,14 @@ class Engine:
             log.warning("no temperature for snapshot %r; using 1", snapshot_name)
             return 1.0
 
+    def warm_up(self, options: AnswerOptions = DEFAULT_OPTIONS, *,
+                cancel: CancelToken | None = None) -> float:
+        """Answer a made-up question once and drop it, so that the first real one finds the
+        prompt openings and first-touch costs paid (:mod:`.warm_up`); returns seconds."""
+        from ragdesk.core.engine.warm_up import warm_up
+
+        return warm_up(self, options, cancel=cancel)
+
     def close(self) -> None:
         """Close what was opened for this engine alone (by :func:`ragdesk.load_engine`: its
         snapshot library and data directory); the models stay usable."""

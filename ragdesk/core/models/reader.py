@@ -91,9 +91,10 @@ DOWNLOAD_BYTES = QWEN_READER.size
 # 7.1 GB measured) and the weight copies the second start keeps (4-bit and int8 copies,
 # 1.14 GB measured), for fast starts.
 CONVERTED_BYTES = 8_300_000_000
-# Measured in docs/benchmarks.md ("A stronger offline reader"), 2 CPU cores.
-EXPECTED_SPEED = ("about 8x slower than the starter pack: 5-7 s per answer on 2 CPU cores "
-                  "(the starter: under 1 s)")
+# Measured in docs/benchmarks.md ("A stronger offline reader": an Intel Xeon with AMX; "The
+# first answer after loading": an AMD EPYC without), 2 CPU cores.
+EXPECTED_SPEED = ("about 5-8x slower than the starter pack: 4-7 s per answer on 2 CPU cores "
+                  "(the starter: about 1 s)")
 
 
 def gguf_path(data: DataDir, artifact: PartedGGUF = QWEN_READER) -> Path:
