@@ -14,16 +14,28 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.options import DEFAULT_OPTIONS, AnswerOptions
 from ragdesk.core.types import Hit
 
 if TYPE_CHECKING:
-    from ragdesk.core.engine.api import Engine
     from ragdesk.core.progress import CancelToken
 
 log = logging.getLogger(__name__)
+
+
+class Answerer(Protocol):
+    """What the warm-up asks of the engine (``ragdesk.core.engine.api.Engine``)."""
+
+    def snapshot_index(self) -> Any: ...
+
+    def retrieve(self, question: str, n_docs: int, snapshot: Any, retriever: str) -> Any: ...
+
+    def ask_from_docs(self, question: str, docs: Sequence[Hit], options: AnswerOptions, *,
+                      snapshot_name: str | None = None,
+                      cancel: CancelToken | None = None) -> Any: ...
 
 WARM_UP_QUESTION = "when was the lighthouse on the island built"
 
@@ -36,7 +48,7 @@ def made_up_passages(k: int) -> list[Hit]:
                 1.0 - 0.01 * i) for i in range(max(1, k))]
 
 
-def warm_up(engine: Engine, options: AnswerOptions = DEFAULT_OPTIONS, *,
+def warm_up(engine: Answerer, options: AnswerOptions = DEFAULT_OPTIONS, *,
             cancel: CancelToken | None = None) -> float:
     """Retrieve for and answer :data:`WARM_UP_QUESTION` as ``options`` say (mode and style
     decide the prompts' opening); returns the seconds spent. Best effort: a step that fails is
