@@ -4,6 +4,8 @@ a measured threshold, and shown sources that hold what they are cited for."""
 from ragdesk.core.confidence.features import (
     CLOSED_BOOK,
     FEATURES,
+    QUOTED_PASSAGE_LP,
+    READ_AGAIN,
     READING_PROBE,
     answer_features,
     holders,
@@ -23,7 +25,9 @@ from ragdesk.core.confidence.wording import (
 __all__ = [
     "CLOSED_BOOK",
     "FEATURES",
+    "QUOTED_PASSAGE_LP",
     "READING_PROBE",
+    "READ_AGAIN",
     "ConfidenceModel",
     "SourceSummary",
     "after_streamed",

@@ -1,9 +1,11 @@
 """What the confidence model reads: a handful of numbers the engine has for free.
 
-Every feature but three comes from the answer, its tokens' sources and the retrieved
+Every feature but four comes from the answer, its tokens' sources and the retrieved
 passages' scores; two are the answer read once more without passages (a short pass, see
-:mod:`ragdesk.core.engine.closed_book`), and the last is a probe of the reader's state as it
-reads the answer after its passage (:mod:`ragdesk.core.confidence.probe`, set by the engine).
+:mod:`ragdesk.core.engine.closed_book`), and the last two come from reading the answer again
+after its passage (:mod:`ragdesk.core.engine.reading_state`, set by the engine): a probe of
+the reader's state (:mod:`ragdesk.core.confidence.probe`) and the answer's likelihood there
+with no decoding constraint.
 They follow selective question answering (Kamath, Jia & Liang 2020): the reader's own
 likelihood, the retriever's certainty, and whether the passages hold the answer at all.
 """
@@ -46,11 +48,15 @@ FEATURES: tuple[str, ...] = (
     "closed_book_lp",     # log p(y|x) with an empty passage: the answer from the question alone
     "closed_book_lp_per_token",  # the same per token of the answer's text
     "reading_probe",      # the probe of the reader's middle-layer state (confidence.probe)
+    "quoted_passage_lp",  # log p(y|x,z) of z the answer is quoted from, with no constraint
 )
 
 _READING = FEATURES[FEATURES.index("best_passage_lp"):FEATURES.index("closed_book_lp")]
-# The feature of the pass that reads the answer again after its passage (half the layers).
+# The features of the pass that reads the answer again after its passage
+# (ragdesk.core.engine.reading_state), set by the engine.
 READING_PROBE = "reading_probe"
+QUOTED_PASSAGE_LP = "quoted_passage_lp"
+READ_AGAIN: tuple[str, ...] = (READING_PROBE, QUOTED_PASSAGE_LP)
 # The features of the closed-book pass, the one that costs a forward of its own.
 CLOSED_BOOK: tuple[str, ...] = FEATURES[FEATURES.index("closed_book_lp"):
                                         FEATURES.index(READING_PROBE)]

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ragdesk.core.confidence import (
     CLOSED_BOOK,
+    QUOTED_PASSAGE_LP,
     READING_PROBE,
     ConfidenceModel,
     answer_features,
@@ -35,7 +36,7 @@ from ragdesk.core.engine.memory_answer import memory_answer
 from ragdesk.core.engine.rag_sequence import rag_sequence
 from ragdesk.core.engine.rag_together import read_together
 from ragdesk.core.engine.rag_token import rag_token
-from ragdesk.core.engine.reading_state import reading_state
+from ragdesk.core.engine.reading_state import read_again
 from ragdesk.core.engine.request import AnswerRequest
 from ragdesk.core.errors import NotFoundError
 from ragdesk.core.free_cores import fit_threads
@@ -267,14 +268,18 @@ class Engine:
         else:
             ans.features = answer_features(ans, None)
         probe = model.probe if model is not None else None
-        if self.every_feature or probe is not None:
+        if self.every_feature or probe is not None or (
+                model is not None and model.reads_any((QUOTED_PASSAGE_LP,))):
             t0 = time.perf_counter()
             with self._lock:
-                ans.reading_state = reading_state(
+                reading = read_again(
                     self.generator, ans.question, [PassageText(d.title, d.text) for d in ans.docs],
                     summarize_sources(ans).primary, ans.text, ans.mode, ans.style,
                     probe.layer if probe is not None else None)
             ans.timings["reading_state_s"] = time.perf_counter() - t0
+            if reading is not None:
+                ans.reading_state = reading.state
+                ans.features[QUOTED_PASSAGE_LP] = reading.logprob
             state = ans.reading_state
             if probe is not None and state is not None:
                 if probe.reads(state):

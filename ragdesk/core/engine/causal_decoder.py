@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ragdesk.core.engine.int8_kernels import outlier_dims
@@ -270,13 +270,15 @@ class LeanCausalDecoder(ABC):
     def forward(self, tokens: torch.Tensor, state: KVState,
                 positions: torch.Tensor | None = None,
                 tree_mask: torch.Tensor | None = None,
-                layers: int | None = None) -> torch.Tensor:
+                layers: int | None = None,
+                on_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
         """Feed ``tokens`` [R, T] after what ``state`` holds; returns hidden states [R, T, d]
         (before the final norm). ``positions`` [R, T] default to consecutive positions after
         each row's last; ``tree_mask`` [T, T] (True: attend) replaces causality among the new
         tokens (a prefix tree fed as one sequence); ``layers``: run only the first that many
         (the residual stream there; the state's later layers are left unwritten, so such a
-        state serves no further step)."""
+        state serves no further step); ``on_layer(i, h)``: sees the residual stream after
+        layer ``i``."""
         import torch
 
         r, t = tokens.shape
@@ -303,6 +305,8 @@ class LeanCausalDecoder(ABC):
             att = self._attend(q, state.k[i][:, :, :end], state.v[i][:, :, :end],
                                masks[layer.sliding])
             h = layer.finish(h, att.transpose(1, 2).reshape(r, t, q_dim))
+            if on_layer is not None:
+                on_layer(i, h)
         state.length = end
         state.next_position = positions[:, -1] + 1
         return h
@@ -382,23 +386,35 @@ class LeanCausalDecoder(ABC):
         head.next_position = torch.full_like(head.next_position, n)
         return n
 
-    def hidden_after(self, prompt: Sequence[int], answer: Sequence[int], layers: int,
-                     device: Any = None) -> torch.Tensor:
-        """The residual stream after the first ``layers`` layers at each token of ``answer``
-        read after ``prompt`` [len(answer), d]. A kept opening's keys and values serve the
-        prompt's start; this sequence is not kept as one, its later layers being unrun."""
+    def read_answer(self, prompt: Sequence[int], answer: Sequence[int], tap: int,
+                    device: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``answer`` teacher-forced after ``prompt``: the residual stream after layer ``tap``
+        at each of its tokens [len(answer), d], and each token's log-probability under the
+        plain model [len(answer)] (no decoding constraint). A kept opening's keys and values
+        serve the prompt's start; this sequence is not kept as one."""
         import torch
 
         if not prompt or not answer:
             raise ValueError("the prompt and the answer need at least one token each")
+        if not 0 <= tap < len(self.layers):
+            raise ValueError(f"layer {tap} is not one of the decoder's {len(self.layers)}")
         self._follow_weights()
         state = KVState.empty(1, len(self.layers), self.kv_heads, len(prompt) + len(answer),
                               self.head_dim, self.kv_dtype, device)
-        reused = self._reuse_opening(tuple(prompt), state, device)
+        reused = self._reuse_opening(tuple(prompt), state, device)  # leaves >= 1 prompt token
         rest = [*prompt[reused:], *answer]
+        n = len(answer)
+        tapped: list[torch.Tensor] = []
+
+        def keep(i: int, h: torch.Tensor) -> None:
+            if i == tap:
+                tapped.append(h[0, -n:])
+
         h = self.forward(torch.tensor([rest], dtype=torch.long, device=device), state,
-                         layers=layers)
-        return h[0, -len(answer):]
+                         on_layer=keep)
+        lp = torch.log_softmax(self.logits(h[0, -n - 1:-1]).float(), dim=-1)
+        ids = torch.tensor(answer, dtype=torch.long, device=lp.device)
+        return tapped[0], lp.gather(-1, ids[:, None])[:, 0]
 
     def forget_opening(self) -> None:
         self._openings = []

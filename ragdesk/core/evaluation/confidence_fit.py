@@ -189,6 +189,8 @@ def fit_on_results(results: Sequence[Mapping[str, object]], *, source: str, l2: 
     probe = _probe_part(rows, feats, right, folds) if READING_PROBE in names else None
     if probe is None:
         names = [n for n in names if n != READING_PROBE]
+    # a feature no row holds (a generator without the pass that computes it) tells nothing
+    names = [n for n in names if any(n in f for f in feats)]
     cv = cross_validated(feats, right, l2, folds, names)
     threshold, figures = _figures(cv, right, answerable, folds)
     fitted_on: dict[str, object] = {

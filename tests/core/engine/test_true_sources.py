@@ -14,6 +14,8 @@ import pytest
 from ragdesk.core.confidence import (
     CLOSED_BOOK,
     FEATURES,
+    QUOTED_PASSAGE_LP,
+    READ_AGAIN,
     READING_PROBE,
     ConfidenceModel,
     assign_sources,
@@ -25,7 +27,7 @@ from ragdesk.core.engine.api import Engine
 from ragdesk.core.engine.closed_book import closed_book
 from ragdesk.core.engine.contracts import PassageText
 from ragdesk.core.engine.generators import CausalLMGenerator
-from ragdesk.core.engine.reading_state import middle_layer, reading_state
+from ragdesk.core.engine.reading_state import middle_layer, read_again
 from ragdesk.core.matching import answer_tokens
 from ragdesk.core.types import Answer, AnswerToken, RetrievedDoc
 
@@ -157,7 +159,7 @@ def test_the_engine_judges_answers_with_the_snapshots_model(
                                   snapshot_name="snap")
     assert ans.confidence == pytest.approx(1 / (1 + math.exp(-bias)))
     assert ans.abstained is abstains
-    assert set(ans.features) == set(FEATURES) - {READING_PROBE}  # GPT-2 has no lean decoder
+    assert set(ans.features) == set(FEATURES) - set(READ_AGAIN)  # GPT-2 has no lean decoder
     kept = engine.answer_from_docs(case.question, case.hits, max_new_tokens=NEW,
                                    snapshot_name="snap", abstain=False)
     assert not kept.abstained and kept.text == ans.text  # the guess is the same either way
@@ -199,17 +201,17 @@ def test_the_closed_book_pass_runs_only_when_its_features_are_read_or_collected(
     case = make_cases(2)
     ans = _judged(causal_gen, tmp_path, _model(0.5, 0.0, reads=reads), every_feature, case)
     assert ("closed_book_s" in ans.timings) is runs
-    plain = set(FEATURES) - {READING_PROBE}
+    plain = set(FEATURES) - set(READ_AGAIN)  # GPT-2 has no lean decoder to read again
     assert set(ans.features) == (plain if runs else plain - set(CLOSED_BOOK))
     if runs:
         prior = closed_book(causal_gen, case.question, ans.text, ans.style)
         assert ans.features["closed_book_lp"] == pytest.approx(prior.logprob, abs=1e-5)
 
 
-@pytest.mark.parametrize("with_probe,every_feature", [(True, False), (False, True),
-                                                      (False, False)])
-def test_the_probe_reads_the_quoted_passages_row_when_a_model_has_one(
-        gemma_parts: Any, make_cases: Any, tmp_path: Path, with_probe: bool,
+@pytest.mark.parametrize("with_probe,reads_lp,every_feature", [
+    (True, False, False), (False, True, False), (False, False, True), (False, False, False)])
+def test_the_answer_is_read_again_after_the_quoted_passage_when_a_model_reads_it(
+        gemma_parts: Any, make_cases: Any, tmp_path: Path, with_probe: bool, reads_lp: bool,
         every_feature: bool) -> None:
     import numpy as np
 
@@ -219,24 +221,26 @@ def test_the_probe_reads_the_quoted_passages_row_when_a_model_has_one(
     weights = np.random.default_rng(0).normal(size=gen.model.config.hidden_size)
     probe = Probe(middle_layer(layers), tuple(map(float, weights)), 0.25)
     case = make_cases(4)
-    ans = _judged(gen, tmp_path, _model(0.5, 0.0, reads=(READING_PROBE,),
+    reads = (READING_PROBE, *((QUOTED_PASSAGE_LP,) if reads_lp else ()))
+    ans = _judged(gen, tmp_path, _model(0.5, 0.0, reads=reads,
                                         probe=probe if with_probe else None),
                   every_feature, case)
-    runs = with_probe or every_feature
+    runs = with_probe or reads_lp or every_feature
     assert ("reading_state_s" in ans.timings) is runs
     assert (ans.reading_state is not None) is runs
+    assert (QUOTED_PASSAGE_LP in ans.features) is runs
     assert (READING_PROBE in ans.features) is with_probe
     assert "reading_state" not in ans.to_json()  # hundreds of numbers: evaluation only
     if ans.reading_state is None:
         return
-    expected = reading_state(gen, case.question, [PassageText(d.title, d.text)
-                                                  for d in ans.docs],
-                             summarize_sources(ans).primary, ans.text, ans.mode, ans.style)
-    assert expected is not None and ans.reading_state.layer == expected.layer
-    assert ans.reading_state.values == pytest.approx(expected.values, abs=1e-5)
+    expected = read_again(gen, case.question, [PassageText(d.title, d.text) for d in ans.docs],
+                          summarize_sources(ans).primary, ans.text, ans.mode, ans.style)
+    assert expected is not None and ans.reading_state.layer == expected.state.layer
+    assert ans.reading_state.values == pytest.approx(expected.state.values, abs=1e-5)
+    assert ans.features[QUOTED_PASSAGE_LP] == pytest.approx(expected.logprob, abs=1e-4)
     if with_probe:
-        assert ans.features[READING_PROBE] == pytest.approx(probe.score(expected.values),
-                                                            abs=1e-4)
+        assert ans.features[READING_PROBE] == pytest.approx(
+            probe.score(expected.state.values), abs=1e-4)
 
 
 def test_a_probe_of_another_width_is_passed_over_not_an_error(

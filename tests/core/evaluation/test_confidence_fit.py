@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragdesk.core.confidence import CLOSED_BOOK, ConfidenceModel
+from ragdesk.core.confidence import CLOSED_BOOK, QUOTED_PASSAGE_LP, ConfidenceModel
 from ragdesk.core.confidence.memory import MEMORY_FEATURES
 from ragdesk.core.evaluation.confidence_fit import FOLDS, L2, fit_on_results
 from ragdesk.core.evaluation.selective import auroc, choose_threshold, given_figures
@@ -85,6 +85,20 @@ def test_a_model_without_the_closed_book_features_reads_only_the_others() -> Non
         fit_on_results(rows, source="synthetic", names=["logprob", "shoe_size"])
 
 
+def test_a_feature_no_row_holds_is_left_out_of_the_model() -> None:
+    """A generator without the pass behind a feature (BART: no lean decoder to read the answer
+    again) gives rows without it: the model is the one fitted on the others."""
+    rows = _rows(5, 400)
+    for r in rows[:-1]:
+        del r["features"][QUOTED_PASSAGE_LP]  # type: ignore[attr-defined]
+    model = fit_on_results(rows, source="synthetic")
+    assert QUOTED_PASSAGE_LP not in model.names
+    others = [n for n in PLAIN if n != QUOTED_PASSAGE_LP]
+    assert model.names == tuple(others)
+    same = fit_on_results(rows, source="synthetic", names=others)
+    assert model.weights == pytest.approx(same.weights) and model.threshold == same.threshold
+
+
 def _cv_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Each row's P(right) from scikit-learn fitted without its fold (row i in fold i mod 5)."""
     from sklearn.linear_model import LogisticRegression
@@ -130,7 +144,7 @@ def _log_loss(p: np.ndarray, y: np.ndarray) -> float:
     return float(log_loss(y, np.clip(p, 1e-6, 1 - 1e-6), labels=[False, True]))
 
 
-@pytest.mark.parametrize("seed,with_kept", [(3, False), (4, True)])
+@pytest.mark.parametrize("seed,with_kept", [(7, False), (4, True)])
 def test_rows_with_answers_from_memory_give_a_memory_part_fitted_on_what_it_will_meet(
         seed: int, with_kept: bool) -> None:
     from sklearn.linear_model import LogisticRegression
