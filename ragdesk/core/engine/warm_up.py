@@ -37,6 +37,7 @@ class Answerer(Protocol):
                       snapshot_name: str | None = None,
                       cancel: CancelToken | None = None) -> Any: ...
 
+
 WARM_UP_QUESTION = "when was the lighthouse on the island built"
 
 
