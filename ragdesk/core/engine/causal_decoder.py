@@ -270,15 +270,12 @@ class LeanCausalDecoder(ABC):
     def forward(self, tokens: torch.Tensor, state: KVState,
                 positions: torch.Tensor | None = None,
                 tree_mask: torch.Tensor | None = None,
-                layers: int | None = None,
                 on_layer: Callable[[int, torch.Tensor], None] | None = None) -> torch.Tensor:
         """Feed ``tokens`` [R, T] after what ``state`` holds; returns hidden states [R, T, d]
         (before the final norm). ``positions`` [R, T] default to consecutive positions after
         each row's last; ``tree_mask`` [T, T] (True: attend) replaces causality among the new
-        tokens (a prefix tree fed as one sequence); ``layers``: run only the first that many
-        (the residual stream there; the state's later layers are left unwritten, so such a
-        state serves no further step); ``on_layer(i, h)``: sees the residual stream after
-        layer ``i``."""
+        tokens (a prefix tree fed as one sequence); ``on_layer(i, h)``: sees the residual
+        stream after layer ``i``."""
         import torch
 
         r, t = tokens.shape
@@ -295,7 +292,7 @@ class LeanCausalDecoder(ABC):
         h = self._embed(tokens)
         rope = self._rope(positions, h)
         q_dim, d = self.heads * self.head_dim, self.head_dim
-        for i, layer in enumerate(self.layers[:layers]):
+        for i, layer in enumerate(self.layers):
             q, k, v = layer.heads_qkv(h, self.heads, self.kv_heads, d)
             cos, sin = rope[self.layer_types[i]]
             q, k = _apply_rope(q, k, cos, sin)
