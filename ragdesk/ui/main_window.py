@@ -147,8 +147,9 @@ class MainWindow(QMainWindow):
             self.conversation, wire_card=self.wire_card, remember=self.settings_writer.write,
             show=self.status.show)
         # setup resumed, catalog followed, snapshot named
-        self.upkeep = install_upkeep(self.context, self.library, self.chat.empty,
-                                     self.status.show)
+        self.upkeep = install_upkeep(
+            self.context, self.library, self.chat.empty, self.status.show, self.controls,
+            lambda: self.conversation.preload(self.state.pack, self.params()))
 
     def _dock(self, title: str, name: str, widget: QWidget,
               area: Qt.DockWidgetArea) -> QDockWidget:
@@ -198,7 +199,6 @@ class MainWindow(QMainWindow):
         self.library.setupProgress.connect(conv.show_setup_progress)
         self.selection.copyRequested.connect(self.transcript.copy_card)
         s.snapshotsChanged.connect(self._snapshots_changed)
-        s.packsChanged.connect(lambda packs: self.controls.set_packs(packs, s.pack))
         s.packChanged.connect(self.controls.show_pack)
         for signal in (s.activeSnapshotChanged, s.packChanged):
             signal.connect(lambda _v: self.update_status())
@@ -221,8 +221,6 @@ class MainWindow(QMainWindow):
 
     def _snapshots_changed(self, snapshots: list[SnapshotInfo]) -> None:
         self.update_status()
-        if self.state.usable_snapshots():
-            self.conversation.preload(self.state.pack, self.params())
         first, self._first_load_done = not self._first_load_done, True
         if first and self.offer_first_run and self.first_run is None \
                 and not any(s.searchable for s in snapshots) and not self.ops.busy(Lane.JOBS):
