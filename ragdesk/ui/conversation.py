@@ -56,6 +56,8 @@ class _Ask:
     in_chat: bool
     sent: float
     forgotten: bool = False  # its card is going away: nothing more is shown in it
+    behind: bool = False  # sent while another question was in flight
+    answering: float | None = None  # when the engine started on it (the models loaded)
 
 
 def answer_on_engine_thread(backend: Backend, req: QuestionJob, ctx: OpContext) -> Answer:
@@ -78,6 +80,22 @@ def answer_on_engine_thread(backend: Backend, req: QuestionJob, ctx: OpContext) 
                                         cancel=ctx.cancel)
     return backend.answer(req.question, req.params, pack=req.pack, snapshot=req.snapshot,
                           on_token=ctx.stream, cancel=ctx.cancel)
+
+
+# A shorter wait is the lane handing over, not worth a word.
+WAIT_WORTH_SAYING_S = 0.5
+
+
+def finished_text(answer: Answer, took: float, waited: float, behind: bool) -> str:
+    """The status line for an answer ``took`` seconds after it was sent, of which it
+    ``waited`` for the engine: for an earlier question (``behind``), else for the models to
+    load. Said apart, so that the time shown is the answer's own."""
+    where = f" from {answer.snapshot}" if answer.snapshot else ""
+    state = "Stopped" if answer.cancelled else "Answered"
+    if waited < WAIT_WORTH_SAYING_S:
+        return f"{state} in {took:.1f} s{where}."
+    cause = "an earlier question" if behind else "the models to load"
+    return f"{state} in {took - waited:.1f} s{where}, after waiting {waited:.1f} s for {cause}."
 
 
 class Conversation(QObject):
@@ -122,7 +140,7 @@ class Conversation(QObject):
         # Passages chosen elsewhere: the card's K is how many were chosen, not the setting.
         shown = params if docs is None else params.replace(n_docs=max(1, len(docs)))
         card = AnswerCard(op.id, question, shown, snapshot, chosen_passages=docs is not None)
-        ask = _Ask(op, card, in_chat, time.monotonic())
+        ask = _Ask(op, card, in_chat, time.monotonic(), behind=bool(self._asks))
         op.started(lambda: self._started(ask)).stream(lambda item: self._streamed(ask, item))
         op.success(lambda answer: self._finished(ask, answer))
         op.failure(lambda report: self._failed(ask, report))
@@ -215,6 +233,7 @@ class Conversation(QObject):
         elif item is Phase.MODELS_LOADED:
             self.activity.emit(f"The {self._pack()} pack is loaded.")
         elif item is Phase.GENERATING:
+            ask.answering = time.monotonic()
             self.activity.emit("Retrieving and generating…")
 
     def on_token(self, card: AnswerCard, tok: AnswerToken) -> None:
@@ -231,9 +250,8 @@ class Conversation(QObject):
         if not ask.forgotten:
             ask.card.finish(answer)
             took = time.monotonic() - ask.sent
-            where = f" from {answer.snapshot}" if answer.snapshot else ""
-            state = "Stopped" if answer.cancelled else "Answered"
-            self.activity.emit(f"{state} in {took:.1f} s{where}.")
+            self.activity.emit(finished_text(answer, took, waited=(
+                0.0 if ask.answering is None else ask.answering - ask.sent), behind=ask.behind))
             log.info("answer finished: request %d, %d tokens, snapshot %s, %.2f s",
                      ask.op.id, len(answer.tokens), answer.snapshot, took)
         self.answerFinished.emit(ask.op.id, answer)
