@@ -56,7 +56,9 @@ class _Ask:
     in_chat: bool
     sent: float
     forgotten: bool = False  # its card is going away: nothing more is shown in it
-    behind: bool = False  # sent while another question was in flight
+    # what it waits for, as the status line names it: an earlier question in flight when it
+    # was sent, the starter setup, else the models loading
+    waits_for: str = "the models to load"
     answering: float | None = None  # when the engine started on it (the models loaded)
 
 
@@ -86,16 +88,16 @@ def answer_on_engine_thread(backend: Backend, req: QuestionJob, ctx: OpContext) 
 WAIT_WORTH_SAYING_S = 0.5
 
 
-def finished_text(answer: Answer, took: float, waited: float, behind: bool) -> str:
+def finished_text(answer: Answer, took: float, waited: float, waited_for: str) -> str:
     """The status line for an answer ``took`` seconds after it was sent, of which it
-    ``waited`` for the engine: for an earlier question (``behind``), else for the models to
-    load. Said apart, so that the time shown is the answer's own."""
+    ``waited`` for ``waited_for`` before the engine started on it. Said apart, so that the
+    time shown is the answer's own."""
     where = f" from {answer.snapshot}" if answer.snapshot else ""
     state = "Stopped" if answer.cancelled else "Answered"
     if waited < WAIT_WORTH_SAYING_S:
         return f"{state} in {took:.1f} s{where}."
-    cause = "an earlier question" if behind else "the models to load"
-    return f"{state} in {took - waited:.1f} s{where}, after waiting {waited:.1f} s for {cause}."
+    return (f"{state} in {took - waited:.1f} s{where}, after waiting {waited:.1f} s for "
+            f"{waited_for}.")
 
 
 class Conversation(QObject):
@@ -140,7 +142,9 @@ class Conversation(QObject):
         # Passages chosen elsewhere: the card's K is how many were chosen, not the setting.
         shown = params if docs is None else params.replace(n_docs=max(1, len(docs)))
         card = AnswerCard(op.id, question, shown, snapshot, chosen_passages=docs is not None)
-        ask = _Ask(op, card, in_chat, time.monotonic(), behind=bool(self._asks))
+        ask = _Ask(op, card, in_chat, time.monotonic())
+        if self._asks:
+            ask.waits_for = "an earlier question"
         op.started(lambda: self._started(ask)).stream(lambda item: self._streamed(ask, item))
         op.success(lambda answer: self._finished(ask, answer))
         op.failure(lambda report: self._failed(ask, report))
@@ -225,6 +229,7 @@ class Conversation(QObject):
             self.on_token(ask.card, item)
             self.tokenStreamed.emit(ask.op.id, item)
         elif item is Phase.WAITING_FOR_SETUP:
+            ask.waits_for = "the starter setup"
             self.activity.emit("Waiting for the starter pack…")
         elif item is Phase.SETUP_ANSWERABLE:
             self._started(ask)
@@ -250,8 +255,8 @@ class Conversation(QObject):
         if not ask.forgotten:
             ask.card.finish(answer)
             took = time.monotonic() - ask.sent
-            self.activity.emit(finished_text(answer, took, waited=(
-                0.0 if ask.answering is None else ask.answering - ask.sent), behind=ask.behind))
+            waited = 0.0 if ask.answering is None else ask.answering - ask.sent
+            self.activity.emit(finished_text(answer, took, waited, ask.waits_for))
             log.info("answer finished: request %d, %d tokens, snapshot %s, %.2f s",
                      ask.op.id, len(answer.tokens), answer.snapshot, took)
         self.answerFinished.emit(ask.op.id, answer)

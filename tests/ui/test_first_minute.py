@@ -4,6 +4,7 @@ generator is ready, and dense retrieval takes over when the vectors are done. No
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,8 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     dialog.later.click()
     assert not dialog.isVisible()
 
+    said: list[str] = []
+    window.conversation.activity.connect(said.append)
     window.question.setPlainText("Which city is the capital of France?")
     card = window.send()
     assert card is not None
@@ -125,6 +128,9 @@ def test_a_question_asked_during_setup_waits_then_is_answered_with_bm25(
     assert len(answer.docs) == window.params().n_docs
     assert abs(sum(d.prob for d in answer.docs) - 1.0) < 1e-4
     assert card.state == "done"
+    # the time shown is the answer's own, the wait for the setup said apart
+    assert any(re.fullmatch(r"Answered in [\d.]+ s from vital-articles, after waiting [\d.]+ s "
+                            r"for the starter setup\.", line) for line in said), said
     assert "BM25 (dense index not ready yet)" in plain_text(card.meta_label.text())
     assert cat.get_snapshot("vital-articles").state == "importing"  # vectors still pending
     assert no_error(window)

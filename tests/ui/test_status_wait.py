@@ -16,14 +16,12 @@ def test_the_wait_is_said_apart_from_the_answers_own_time() -> None:
     answer = Answer(question="who was the first emperor of rome?", text="Augustus",
                     token_ids=[], tokens=[], docs=[], logprob=-1.0, mode="token",
                     snapshot="wiki-a")
-    assert finished_text(answer, 1.24, waited=0.1, behind=False) == \
-        "Answered in 1.2 s from wiki-a."
-    assert finished_text(answer, 5.0, waited=3.0, behind=False) == \
+    loading = "the models to load"
+    assert finished_text(answer, 1.24, 0.1, loading) == "Answered in 1.2 s from wiki-a."
+    assert finished_text(answer, 5.0, 3.0, loading) == \
         "Answered in 2.0 s from wiki-a, after waiting 3.0 s for the models to load."
-    assert finished_text(answer, 5.0, waited=3.0, behind=True) == \
-        "Answered in 2.0 s from wiki-a, after waiting 3.0 s for an earlier question."
     answer.cancelled = True
-    assert finished_text(answer, 5.0, waited=0.0, behind=False) == "Stopped in 5.0 s from wiki-a."
+    assert finished_text(answer, 5.0, 0.0, loading) == "Stopped in 5.0 s from wiki-a."
 
 
 def test_a_question_sent_behind_another_says_how_long_it_waited(
