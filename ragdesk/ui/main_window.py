@@ -146,7 +146,7 @@ class MainWindow(QMainWindow):
             self, self.controls_dock, self.context, self.chat, self.selection,
             self.conversation, wire_card=self.wire_card, remember=self.settings_writer.write,
             show=self.status.show)
-        # setup resumed, catalog followed, snapshot named
+        # setup resumed, catalog followed, packs shown, models preloaded, snapshot named
         self.upkeep = install_upkeep(
             self.context, self.library, self.chat.empty, self.status.show, self.controls,
             lambda: self.conversation.preload(self.state.pack, self.params()))
