@@ -102,6 +102,7 @@ def _set_up(w: Any, args: argparse.Namespace, shoot: Any) -> Any:
 
 
 def scenario(w: Any, args: argparse.Namespace) -> Any:
+    from PySide6.QtCore import QPoint
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication
     from screenshots import xdo
@@ -145,8 +146,6 @@ def scenario(w: Any, args: argparse.Namespace) -> Any:
     print(f"{args.question!r} -> {card.answer.text!r} ({card.answer.mode}) in "
           f"{time.monotonic() - t1:.1f} s; load {_load()}", flush=True)
     yield ("sleep", 1000)
-    from PySide6.QtCore import QPoint
-
     bar = w.chat.verticalScrollBar()
     # the card from its question down, as a reader scrolls to it (at 1280x720 its last
     # line may then be below the fold, rather than its question above it)

@@ -28,10 +28,6 @@ def _passages(tiny_models: Any) -> list[PassageText]:
     return [PassageText(t, " ".join(x.split()[:60])) for t, x in list(tiny_models.corpus)[:4]]
 
 
-def _reference(gen: CausalLMGenerator, prompt: list[int], layer: int) -> Any:
-    return _forward(gen, prompt, layer)[0]
-
-
 def _forward(gen: CausalLMGenerator, prompt: list[int], layer: int) -> tuple[Any, float]:
     """transformers' state after ``layer`` averaged over the answer, and the answer's
     log-probability, from one forward over the prompt and the answer."""
@@ -71,7 +67,7 @@ def test_the_quoted_rows_state_equals_transformers_middle_layer(lean: CausalLMGe
     other = _state(read_again(lean, QUESTION, passages, source, ANSWER, "token", "short",
                               layer=0))
     assert other.layer == 0
-    assert torch.allclose(torch.tensor(other.values), _reference(lean, prompt, 0), atol=1e-4)
+    assert torch.allclose(torch.tensor(other.values), _forward(lean, prompt, 0)[0], atol=1e-4)
     assert not torch.allclose(torch.tensor(other.values), ref, atol=1e-2)
 
 
